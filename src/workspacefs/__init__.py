@@ -1,0 +1,85 @@
+"""workspacefs: one filesystem for the tools of LLM agents.
+
+A tool handler calls ``fs.read(...)`` the same way whether the files live in memory, in a sandboxed
+host directory, in a container, in SQLite/PostgreSQL or in an object store. Everything public is
+re-exported here; every other module is private.
+"""
+
+from workspacefs.backends.base import BaseFilesystem
+from workspacefs.backends.memory import InMemoryFilesystem
+from workspacefs.errors import (
+    SnapshotCreationError,
+    SnapshotError,
+    SnapshotIncompatibleError,
+    SnapshotNotFoundError,
+    SnapshotRestoreError,
+)
+from workspacefs.open import open_filesystem, register_backend, registered_backends
+from workspacefs.paths import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_GREP_MATCHES,
+    DEFAULT_READ_LIMIT,
+    MAX_CONVENIENCE_BYTES,
+    MAX_PATH_DEPTH,
+    MAX_SEGMENT_LENGTH,
+    normalize_path,
+)
+from workspacefs.protocol import ByteReader, ByteWriter, Filesystem, SnapshotableFilesystem, TextReader
+from workspacefs.results import (
+    FileEntry,
+    FileStat,
+    FilesystemDiff,
+    GlobMatch,
+    GrepMatch,
+    ReadBytesResult,
+    ReadResult,
+    WriteMode,
+    WriteResult,
+)
+from workspacefs.snapshots import (
+    FilesystemSnapshot,
+    InMemorySnapshotStore,
+    SnapshotRetentionPolicy,
+    SnapshotStore,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MAX_GREP_MATCHES",
+    "DEFAULT_READ_LIMIT",
+    "MAX_CONVENIENCE_BYTES",
+    "MAX_PATH_DEPTH",
+    "MAX_SEGMENT_LENGTH",
+    "BaseFilesystem",
+    "ByteReader",
+    "ByteWriter",
+    "FileEntry",
+    "FileStat",
+    "Filesystem",
+    "FilesystemDiff",
+    "FilesystemSnapshot",
+    "GlobMatch",
+    "GrepMatch",
+    "InMemoryFilesystem",
+    "InMemorySnapshotStore",
+    "ReadBytesResult",
+    "ReadResult",
+    "SnapshotCreationError",
+    "SnapshotError",
+    "SnapshotIncompatibleError",
+    "SnapshotNotFoundError",
+    "SnapshotRestoreError",
+    "SnapshotRetentionPolicy",
+    "SnapshotStore",
+    "SnapshotableFilesystem",
+    "TextReader",
+    "WriteMode",
+    "WriteResult",
+    "__version__",
+    "normalize_path",
+    "open_filesystem",
+    "register_backend",
+    "registered_backends",
+]

@@ -1,0 +1,1 @@
+"""Backends. Each module holds one; none imports another (DESIGN §1)."""

@@ -1,0 +1,100 @@
+"""Errors: the snapshot error family and the helpers that build the built-in exceptions.
+
+Every backend raises the built-in exceptions of seed 000's table (``FileNotFoundError``,
+``IsADirectoryError`` …). The helpers here build them in one shape, ``[Errno N] reason: 'path'``,
+so a model sees the same message whichever backend it talks to.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+__all__ = [
+    "SnapshotCreationError",
+    "SnapshotError",
+    "SnapshotIncompatibleError",
+    "SnapshotNotFoundError",
+    "SnapshotRestoreError",
+    "caller_paths",
+    "directory_not_empty",
+    "file_exists",
+    "file_not_found",
+    "is_a_directory",
+    "not_a_directory",
+    "permission_denied",
+    "read_only_filesystem",
+]
+
+
+class SnapshotError(RuntimeError):
+    """Base class for snapshot failures (seed 002)."""
+
+
+class SnapshotCreationError(SnapshotError):
+    """A snapshot could not be taken."""
+
+
+class SnapshotRestoreError(SnapshotError):
+    """A snapshot could not be restored."""
+
+
+class SnapshotNotFoundError(SnapshotError):
+    """The requested snapshot does not exist (or was pruned)."""
+
+
+class SnapshotIncompatibleError(SnapshotError, ValueError):
+    """The snapshot was taken by another kind of filesystem and cannot be restored here."""
+
+
+def file_not_found(path: str) -> FileNotFoundError:
+    """``FileNotFoundError`` naming ``path``."""
+    return FileNotFoundError(errno.ENOENT, "No such file or directory", path)
+
+
+def is_a_directory(path: str, reason: str = "Is a directory") -> IsADirectoryError:
+    """``IsADirectoryError`` naming ``path``."""
+    return IsADirectoryError(errno.EISDIR, reason, path)
+
+
+def directory_not_empty(path: str) -> IsADirectoryError:
+    """A non-empty directory deleted without ``recursive=True`` (DESIGN §3: an ``IsADirectoryError``)."""
+    return IsADirectoryError(errno.ENOTEMPTY, "Directory not empty (pass recursive=True to delete it)", path)
+
+
+def not_a_directory(path: str) -> NotADirectoryError:
+    """``NotADirectoryError`` naming ``path`` (a file where a directory is needed)."""
+    return NotADirectoryError(errno.ENOTDIR, "Not a directory", path)
+
+
+def file_exists(path: str) -> FileExistsError:
+    """``FileExistsError`` naming ``path``."""
+    return FileExistsError(errno.EEXIST, "File exists", path)
+
+
+def permission_denied(path: str, reason: str = "Permission denied") -> PermissionError:
+    """``PermissionError`` naming ``path``."""
+    return PermissionError(errno.EACCES, reason, path)
+
+
+def read_only_filesystem(path: str) -> PermissionError:
+    """``PermissionError`` for a mutation on a read-only filesystem."""
+    return PermissionError(errno.EROFS, "Read-only filesystem", path)
+
+
+@contextmanager
+def caller_paths(names: Mapping[str, str]) -> Iterator[None]:
+    """Rewrite ``OSError.filename`` from the normalised path back to the path the caller gave.
+
+    Backends raise with normalised paths; the public methods wrap their work in this so the
+    message names the path exactly as the caller wrote it (DESIGN §3).
+    """
+    try:
+        yield
+    except OSError as exc:
+        if isinstance(exc.filename, str) and exc.filename in names:
+            exc.filename = names[exc.filename]
+        if isinstance(exc.filename2, str) and exc.filename2 in names:
+            exc.filename2 = names[exc.filename2]
+        raise

@@ -1,0 +1,122 @@
+"""``open_filesystem(url)``: one factory for every backend, with a small scheme registry.
+
+Modelled on fsspec's registry: a private mutable table, a read-only public view, lazy
+``"module:attribute"`` targets so optional backends cost nothing until used, an install hint when
+an extra is missing, and third-party registration through the ``workspacefs.backends`` entry point.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from workspacefs.protocol import Filesystem
+
+__all__ = ["BackendSpec", "open_filesystem", "register_backend", "registered_backends"]
+
+Opener = Callable[[str, dict[str, str]], Filesystem]
+"""Builds a filesystem from the full URL and its query parameters."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSpec:
+    """A registered scheme: an opener (or its ``"module:attribute"`` path) and an install hint."""
+
+    target: str | Opener
+    install_hint: str | None = None
+
+    def resolve(self) -> Opener:
+        """Import the opener if it was registered by name."""
+        if not isinstance(self.target, str):
+            return self.target
+        module_name, _, attribute = self.target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            hint = f" ({self.install_hint})" if self.install_hint else ""
+            raise ImportError(f"The backend {self.target!r} is not available: {exc}{hint}") from exc
+        opener: Opener = getattr(module, attribute)
+        return opener
+
+
+_registry: dict[str, BackendSpec] = {}
+_entry_points_loaded = False
+
+
+def register_backend(
+    scheme: str, target: str | Opener, *, install_hint: str | None = None, replace: bool = False
+) -> None:
+    """Register ``scheme`` (``"memory"``, ``"s3"`` …); ``target`` is an opener or ``"module:attribute"``."""
+    scheme = scheme.lower()
+    if scheme in _registry and not replace:
+        raise ValueError(f"Scheme {scheme!r} is already registered (pass replace=True to override)")
+    _registry[scheme] = BackendSpec(target, install_hint)
+
+
+def registered_backends() -> Mapping[str, BackendSpec]:
+    """Read-only view of the registered schemes."""
+    _load_entry_points()
+    return MappingProxyType(_registry)
+
+
+def _load_entry_points() -> None:
+    global _entry_points_loaded  # noqa: PLW0603 - loaded once per process, on first use
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    for entry in entry_points(group="workspacefs.backends"):
+        if entry.name not in _registry:
+            _registry[entry.name] = BackendSpec(entry.value)
+
+
+def query_flag(params: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """A boolean query parameter: ``1/true/yes/on`` or ``0/false/no/off``."""
+    value = params.get(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"Query parameter {name}={value!r} must be true or false")
+
+
+def open_filesystem(url: str, **options: Any) -> Filesystem:
+    """Open the filesystem a URL names: ``memory://``, later ``file:///dir``, ``sqlite:///f.db?session=…`` ….
+
+    Common query parameters: ``read_only=true``, ``mount_point=/workspace``. Keyword ``options``
+    override query parameters.
+
+    Raises:
+        ValueError: no scheme, or an unknown one.
+        ImportError: the backend needs an extra that is not installed (the message says which).
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise ValueError(f"Expected a URL such as 'memory://', got {url!r}")
+    scheme = urlsplit(url).scheme.lower()
+    _load_entry_points()
+    spec = _registry.get(scheme)
+    if spec is None:
+        known = ", ".join(sorted(f"{name}://" for name in _registry))
+        raise ValueError(f"Unknown filesystem scheme {scheme!r}; known: {known}")
+    params = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+    params.update({key: str(value) for key, value in options.items()})
+    return spec.resolve()(url, params)
+
+
+def _open_memory(_url: str, params: dict[str, str]) -> Filesystem:
+    from workspacefs.backends.memory import InMemoryFilesystem  # noqa: PLC0415 - imported on first use
+
+    unknown = set(params) - {"read_only", "mount_point"}
+    if unknown:
+        raise ValueError(f"Unknown option(s) for memory://: {', '.join(sorted(unknown))}")
+    return InMemoryFilesystem(read_only=query_flag(params, "read_only"), mount_point=params.get("mount_point"))
+
+
+register_backend("memory", _open_memory)

@@ -1,0 +1,159 @@
+"""The one path normaliser and validator, and every limit the backends share (DESIGN §3).
+
+Every backend and every tool calls :func:`normalize_path` before touching storage. A normalised
+path is relative to the workspace root, ``/``-separated, with no ``.``, ``..``, empty segment or
+leading ``/``; the root itself is ``""``. Escapes raise ``PermissionError``; malformed input
+raises ``ValueError``. Validation is purely lexical: it never consults the storage, so it cannot
+be raced.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+from collections.abc import Iterator
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MAX_GREP_MATCHES",
+    "DEFAULT_READ_LIMIT",
+    "MAX_CONVENIENCE_BYTES",
+    "MAX_PATH_CHARS",
+    "MAX_PATH_DEPTH",
+    "MAX_SEGMENT_LENGTH",
+    "ROOT",
+    "ancestors",
+    "basename",
+    "check_non_negative",
+    "display_path",
+    "is_within",
+    "join",
+    "normalize_mount_point",
+    "normalize_path",
+    "parent",
+    "relative_to",
+]
+
+MAX_PATH_DEPTH = 16
+"""More segments than this raise ``ValueError``."""
+MAX_SEGMENT_LENGTH = 80
+"""A segment longer than this many characters raises ``ValueError``."""
+MAX_PATH_CHARS = 4096
+"""Raw input longer than this is refused before any parsing (bounds the work a hostile path costs)."""
+MAX_CONVENIENCE_BYTES = 32 * 1024 * 1024
+"""``read``/``read_bytes``/``write``/``write_bytes`` admit exactly this much and no more."""
+DEFAULT_READ_LIMIT = 2000
+"""Lines returned by ``read`` when ``limit`` is ``None``."""
+DEFAULT_MAX_GREP_MATCHES = 1000
+"""Matches returned by ``grep`` when ``max_matches`` is ``None``."""
+DEFAULT_CHUNK_SIZE = 64 * 1024
+"""Chunk size of streaming reads."""
+
+ROOT = ""
+"""The normalised form of the workspace root."""
+
+# C0 controls and DEL (DESIGN §3). NUL is among them.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _escape(path: str) -> PermissionError:
+    return PermissionError(errno.EACCES, "Path escapes the workspace root", path)
+
+
+def normalize_path(path: str, *, mount_point: str | None = None) -> str:
+    """Return the normalised, root-relative form of ``path``; ``""`` means the root.
+
+    ``""``, ``"."`` and ``"/"`` are the root. With ``mount_point="/workspace"``,
+    ``"/workspace/a.txt"`` is ``"a.txt"``; any other leading ``/`` is root-relative, never the
+    host's ``/``. ``..`` is resolved lexically.
+
+    Raises:
+        TypeError: ``path`` is not a ``str``.
+        ValueError: control characters, a segment over 80 characters, more than 16 segments.
+        PermissionError: ``..`` would leave the root.
+    """
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a str, not {type(path).__name__}")
+    if len(path) > MAX_PATH_CHARS:
+        raise ValueError(f"Path is longer than {MAX_PATH_CHARS} characters")
+    if _CONTROL.search(path) is not None:
+        raise ValueError(f"Path contains a control character: {path!r}")
+    rest = path
+    if mount_point and (rest == mount_point or rest.startswith(mount_point + "/")):
+        rest = rest[len(mount_point) :]
+    segments: list[str] = []
+    for segment in rest.split("/"):
+        if segment in ("", "."):
+            continue
+        if segment == "..":
+            if not segments:
+                raise _escape(path)
+            segments.pop()
+            continue
+        if len(segment) > MAX_SEGMENT_LENGTH:
+            raise ValueError(f"Path segment is longer than {MAX_SEGMENT_LENGTH} characters: {segment[:20]!r}…")
+        segments.append(segment)
+    if len(segments) > MAX_PATH_DEPTH:
+        raise ValueError(f"Path has more than {MAX_PATH_DEPTH} segments: {path!r}")
+    return "/".join(segments)
+
+
+def normalize_mount_point(mount_point: str | None) -> str | None:
+    """Validate a mount point: an absolute path such as ``/workspace``; ``None`` or ``"/"`` disable it."""
+    if mount_point is None:
+        return None
+    if not isinstance(mount_point, str) or not mount_point.startswith("/"):
+        raise ValueError(f"mount_point must be an absolute path such as '/workspace', got {mount_point!r}")
+    normalized = normalize_path(mount_point)
+    return "/" + normalized if normalized else None
+
+
+def check_non_negative(name: str, value: int | None) -> None:
+    """Raise ``ValueError`` for a negative (or non-integer) offset or limit."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must not be negative, got {value}")
+
+
+def join(base: str, name: str) -> str:
+    """Join a normalised directory and a child name."""
+    return f"{base}/{name}" if base else name
+
+
+def parent(path: str) -> str:
+    """Parent of a normalised path (the root's parent is the root)."""
+    index = path.rfind("/")
+    return path[:index] if index >= 0 else ROOT
+
+
+def basename(path: str) -> str:
+    """Last segment of a normalised path (``""`` for the root)."""
+    return path[path.rfind("/") + 1 :]
+
+
+def ancestors(path: str) -> Iterator[str]:
+    """Proper ancestors of a normalised path, nearest the root first, excluding the root itself."""
+    index = path.find("/")
+    while index >= 0:
+        yield path[:index]
+        index = path.find("/", index + 1)
+
+
+def is_within(path: str, base: str) -> bool:
+    """True if ``path`` is ``base`` or below it, by whole segments (``a/bc`` is not within ``a/b``)."""
+    return not base or path == base or path.startswith(base + "/")
+
+
+def relative_to(path: str, base: str) -> str:
+    """``path`` relative to ``base``; ``path`` must be within ``base``."""
+    if not base:
+        return path
+    return "" if path == base else path[len(base) + 1 :]
+
+
+def display_path(path: str) -> str:
+    """A normalised path for a message: the root shows as ``/``."""
+    return path or "/"

@@ -1,0 +1,373 @@
+"""The one glob and grep engine, shared by every backend without a faster native one (DESIGN §3).
+
+Glob: ``*`` and ``?`` never cross ``/``; ``**`` as a whole segment spans any number of
+directories, none included; dotfiles match like any name; ``[abc]``/``[!abc]`` classes.
+
+Grep: one match per matching line (the span of the first match, in characters), lines split on
+``\\n`` and numbered from 1, binary files (a NUL in the first 8 KiB) skipped. Patterns run on
+RE2, whose matching time is linear in the text, so no pattern can hang a search. RE2 syntax is
+Python's for everything common; its ``\\w``, ``\\d``, ``\\s`` and ``\\b`` are ASCII-only. The few
+constructs RE2 lacks (backreferences, lookaround) run on the ``regex`` module under a deadline:
+a search that would take longer is refused with ``ValueError`` instead of hanging.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+import re2  # google-re2
+import regex
+
+from workspacefs.paths import MAX_PATH_CHARS, basename, relative_to
+from workspacefs.protocol import ByteReader
+from workspacefs.results import GrepMatch
+
+__all__ = [
+    "BINARY_SNIFF_BYTES",
+    "FALLBACK_BUDGET_SECONDS",
+    "FALLBACK_CALL_TIMEOUT_SECONDS",
+    "GlobMatcher",
+    "GrepPattern",
+    "PathFilter",
+    "is_binary",
+    "search_content",
+]
+
+BINARY_SNIFF_BYTES = 8192
+"""A NUL byte within this many leading bytes marks a file as binary."""
+FALLBACK_CALL_TIMEOUT_SECONDS = 0.5
+"""Longest one line may take under the backtracking fallback engine."""
+FALLBACK_BUDGET_SECONDS = 5.0
+"""Longest a whole grep may spend in the backtracking fallback engine."""
+_STREAM_BLOCK = 1024 * 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_UNANCHORED = re2._Anchor.UNANCHORED
+_ANCHOR_BOTH = re2._Anchor.ANCHOR_BOTH
+# More unbounded wildcards than this and a backtracking matcher could go polynomial; use RE2.
+_MAX_BACKTRACKING_STARS = 3
+
+
+def _re2_options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False
+    return options
+
+
+def is_binary(head: bytes) -> bool:
+    """True if a NUL byte occurs in the first 8 KiB."""
+    return b"\x00" in head[:BINARY_SNIFF_BYTES]
+
+
+# --- glob -----------------------------------------------------------------------------------------
+
+
+def _translate_segment(segment: str) -> tuple[str, int]:
+    """Regex for one glob segment and how many unbounded wildcards it holds."""
+    out: list[str] = []
+    stars = 0
+    i, n = 0, len(segment)
+    while i < n:
+        char = segment[i]
+        i += 1
+        if char == "*":
+            while i < n and segment[i] == "*":
+                i += 1
+            out.append("[^/]*")
+            stars += 1
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = i
+            if end < n and segment[end] in "!^":
+                end += 1
+            if end < n and segment[end] == "]":
+                end += 1
+            end = segment.find("]", end)
+            if end < 0:
+                out.append(re.escape(char))
+                continue
+            body = segment[i:end]
+            i = end + 1
+            negate = body[:1] in ("!", "^")
+            body = body[1:] if negate else body
+            body = body.replace("\\", "\\\\").replace("[", "\\[")
+            out.append(f"[^/{body}]" if negate else f"(?!/)[{body}]")
+        else:
+            out.append(re.escape(char))
+    return "".join(out), stars
+
+
+def _split_pattern(pattern: str, what: str) -> list[str]:
+    if not isinstance(pattern, str):
+        raise TypeError(f"{what} must be a str, not {type(pattern).__name__}")
+    if len(pattern) > MAX_PATH_CHARS:
+        raise ValueError(f"{what} is longer than {MAX_PATH_CHARS} characters")
+    if _CONTROL.search(pattern) is not None:
+        raise ValueError(f"{what} contains a control character: {pattern!r}")
+    segments = [s for s in pattern.split("/") if s not in ("", ".")]
+    if ".." in segments:
+        raise ValueError(f"{what} must not contain '..': {pattern!r}")
+    if not segments:
+        raise ValueError(f"{what} is empty: {pattern!r}")
+    return segments
+
+
+class GlobMatcher:
+    """A compiled glob pattern matched against ``/``-separated relative paths."""
+
+    __slots__ = ("_match", "pattern")
+
+    def __init__(self, pattern: str, *, what: str = "glob pattern") -> None:
+        self.pattern = pattern
+        segments = _split_pattern(pattern, what)
+        parts: list[str] = []
+        stars = 0
+        last = len(segments) - 1
+        for index, segment in enumerate(segments):
+            if segment == "**":
+                parts.append(".*" if index == last else "(?:[^/]*/)*")
+                stars += 1
+                continue
+            regex_text, segment_stars = _translate_segment(segment)
+            parts.append(regex_text if index == last else regex_text + "/")
+            stars += segment_stars
+        text = "".join(parts)
+        self._match: Callable[[str], bool]
+        if stars > _MAX_BACKTRACKING_STARS:
+            linear = re2.compile(text, _re2_options())
+            self._match = lambda path: linear.fullmatch(path) is not None
+        else:
+            compiled = re.compile(text, re.DOTALL)
+            self._match = lambda path: compiled.fullmatch(path) is not None
+
+    def matches(self, relative_path: str) -> bool:
+        """True if the whole relative path matches."""
+        return self._match(relative_path)
+
+
+class PathFilter:
+    """grep's ``glob=`` filter: without a ``/`` it matches file names, with one paths under the base."""
+
+    __slots__ = ("_by_name", "_matcher")
+
+    def __init__(self, pattern: str) -> None:
+        self._by_name = "/" not in pattern.strip("/")
+        self._matcher = GlobMatcher(pattern, what="glob filter")
+
+    def accepts(self, path: str, base: str) -> bool:
+        """True if the file at normalised ``path`` passes, searched from directory ``base``."""
+        if self._by_name:
+            return self._matcher.matches(basename(path))
+        return self._matcher.matches(relative_to(path, base))
+
+
+# --- grep -----------------------------------------------------------------------------------------
+
+
+def _rewrite_text_anchors(pattern: str) -> str:
+    r"""Make ``\A``, ``\z`` and ``\Z`` mean line start/end, as they do when a line is searched alone."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        char = pattern[i]
+        if char == "\\" and i + 1 < n:
+            following = pattern[i + 1]
+            out.append({"A": "^", "z": "$", "Z": "$"}.get(following, char + following))
+            i += 2
+            continue
+        out.append(char)
+        i += 1
+    return "".join(out)
+
+
+# (?-m) or (?i-m:…) would turn line anchors back into text anchors, which block search cannot honour.
+_DISABLES_MULTILINE = re.compile(r"\(\?[a-zA-Z]*-[a-zA-Z]*m")
+
+
+@dataclass(slots=True)
+class _Budget:
+    """Time the backtracking fallback may still spend in this grep."""
+
+    deadline: float
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+class GrepPattern:
+    """A compiled grep pattern; ``ValueError`` if it is not a valid regular expression."""
+
+    __slots__ = ("_block", "_line", "engine", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        if not isinstance(pattern, str):
+            raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
+        self.pattern = pattern
+        options = _re2_options()
+        options.never_nl = True  # a match never spans lines, as when each line is searched alone
+        self._block: re2._re2.RE2 | None = None
+        self._line: _LineSearch | None = None
+        rewritten = _rewrite_text_anchors(pattern)
+        per_line = re2._re2.RE2(rewritten.encode("utf-8"), options)
+        if per_line.ok():
+            self.engine = "re2"
+            if _DISABLES_MULTILINE.search(pattern) is None:
+                block = re2._re2.RE2(("(?m)" + rewritten).encode("utf-8"), options)
+                if block.ok():
+                    self._block = block
+            if self._block is None:
+                self._line = _re2_line_search(per_line)
+            return
+        try:
+            fallback = regex.compile(pattern)
+        except (regex.error, OverflowError, RecursionError) as exc:
+            raise ValueError(f"Invalid regular expression {pattern!r}: {exc}") from None
+        self.engine = "regex"
+        self._line = _regex_line_search(fallback, pattern)
+
+    def new_budget(self) -> _Budget:
+        """A fresh time budget for one grep call."""
+        return _Budget(time.monotonic() + FALLBACK_BUDGET_SECONDS)
+
+    def scan(self, path: str, block: bytes, first_line: int, limit: int, budget: _Budget) -> list[GrepMatch]:
+        """Matches in ``block`` (whole lines; line ``first_line`` first), at most ``limit``."""
+        if self._block is not None:
+            return _scan_block(self._block, path, block, first_line, limit)
+        assert self._line is not None
+        return _scan_lines(self._line, path=path, block=block, first_line=first_line, limit=limit, budget=budget)
+
+
+_LineSearch = Callable[[str, _Budget], "tuple[int, int] | None"]
+
+
+def _re2_line_search(compiled: re2._re2.RE2) -> _LineSearch:
+    def search(line: str, _budget: _Budget) -> tuple[int, int] | None:
+        data = line.encode("utf-8")
+        span = compiled.Match(_UNANCHORED, data, 0, len(data))[0]
+        if span[0] < 0:
+            return None
+        start = len(data[: span[0]].decode("utf-8"))
+        return start, start + len(data[span[0] : span[1]].decode("utf-8"))
+
+    return search
+
+
+def _regex_line_search(compiled: regex.Pattern[str], pattern: str) -> _LineSearch:
+    def search(line: str, budget: _Budget) -> tuple[int, int] | None:
+        remaining = min(FALLBACK_CALL_TIMEOUT_SECONDS, budget.remaining())
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            match = compiled.search(line, timeout=remaining)
+        except TimeoutError:
+            raise ValueError(
+                f"Regular expression {pattern!r} is too slow to search with (it backtracks "
+                "catastrophically); simplify it or avoid backreferences and lookaround"
+            ) from None
+        return None if match is None else match.span()
+
+    return search
+
+
+def _decoded_length(data: bytes) -> int:
+    return len(data.decode("utf-8", "replace"))
+
+
+def _scan_block(compiled: re2._re2.RE2, path: str, block: bytes, first_line: int, limit: int) -> list[GrepMatch]:
+    """Search a block of whole lines in one RE2 pass: lines without a match cost no Python at all."""
+    found: list[GrepMatch] = []
+    end = len(block)
+    trailing_newline = end == 0 or block[-1] == 0x0A
+    position = 0
+    counted_to = 0
+    line_number = first_line
+    while position <= end and len(found) < limit:
+        start, stop = compiled.Match(_UNANCHORED, block, position, end)[0]
+        if start < 0 or (start == end and trailing_newline):
+            break
+        line_start = block.rfind(b"\n", 0, start) + 1
+        line_end = block.find(b"\n", start)
+        line_end = end if line_end < 0 else line_end
+        line_number += block.count(b"\n", counted_to, line_start)
+        counted_to = line_start
+        line = block[line_start:line_end]
+        char_start = _decoded_length(block[line_start:start])
+        found.append(
+            GrepMatch(
+                path=path,
+                line_number=line_number,
+                line_content=line.decode("utf-8", "replace"),
+                match_start=char_start,
+                match_end=char_start + _decoded_length(block[start:stop]),
+            )
+        )
+        position = line_end + 1
+    return found
+
+
+def _scan_lines(
+    search: _LineSearch,
+    *,
+    path: str,
+    block: bytes,
+    first_line: int,
+    limit: int,
+    budget: _Budget,
+) -> list[GrepMatch]:
+    """Search line by line (engines that cannot search a block as independent lines)."""
+    found: list[GrepMatch] = []
+    lines = block.decode("utf-8", "replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for index, line in enumerate(lines):
+        span = search(line, budget)
+        if span is not None:
+            found.append(GrepMatch(path, first_line + index, line, span[0], span[1]))
+            if len(found) >= limit:
+                break
+    return found
+
+
+def _blocks(reader: ByteReader) -> Iterator[bytes]:
+    """Whole-line blocks of about 1 MiB from a stream (a longer line makes a longer block)."""
+    pending = b""
+    while chunk := reader.read(_STREAM_BLOCK):
+        pending += chunk
+        cut = pending.rfind(b"\n")
+        if cut < 0:
+            continue
+        yield pending[: cut + 1]
+        pending = pending[cut + 1 :]
+    if pending:
+        yield pending
+
+
+def search_content(
+    pattern: GrepPattern, path: str, content: bytes | ByteReader, limit: int, budget: _Budget
+) -> list[GrepMatch]:
+    """Matches of one file, given its bytes or an open reader (closed here); binary files give none."""
+    if isinstance(content, bytes | bytearray | memoryview):
+        data = bytes(content)
+        if is_binary(data):
+            return []
+        return pattern.scan(path, data, 1, limit, budget)
+    with content:
+        if is_binary(content.read(BINARY_SNIFF_BYTES)):
+            return []
+        content.seek(0)
+        found: list[GrepMatch] = []
+        line = 1
+        for block in _blocks(content):
+            found += pattern.scan(path, block, line, limit - len(found), budget)
+            if len(found) >= limit:
+                break
+            line += block.count(b"\n")
+        return found
+
+
+def sorted_unique(paths: Iterable[str]) -> list[str]:
+    """Paths in code-point order, as every listing is sorted."""
+    return sorted(set(paths))

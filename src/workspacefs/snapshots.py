@@ -1,0 +1,180 @@
+"""Snapshot values, the ``SnapshotStore`` protocol with an in-process store, and retention (seed 002)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
+from uuid import UUID
+
+from workspacefs.errors import SnapshotNotFoundError
+
+__all__ = [
+    "FilesystemSnapshot",
+    "InMemorySnapshotStore",
+    "SnapshotRetentionPolicy",
+    "SnapshotStore",
+    "select_prunable",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FilesystemSnapshot:
+    """An immutable capture of a filesystem's state.
+
+    ``backend`` names the kind of filesystem that took it (``"memory"``, ``"host"`` …); restoring
+    it on another kind raises ``SnapshotIncompatibleError``. ``commit_ref`` is the backend's
+    reference to the captured state (a git commit, an archive name, a manifest id). ``payload``
+    holds in-process state that is never serialised (the in-memory backend's persistent map).
+    """
+
+    snapshot_id: UUID
+    created_at: datetime
+    backend: str
+    root_path: str = "/"
+    tag: str | None = None
+    parent_id: UUID | None = None
+    file_count: int = 0
+    total_bytes: int = 0
+    commit_ref: str | None = None
+    git_dir: str | None = None
+    strategy: str | None = None
+    payload: Any = field(default=None, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (without ``payload``), for stores that persist snapshots."""
+        return {
+            "snapshot_id": str(self.snapshot_id),
+            "created_at": self.created_at.isoformat(),
+            "backend": self.backend,
+            "root_path": self.root_path,
+            "tag": self.tag,
+            "parent_id": None if self.parent_id is None else str(self.parent_id),
+            "file_count": self.file_count,
+            "total_bytes": self.total_bytes,
+            "commit_ref": self.commit_ref,
+            "git_dir": self.git_dir,
+            "strategy": self.strategy,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FilesystemSnapshot:
+        """Inverse of :meth:`to_dict`."""
+        parent_id = data.get("parent_id")
+        return cls(
+            snapshot_id=UUID(str(data["snapshot_id"])),
+            created_at=datetime.fromisoformat(str(data["created_at"])),
+            backend=str(data["backend"]),
+            root_path=str(data.get("root_path", "/")),
+            tag=data.get("tag"),
+            parent_id=None if parent_id is None else UUID(str(parent_id)),
+            file_count=int(data.get("file_count", 0)),
+            total_bytes=int(data.get("total_bytes", 0)),
+            commit_ref=data.get("commit_ref"),
+            git_dir=data.get("git_dir"),
+            strategy=data.get("strategy"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRetentionPolicy:
+    """Which snapshots a store keeps.
+
+    The newest ``max_count`` prunable snapshots survive; with ``max_age_hours`` older ones go too.
+    With ``keep_tagged`` a tagged snapshot is never pruned and does not count toward ``max_count``.
+    """
+
+    max_count: int = 10
+    max_age_hours: float | None = None
+    keep_tagged: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_count < 0:
+            raise ValueError("max_count must not be negative")
+        if self.max_age_hours is not None and self.max_age_hours < 0:
+            raise ValueError("max_age_hours must not be negative")
+
+
+def select_prunable(
+    snapshots: Sequence[FilesystemSnapshot],
+    policy: SnapshotRetentionPolicy,
+    *,
+    now: datetime | None = None,
+) -> list[FilesystemSnapshot]:
+    """The snapshots ``policy`` would remove, oldest first. Shared by every store."""
+    now = now or datetime.now(UTC)
+    candidates = [s for s in snapshots if not (policy.keep_tagged and s.tag is not None)]
+    candidates.sort(key=lambda s: s.created_at, reverse=True)
+    doomed = candidates[policy.max_count :]
+    if policy.max_age_hours is not None:
+        cutoff = now - timedelta(hours=policy.max_age_hours)
+        doomed += [s for s in candidates[: policy.max_count] if s.created_at < cutoff]
+    doomed.sort(key=lambda s: s.created_at)
+    return doomed
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """Where a filesystem keeps its snapshots (seed 002)."""
+
+    def save(self, snapshot: FilesystemSnapshot) -> None:
+        """Persist a snapshot."""
+        ...
+
+    def load(self, snapshot_id: UUID) -> FilesystemSnapshot:
+        """Retrieve a snapshot; ``SnapshotNotFoundError`` if unknown."""
+        ...
+
+    def list(self) -> Sequence[FilesystemSnapshot]:
+        """All stored snapshots, oldest first."""
+        ...
+
+    def delete(self, snapshot_id: UUID) -> None:
+        """Remove a snapshot; ``SnapshotNotFoundError`` if unknown."""
+        ...
+
+    def prune(self, policy: SnapshotRetentionPolicy) -> int:
+        """Apply the policy; return how many snapshots were removed."""
+        ...
+
+
+class InMemorySnapshotStore:
+    """A thread-safe store that lives as long as the process."""
+
+    def __init__(self) -> None:
+        self._snapshots: dict[UUID, FilesystemSnapshot] = {}
+        self._lock = threading.Lock()
+
+    def save(self, snapshot: FilesystemSnapshot) -> None:
+        """Persist a snapshot (replacing one with the same id)."""
+        with self._lock:
+            self._snapshots[snapshot.snapshot_id] = snapshot
+
+    def load(self, snapshot_id: UUID) -> FilesystemSnapshot:
+        """Retrieve a snapshot by id."""
+        with self._lock:
+            try:
+                return self._snapshots[snapshot_id]
+            except KeyError:
+                raise SnapshotNotFoundError(f"No snapshot with id {snapshot_id}") from None
+
+    def list(self) -> Sequence[FilesystemSnapshot]:
+        """All snapshots, oldest first."""
+        with self._lock:
+            return sorted(self._snapshots.values(), key=lambda s: s.created_at)
+
+    def delete(self, snapshot_id: UUID) -> None:
+        """Remove a snapshot."""
+        with self._lock:
+            if self._snapshots.pop(snapshot_id, None) is None:
+                raise SnapshotNotFoundError(f"No snapshot with id {snapshot_id}")
+
+    def prune(self, policy: SnapshotRetentionPolicy) -> int:
+        """Apply the retention policy."""
+        with self._lock:
+            doomed = select_prunable(list(self._snapshots.values()), policy)
+            for snapshot in doomed:
+                del self._snapshots[snapshot.snapshot_id]
+            return len(doomed)

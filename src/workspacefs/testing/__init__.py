@@ -1,0 +1,68 @@
+"""``FilesystemValidationSuite``: every rule of DESIGN §2-§3 as a test, for any backend.
+
+A backend's whole conformance test is a factory::
+
+    from workspacefs.testing import FilesystemValidationSuite
+
+    class TestMyBackend(FilesystemValidationSuite):
+        def create_filesystem(self, *, read_only=False, mount_point=None):
+            return MyFilesystem(read_only=read_only, mount_point=mount_point)
+
+        def create_read_only_filesystem(self, files, *, mount_point=None):
+            ...  # a read-only filesystem already holding ``files``
+
+The parts (``PathSuite``, ``StreamingSuite``, ``SnapshotSuite`` …) can also be subclassed alone.
+Requires the ``testing`` extra (pytest, hypothesis).
+"""
+
+from workspacefs.testing._base import SuiteBase
+from workspacefs.testing._model import ModelSuite, TreeModel
+from workspacefs.testing._mutations import CopySuite, DeleteSuite, MkdirSuite, MoveSuite
+from workspacefs.testing._paths import MountPointSuite, PathSuite
+from workspacefs.testing._readwrite import MetadataSuite, ReadWriteSuite
+from workspacefs.testing._search import GlobSuite, GrepSuite, ListingSuite
+from workspacefs.testing._snapshots import ReadOnlySuite, SnapshotSuite
+from workspacefs.testing._streaming import StreamingSuite, TextStreamSuite
+
+__all__ = [
+    "CopySuite",
+    "DeleteSuite",
+    "FilesystemValidationSuite",
+    "GlobSuite",
+    "GrepSuite",
+    "ListingSuite",
+    "MetadataSuite",
+    "MkdirSuite",
+    "ModelSuite",
+    "MountPointSuite",
+    "MoveSuite",
+    "PathSuite",
+    "ReadOnlySuite",
+    "ReadWriteSuite",
+    "SnapshotSuite",
+    "StreamingSuite",
+    "SuiteBase",
+    "TextStreamSuite",
+    "TreeModel",
+]
+
+
+class FilesystemValidationSuite(
+    PathSuite,
+    MountPointSuite,
+    ReadWriteSuite,
+    MetadataSuite,
+    ListingSuite,
+    GlobSuite,
+    GrepSuite,
+    DeleteSuite,
+    MkdirSuite,
+    MoveSuite,
+    CopySuite,
+    StreamingSuite,
+    TextStreamSuite,
+    ReadOnlySuite,
+    SnapshotSuite,
+    ModelSuite,
+):
+    """Every part of the conformance suite; subclass it and implement the factory methods."""

@@ -1,0 +1,89 @@
+"""The factory hooks and helpers every part of the conformance suite shares."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from workspacefs.protocol import Filesystem, SnapshotableFilesystem
+
+__all__ = ["SuiteBase"]
+
+Content = bytes | str
+
+
+class SuiteBase:
+    """Subclass a suite and implement :meth:`create_filesystem`; pytest does the rest.
+
+    ``self.tmp_path`` is a fresh directory per test, for backends that need one.
+    """
+
+    stores_content_in_memory: ClassVar[bool] = False
+    """True for backends whose storage *is* process memory: writing may grow the heap by the file."""
+    large_file_mib: ClassVar[int] = 48
+    """Size of the file the streaming-memory tests push through (more than the 32 MiB cap)."""
+
+    tmp_path: Path
+
+    def create_filesystem(self, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
+        """Return a new, empty filesystem under test."""
+        raise NotImplementedError("a FilesystemValidationSuite subclass must implement create_filesystem()")
+
+    def create_read_only_filesystem(self, files: Mapping[str, bytes], *, mount_point: str | None = None) -> Filesystem:
+        """Return a read-only filesystem holding ``files``; override if the default cannot work."""
+        raise NotImplementedError("a FilesystemValidationSuite subclass must implement create_read_only_filesystem()")
+
+    @pytest.fixture(autouse=True)
+    def _suite_setup(self, tmp_path: Path) -> Iterator[None]:
+        self.tmp_path = tmp_path
+        self._opened: list[Any] = []
+        yield
+        for fs in reversed(self._opened):
+            close = getattr(fs, "close", None)
+            if close is not None:
+                close()
+
+    def make(
+        self,
+        files: Mapping[str, Content] | None = None,
+        *,
+        dirs: tuple[str, ...] = (),
+        mount_point: str | None = None,
+    ) -> Filesystem:
+        """A new filesystem holding ``files`` (str content is UTF-8) and empty ``dirs``."""
+        fs = self.create_filesystem(mount_point=mount_point)
+        self._opened.append(fs)
+        for directory in dirs:
+            fs.mkdir(directory)
+        for path, content in (files or {}).items():
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            fs.write_bytes(path, data)
+        return fs
+
+    def make_snapshotable(self, files: Mapping[str, Content] | None = None) -> SnapshotableFilesystem:
+        """Like :meth:`make`, asserting the backend is snapshotable."""
+        fs = self.make(files)
+        assert isinstance(fs, SnapshotableFilesystem)
+        return fs
+
+    def make_read_only(self, files: Mapping[str, Content], *, mount_point: str | None = None) -> Filesystem:
+        """A read-only filesystem holding ``files``."""
+        encoded = {p: c.encode("utf-8") if isinstance(c, str) else c for p, c in files.items()}
+        fs = self.create_read_only_filesystem(encoded, mount_point=mount_point)
+        self._opened.append(fs)
+        return fs
+
+    @staticmethod
+    def tree(fs: Filesystem, path: str = "") -> dict[str, bytes | None]:
+        """Every entry below ``path``: files map to their bytes, directories to ``None``."""
+        found: dict[str, bytes | None] = {}
+        for entry in fs.list(path or "."):
+            if entry.is_directory:
+                found[entry.path] = None
+                found.update(SuiteBase.tree(fs, entry.path))
+            else:
+                found[entry.path] = fs.read_bytes(entry.path).content
+        return found
