@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
-from workspacefs import InMemoryFilesystem
+import pytest
+
+from workspacefs import BaseFilesystem, FilesystemSnapshot, InMemoryFilesystem, SnapshotRestoreError
 from workspacefs.protocol import Filesystem
 from workspacefs.testing import FilesystemValidationSuite
 
@@ -20,3 +23,123 @@ class TestInMemoryFilesystem(FilesystemValidationSuite):
         for path, data in files.items():
             writable.write_bytes(path, data)
         return writable.fork(read_only=True)
+
+
+class TestPersistentState:
+    """What only the in-memory backend promises: O(1) snapshots, shared content, forks."""
+
+    def test_snapshot_references_the_state_without_copying(self) -> None:
+        fs = InMemoryFilesystem()
+        for i in range(1000):
+            fs.write(f"d{i % 10}/f{i}.txt", "x" * 100)
+        first = fs.snapshot()
+        second = fs.snapshot()
+        assert first.payload.nodes is second.payload.nodes  # the same immutable map: nothing was copied
+        assert (first.file_count, first.total_bytes) == (1000, 100_000)
+
+    def test_write_after_snapshot_shares_untouched_content(self) -> None:
+        fs = InMemoryFilesystem()
+        fs.write("big.txt", "b" * 1_000_000)
+        fs.write("small.txt", "s")
+        snapshot = fs.snapshot()
+        fs.write("small.txt", "changed")
+        before = snapshot.payload.nodes["big.txt"].data
+        after = fs._nodes["big.txt"].data
+        assert before is after
+
+    def test_copy_shares_content(self) -> None:
+        fs = InMemoryFilesystem()
+        fs.write("a.bin", "a" * 100_000)
+        fs.copy("a.bin", "b.bin")
+        assert fs._nodes["a.bin"].data is fs._nodes["b.bin"].data
+
+    def test_fork_is_independent(self) -> None:
+        fs = InMemoryFilesystem()
+        fs.write("a.txt", "base")
+        branch = fs.fork()
+        branch.write("a.txt", "branch")
+        branch.write("new.txt", "n")
+        fs.write("other.txt", "o")
+        assert fs.read("a.txt").content == "base" and not fs.exists("new.txt")
+        assert branch.read("a.txt").content == "branch" and not branch.exists("other.txt")
+
+    def test_fork_from_snapshot(self) -> None:
+        fs = InMemoryFilesystem()
+        fs.write("a.txt", "v1")
+        snapshot = fs.snapshot()
+        fs.write("a.txt", "v2")
+        branch = fs.fork(snapshot)
+        assert branch.read("a.txt").content == "v1"
+        assert fs.read("a.txt").content == "v2"
+
+    def test_fork_keeps_options(self) -> None:
+        fs = InMemoryFilesystem(mount_point="/workspace")
+        branch = fs.fork(read_only=True)
+        assert branch.mount_point == "/workspace" and branch.read_only
+
+    def test_snapshot_of_one_instance_restores_on_another(self) -> None:
+        source = InMemoryFilesystem()
+        source.write("a.txt", "from source")
+        target = InMemoryFilesystem()
+        target.restore(source.snapshot())
+        assert target.read("a.txt").content == "from source"
+
+    def test_serialised_snapshot_cannot_be_restored(self) -> None:
+        fs = InMemoryFilesystem()
+        snapshot = FilesystemSnapshot.from_dict(fs.snapshot().to_dict())
+        with pytest.raises(SnapshotRestoreError):
+            fs.restore(snapshot)
+
+    def test_snapshot_parent_ids_chain(self) -> None:
+        fs = InMemoryFilesystem()
+        first = fs.snapshot()
+        second = fs.snapshot()
+        assert first.parent_id is None and second.parent_id == first.snapshot_id
+
+    def test_concurrent_appends_lose_nothing(self) -> None:
+        fs = InMemoryFilesystem()
+
+        def append(worker: int) -> None:
+            for i in range(200):
+                fs.write("log.txt", f"{worker}:{i}\n", mode="append")
+
+        threads = [threading.Thread(target=append, args=(w,)) for w in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert fs.read("log.txt").total_lines == 800
+
+
+class _SharedDefaults(InMemoryFilesystem):
+    """The in-memory primitives with every overridable convenience put back to the shared default,
+    and large files streamed: this runs the code later backends inherit through the whole suite."""
+
+    inline_content_bytes = 64
+
+    _iter_files = BaseFilesystem._iter_files
+    _open_content = BaseFilesystem._open_content
+    _ensure_parents = BaseFilesystem._ensure_parents
+    _remove_tree = BaseFilesystem._remove_tree
+    _copy_tree = BaseFilesystem._copy_tree
+
+    _copy_file = BaseFilesystem._copy_file
+    _write_content = BaseFilesystem._write_content
+
+
+class TestSharedDefaults(FilesystemValidationSuite):
+    """The conveniences later backends inherit, exercised on the in-memory primitives."""
+
+    stores_content_in_memory = True
+    model_examples = 25
+
+    def create_filesystem(self, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
+        return _SharedDefaults(read_only=read_only, mount_point=mount_point)
+
+    def create_read_only_filesystem(self, files: Mapping[str, bytes], *, mount_point: str | None = None) -> Filesystem:
+        writable = _SharedDefaults(mount_point=mount_point)
+        for path, data in files.items():
+            writable.write_bytes(path, data)
+        fork = _SharedDefaults(read_only=True, mount_point=mount_point)
+        fork._set_state(writable._capture_state())
+        return fork

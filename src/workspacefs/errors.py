@@ -22,6 +22,7 @@ __all__ = [
     "file_exists",
     "file_not_found",
     "is_a_directory",
+    "name_caller_path",
     "not_a_directory",
     "permission_denied",
     "read_only_filesystem",
@@ -81,6 +82,14 @@ def permission_denied(path: str, reason: str = "Permission denied") -> Permissio
 def read_only_filesystem(path: str) -> PermissionError:
     """``PermissionError`` for a mutation on a read-only filesystem."""
     return PermissionError(errno.EROFS, "Read-only filesystem", path)
+
+
+def name_caller_path(exc: OSError, normalized: str, given: str) -> None:
+    """Put the caller's spelling of a path back into an error raised with its normalised form."""
+    if exc.filename == normalized:
+        exc.filename = given
+    if exc.filename2 == normalized:
+        exc.filename2 = given
 
 
 @contextmanager

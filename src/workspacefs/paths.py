@@ -10,6 +10,7 @@ be raced.
 from __future__ import annotations
 
 import errno
+import functools
 import re
 from collections.abc import Iterator
 
@@ -28,6 +29,7 @@ __all__ = [
     "display_path",
     "is_within",
     "join",
+    "normalize_cached",
     "normalize_mount_point",
     "normalize_path",
     "parent",
@@ -72,8 +74,17 @@ def normalize_path(path: str, *, mount_point: str | None = None) -> str:
         ValueError: control characters, a segment over 80 characters, more than 16 segments.
         PermissionError: ``..`` would leave the root.
     """
-    if not isinstance(path, str):
-        raise TypeError(f"path must be a str, not {type(path).__name__}")
+    if type(path) is not str:
+        if not isinstance(path, str):
+            raise TypeError(f"path must be a str, not {type(path).__name__}")
+        path = str.__str__(path)  # a str subclass must not steer the cache below with its own __eq__
+    return normalize_cached(path, mount_point)
+
+
+@functools.lru_cache(maxsize=16384)
+def normalize_cached(path: str, mount_point: str | None) -> str:
+    """The work of :func:`normalize_path` for an exact ``str``, memoised: agents touch the same paths again
+    and again. Callers must pass ``type(path) is str`` (a subclass could fool the cache with its ``__eq__``)."""
     if len(path) > MAX_PATH_CHARS:
         raise ValueError(f"Path is longer than {MAX_PATH_CHARS} characters")
     if _CONTROL.search(path) is not None:

@@ -23,7 +23,7 @@ from typing import ClassVar, Self
 from uuid import UUID
 
 from workspacefs import errors
-from workspacefs.errors import SnapshotIncompatibleError, caller_paths
+from workspacefs.errors import SnapshotIncompatibleError, caller_paths, name_caller_path
 from workspacefs.paths import (
     DEFAULT_MAX_GREP_MATCHES,
     DEFAULT_READ_LIMIT,
@@ -33,6 +33,7 @@ from workspacefs.paths import (
     check_non_negative,
     is_within,
     join,
+    normalize_cached,
     normalize_mount_point,
     normalize_path,
     parent,
@@ -97,17 +98,15 @@ def _check_encoding(encoding: str) -> None:
         raise ValueError(f"Only UTF-8 text is supported, not {encoding!r}; use read_bytes() for other data")
 
 
-def _decode(data: bytes, path: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UnicodeDecodeError(
-            exc.encoding,
-            exc.object,
-            exc.start,
-            exc.end,
-            f"{exc.reason}: {path!r} is not UTF-8 text; use read_bytes() to read it as bytes",
-        ) from None
+def _decode_error(exc: UnicodeDecodeError, path: str) -> UnicodeDecodeError:
+    """The same decoding error, with a reason that tells the caller to use ``read_bytes``."""
+    return UnicodeDecodeError(
+        exc.encoding,
+        exc.object,
+        exc.start,
+        exc.end,
+        f"{exc.reason}: {path!r} is not UTF-8 text; use read_bytes() to read it as bytes",
+    )
 
 
 def _too_big(what: str, path: str) -> ValueError:
@@ -203,6 +202,17 @@ class BaseFilesystem(ABC):
         with reader:
             return reader.read()
 
+    def _line_window(self, path: str, offset: int, window: int) -> tuple[bytes | None, int]:
+        """Bytes of lines ``[offset, offset + window)`` and the file's line count.
+
+        ``None`` instead of the bytes means they would pass the 32 MiB convenience cap.
+        """
+        content = self._open_content(path, self.inline_content_bytes)
+        if isinstance(content, bytes):
+            lines = total_lines(content)
+            return (content if offset == 0 and window >= lines else lines_window(content, offset, window)), lines
+        return _stream_lines_window(content, offset, window)
+
     def _write_content(self, path: str, data: bytes, mode: WriteMode) -> None:
         """Write a whole file through the atomic writer (the parent exists)."""
         with self._open_writer(path, mode) as writer:
@@ -257,6 +267,8 @@ class BaseFilesystem(ABC):
     # --- helpers ------------------------------------------------------------------------------------
 
     def _norm(self, path: str) -> str:
+        if type(path) is str:  # the hot path skips normalize_path's type handling
+            return normalize_cached(path, self._mount_point)
         return normalize_path(path, mount_point=self._mount_point)
 
     def _writable(self, path: str) -> None:
@@ -297,8 +309,11 @@ class BaseFilesystem(ABC):
             IsADirectoryError: ``path`` is a directory.
         """
         norm = self._norm(path)
-        with caller_paths({norm: path}):
+        try:
             return self._open_reader(norm)
+        except OSError as exc:
+            name_caller_path(exc, norm, path)
+            raise
 
     def open_write(self, path: str, *, mode: WriteMode = "overwrite", create_parents: bool = True) -> ByteWriter:
         """Open a streaming writer; the content appears atomically when it closes without error.
@@ -335,28 +350,25 @@ class BaseFilesystem(ABC):
             UnicodeDecodeError: the lines are not UTF-8 (the message points to ``read_bytes``).
             ValueError: negative offset/limit, or the result would pass 32 MiB.
         """
-        _check_encoding(encoding)
-        check_non_negative("offset", offset)
-        check_non_negative("limit", limit)
+        if encoding != "utf-8":
+            _check_encoding(encoding)
+        if type(offset) is not int or offset < 0 or (limit is not None and (type(limit) is not int or limit < 0)):
+            check_non_negative("offset", offset)
+            check_non_negative("limit", limit)
         window = DEFAULT_READ_LIMIT if limit is None else limit
         norm = self._norm(path)
-        with caller_paths({norm: path}):
-            content = self._open_content(norm, self.inline_content_bytes)
-        if isinstance(content, bytes):
-            lines = total_lines(content)
-            chosen = content if offset == 0 and window >= lines else lines_window(content, offset, window)
-        else:
-            chosen, lines = _stream_lines_window(content, offset, window, path)
-        if len(chosen) > MAX_CONVENIENCE_BYTES:
+        try:
+            chosen, lines = self._line_window(norm, offset, window)
+        except OSError as exc:
+            name_caller_path(exc, norm, path)
+            raise
+        if chosen is None or len(chosen) > MAX_CONVENIENCE_BYTES:
             raise _too_big("Reading", path)
-        return ReadResult(
-            content=_decode(chosen, path),
-            path=norm,
-            total_lines=lines,
-            offset=offset,
-            limit=window,
-            truncated=offset + window < lines,
-        )
+        try:
+            text = chosen.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _decode_error(exc, path) from None
+        return ReadResult(text, norm, lines, offset, window, offset + window < lines)
 
     def read_bytes(self, path: str, *, offset: int = 0, limit: int | None = None) -> ReadBytesResult:
         """Bytes ``[offset, offset + limit)``; past the end gives ``b""``.
@@ -389,10 +401,13 @@ class BaseFilesystem(ABC):
     def write(
         self, path: str, content: str, *, mode: WriteMode = "overwrite", create_parents: bool = True
     ) -> WriteResult:
-        """Write UTF-8 text (at most 32 MiB once encoded); atomic in ``create``/``overwrite`` mode."""
-        if not isinstance(content, str):
+        """Write UTF-8 text (at most 32 MiB once encoded); atomic in ``create``/``overwrite`` mode.
+
+        Raises: as :meth:`write_bytes`.
+        """
+        if type(content) is not str and not isinstance(content, str):
             raise TypeError(f"content must be a str, not {type(content).__name__}; use write_bytes() for bytes")
-        return self.write_bytes(path, content.encode("utf-8"), mode=mode, create_parents=create_parents)
+        return self._write_whole(path, content.encode("utf-8"), mode, create_parents)
 
     def write_bytes(
         self, path: str, content: BytesLike, *, mode: WriteMode = "overwrite", create_parents: bool = True
@@ -407,21 +422,35 @@ class BaseFilesystem(ABC):
             PermissionError: the filesystem is read-only.
             ValueError: unknown mode, or more than 32 MiB.
         """
-        if not isinstance(content, bytes | bytearray | memoryview):
-            raise TypeError(f"content must be bytes, not {type(content).__name__}")
-        _check_mode(mode)
+        if type(content) is not bytes:
+            if not isinstance(content, bytes | bytearray | memoryview):
+                raise TypeError(f"content must be bytes, not {type(content).__name__}")
+            content = bytes(content)
+        return self._write_whole(path, content, mode, create_parents)
+
+    def _write_whole(self, path: str, data: bytes, mode: WriteMode, create_parents: bool) -> WriteResult:
+        if mode not in WRITE_MODES:
+            _check_mode(mode)
         norm = self._norm(path)
-        self._writable(path)
+        if self._read_only:
+            raise errors.read_only_filesystem(path)
         if norm == ROOT:
             raise errors.is_a_directory(path)
-        data = bytes(content)
         if len(data) > MAX_CONVENIENCE_BYTES:
             raise _too_big("Writing", path)
-        with caller_paths({norm: path}):
-            if create_parents:
+        try:
+            try:
+                self._write_content(norm, data, mode)
+            except FileNotFoundError:
+                # optimistic: the parent usually exists, so make it only when the write says it is missing
+                if not create_parents:
+                    raise
                 self._ensure_parents(norm)
-            self._write_content(norm, data, mode)
-        return WriteResult(path=norm, bytes_written=len(data), mode=mode)
+                self._write_content(norm, data, mode)
+        except OSError as exc:
+            name_caller_path(exc, norm, path)
+            raise
+        return WriteResult(norm, len(data), mode)
 
     # --- metadata --------------------------------------------------------------------------------------
 
@@ -437,8 +466,11 @@ class BaseFilesystem(ABC):
     def stat(self, path: str) -> FileStat:
         """Metadata of a file or directory; ``FileNotFoundError`` if missing."""
         norm = self._norm(path)
-        with caller_paths({norm: path}):
+        try:
             return self._stat(norm)
+        except OSError as exc:
+            name_caller_path(exc, norm, path)
+            raise
 
     def list(self, path: str = ".") -> Sequence[FileEntry]:
         """Entries of a directory, sorted by name.
@@ -448,8 +480,11 @@ class BaseFilesystem(ABC):
             NotADirectoryError: ``path`` is a file.
         """
         norm = self._norm(path)
-        with caller_paths({norm: path}):
+        try:
             return self._list_dir(norm)
+        except OSError as exc:
+            name_caller_path(exc, norm, path)
+            raise
 
     def glob(self, pattern: str, *, path: str = ".") -> Sequence[GlobMatch]:
         """Files under ``path`` whose path relative to it matches ``pattern``; sorted, root-relative."""
@@ -559,6 +594,8 @@ class BaseFilesystem(ABC):
                 return src_norm, dst_norm, source
             if not overwrite:
                 raise errors.file_exists(dst_norm)
+            if is_within(src_norm, dst_norm):
+                raise ValueError(f"Cannot {verb} {src!r} over {dst!r}, which contains it")
             if source.is_directory and not target.is_directory:
                 raise errors.not_a_directory(dst_norm)
             if target.is_directory and not source.is_directory:
@@ -663,8 +700,11 @@ class BaseFilesystem(ABC):
 _MISSING = object()
 
 
-def _stream_lines_window(reader: ByteReader, offset: int, window: int, path: str) -> tuple[bytes, int]:
-    """Lines ``[offset, offset + window)`` and the total line count of a large file, in fixed memory."""
+def _stream_lines_window(reader: ByteReader, offset: int, window: int) -> tuple[bytes | None, int]:
+    """Lines ``[offset, offset + window)`` and the line count of a large file, in fixed memory.
+
+    Stops early, returning ``None`` for the lines, once they pass the convenience cap.
+    """
     kept: builtins.list[bytes] = []
     kept_bytes = 0
     line = 0  # index of the line the next byte belongs to
@@ -681,7 +721,7 @@ def _stream_lines_window(reader: ByteReader, offset: int, window: int, path: str
                     kept.append(chunk[position:end])
                     kept_bytes += end - position
                     if kept_bytes > MAX_CONVENIENCE_BYTES:
-                        raise _too_big("Reading", path)
+                        return None, line
                 if newline < 0:
                     break
                 line += 1

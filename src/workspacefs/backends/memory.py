@@ -11,22 +11,31 @@ a directory never scans the whole map.
 from __future__ import annotations
 
 import io
+import operator
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import immutables
 
 from workspacefs import errors
-from workspacefs.backends.base import BaseFilesystem, Fingerprint
-from workspacefs.errors import SnapshotRestoreError
-from workspacefs.paths import ROOT, ancestors, basename, join, parent
+from workspacefs.backends.base import WRITE_MODES, BaseFilesystem, Fingerprint, lines_window, total_lines
+from workspacefs.errors import SnapshotRestoreError, name_caller_path
+from workspacefs.paths import (
+    DEFAULT_READ_LIMIT,
+    MAX_CONVENIENCE_BYTES,
+    ROOT,
+    ancestors,
+    basename,
+    join,
+    normalize_cached,
+    parent,
+)
 from workspacefs.protocol import ByteReader, ByteWriter
-from workspacefs.results import FileEntry, FileStat, WriteMode
+from workspacefs.results import FileEntry, FileStat, ReadResult, WriteMode, WriteResult
 from workspacefs.snapshots import FilesystemSnapshot
 from workspacefs.streams import StreamReader, StreamWriter
 
@@ -36,13 +45,21 @@ __all__ = ["InMemoryFilesystem"]
 class _File:
     """An immutable file node; ``data`` is shared by every state that holds the same content."""
 
-    __slots__ = ("created", "data", "entry", "modified")
+    __slots__ = ("_lines", "created", "data", "entry", "modified")
 
     def __init__(self, path: str, data: bytes, created: float, modified: float) -> None:
         self.data = data
         self.created = created
         self.modified = modified
-        self.entry = FileEntry(basename(path), path, True, False, len(data))
+        # small files are counted now, while the bytes are hot in the CPU cache; big ones on first read
+        self._lines = (data.count(b"\n") + (data[-1] != 0x0A)) if 0 < len(data) <= 65536 else (0 if not data else -1)
+        self.entry = FileEntry(path[path.rfind("/") + 1 :], path, True, False, len(data))
+
+    def lines(self) -> int:
+        """Line count, computed once: the content never changes."""
+        if self._lines < 0:
+            self._lines = total_lines(self.data)
+        return self._lines
 
 
 class _Dir:
@@ -50,30 +67,44 @@ class _Dir:
 
     __slots__ = ("_listing", "children", "created", "entry", "modified")
 
-    def __init__(self, path: str, children: immutables.Map[str, FileEntry], created: float, modified: float) -> None:
+    def __init__(
+        self,
+        path: str,
+        children: immutables.Map[str, FileEntry],
+        created: float,
+        modified: float,
+        entry: FileEntry | None = None,
+    ) -> None:
         self.children = children
         self.created = created
         self.modified = modified
-        self.entry = FileEntry(basename(path), path, False, True, None)
+        self.entry = entry if entry is not None else FileEntry(basename(path), path, False, True, None)
         self._listing: tuple[FileEntry, ...] | None = None
+
+    def with_children(self, children: immutables.Map[str, FileEntry], modified: float) -> _Dir:
+        """The same directory with new children (its own entry object is reused)."""
+        return _Dir(self.entry.path, children, self.created, modified, self.entry)
 
     def listing(self) -> tuple[FileEntry, ...]:
         if self._listing is None:
-            self._listing = tuple(entry for _, entry in sorted(self.children.items()))
+            self._listing = tuple(sorted(self.children.values(), key=_BY_NAME))
         return self._listing
 
 
 _Node = _File | _Dir
+_BY_NAME = operator.attrgetter("name")
 _EMPTY_CHILDREN: immutables.Map[str, FileEntry] = immutables.Map()
 
 
-@dataclass(frozen=True, slots=True)
 class _State:
-    """One immutable version of the whole filesystem."""
+    """One immutable version of the whole filesystem (a plain slotted class: built on every write)."""
 
-    nodes: immutables.Map[str, _Node]
-    file_count: int
-    total_bytes: int
+    __slots__ = ("file_count", "nodes", "total_bytes")
+
+    def __init__(self, nodes: immutables.Map[str, _Node], file_count: int, total_bytes: int) -> None:
+        self.nodes = nodes
+        self.file_count = file_count
+        self.total_bytes = total_bytes
 
 
 def _empty_state() -> _State:
@@ -99,7 +130,7 @@ class _Edit:
         assert isinstance(above, _Dir)
         name = basename(path)
         children = above.children.delete(name) if entry is None else above.children.set(name, entry)
-        self.nodes[above.entry.path] = _Dir(above.entry.path, children, above.created, self.now)
+        self.nodes[above.entry.path] = above.with_children(children, self.now)
 
     def put_file(self, path: str, data: bytes, created: float | None = None, modified: float | None = None) -> None:
         old = self.nodes.get(path)
@@ -148,7 +179,7 @@ class _MemoryWriter(StreamWriter):
     def _commit(self) -> None:
         data = self._buffer.getvalue()
         self._buffer = io.BytesIO()
-        self._fs._write_content(self.path, data, self._mode)
+        self._fs._store(self.path, data, self._mode)
 
     def _discard(self) -> None:
         self._buffer = io.BytesIO()
@@ -168,14 +199,25 @@ class InMemoryFilesystem(BaseFilesystem):
 
     def __init__(self, *, read_only: bool = False, mount_point: str | None = None) -> None:
         super().__init__(read_only=read_only, mount_point=mount_point)
-        self._state = _empty_state()
+        self._set_state(_empty_state())
         self._lock = threading.RLock()
         self._last_snapshot_id: uuid.UUID | None = None
 
     # --- helpers ---------------------------------------------------------------------------------
 
+    def _capture_state(self) -> _State:
+        """The current version as one value (what snapshots and forks hold)."""
+        with self._lock:
+            return _State(self._nodes, self._file_count, self._total_bytes)
+
+    def _set_state(self, state: _State) -> None:
+        """Make ``state`` current (the live version is kept as three attributes: writes are hot)."""
+        self._nodes = state.nodes
+        self._file_count = state.file_count
+        self._total_bytes = state.total_bytes
+
     def _node(self, path: str) -> _Node | None:
-        return self._state.nodes.get(path)
+        return self._nodes.get(path)
 
     def _missing_parent(self, path: str, nodes: Any) -> OSError:
         """Why ``path``'s parent is unusable: a file above it, or simply missing."""
@@ -192,7 +234,7 @@ class InMemoryFilesystem(BaseFilesystem):
         """``path`` and every path below it, parents before children."""
         order = [path]
         index = 0
-        nodes = self._state.nodes
+        nodes = self._nodes
         while index < len(order):
             node = nodes[order[index]]
             if isinstance(node, _Dir):
@@ -233,8 +275,51 @@ class InMemoryFilesystem(BaseFilesystem):
             return node.data  # already in memory: no copy, whatever the size
         return self._open_reader(path)
 
+    def write(
+        self, path: str, content: str, *, mode: WriteMode = "overwrite", create_parents: bool = True
+    ) -> WriteResult:
+        """As :meth:`BaseFilesystem.write`, with a fast path for text into an existing directory."""
+        if type(path) is str and type(content) is str and mode in WRITE_MODES and not self._read_only:
+            norm = normalize_cached(path, self._mount_point)
+            data = content.encode("utf-8")
+            if norm and len(data) <= MAX_CONVENIENCE_BYTES:
+                try:
+                    self._store(norm, data, mode)
+                except FileNotFoundError:
+                    pass  # a missing parent: the shared path creates it, or refuses without create_parents
+                except OSError as exc:
+                    name_caller_path(exc, norm, path)
+                    raise
+                else:
+                    return WriteResult(norm, len(data), mode)
+        return super().write(path, content, mode=mode, create_parents=create_parents)
+
+    def read(self, path: str, *, offset: int = 0, limit: int | None = None, encoding: str = "utf-8") -> ReadResult:
+        """As :meth:`BaseFilesystem.read`, with a fast path for the commonest call: a whole small text file."""
+        if type(path) is str and type(offset) is int and offset == 0 and limit is None and encoding == "utf-8":
+            node = self._nodes.get(normalize_cached(path, self._mount_point))
+            if type(node) is _File and len(node.data) <= MAX_CONVENIENCE_BYTES:
+                lines = node._lines if node._lines >= 0 else node.lines()
+                if lines <= DEFAULT_READ_LIMIT:
+                    try:
+                        text = node.data.decode("utf-8")
+                    except UnicodeDecodeError:
+                        pass  # the shared path raises the error with its hint
+                    else:
+                        return ReadResult(text, node.entry.path, lines, 0, DEFAULT_READ_LIMIT, False)
+        return super().read(path, offset=offset, limit=limit, encoding=encoding)
+
+    def _line_window(self, path: str, offset: int, window: int) -> tuple[bytes | None, int]:
+        node = self._nodes.get(path)
+        if type(node) is not _File:
+            return super()._line_window(path, offset, window)  # raises the right error
+        lines = node._lines if node._lines >= 0 else node.lines()
+        if offset == 0 and window >= lines:
+            return node.data, lines
+        return lines_window(node.data, offset, window), lines
+
     def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:
-        nodes = self._state.nodes
+        nodes = self._nodes
         self._check_parent(path, nodes)
         node = nodes.get(path)
         if isinstance(node, _Dir):
@@ -243,41 +328,62 @@ class InMemoryFilesystem(BaseFilesystem):
             raise errors.file_exists(path)
         return _MemoryWriter(self, path, mode)
 
-    def _write_content(self, path: str, data: bytes, mode: WriteMode) -> None:
+    def _store(self, path: str, data: bytes, mode: WriteMode) -> None:
+        """Commit a whole file in one state swap, checking everything again under the lock.
+
+        The hot path of every write, so it touches the map directly rather than through ``_Edit``.
+        """
+        cut = path.rfind("/")
+        above_path = path[:cut] if cut >= 0 else ROOT
         with self._lock:
-            edit = _Edit(self._state)
-            self._check_parent(path, edit)
-            old = edit.get(path)
-            if isinstance(old, _Dir):
+            nodes = self._nodes
+            above = nodes.get(above_path)
+            if type(above) is not _Dir:
+                raise self._missing_parent(path, nodes)
+            old = nodes.get(path)
+            now = time.time()
+            if old is None:
+                created, replaced = now, 0
+            elif isinstance(old, _Dir):
                 raise errors.is_a_directory(path)
-            if old is not None and mode == "create":
+            elif mode == "create":
                 raise errors.file_exists(path)
-            if old is not None and mode == "append":
-                data = old.data + data
-            edit.put_file(path, data)
-            self._state = edit.finish()
+            else:
+                if mode == "append":
+                    data = old.data + data
+                created, replaced = old.created, len(old.data)
+            node = _File(path, data, created, now)
+            entry = node.entry
+            mutation = nodes.mutate()
+            mutation[path] = node
+            mutation[above_path] = above.with_children(above.children.set(entry.name, entry), now)
+            self._nodes = mutation.finish()
+            self._file_count += old is None
+            self._total_bytes += len(data) - replaced
+
+    _write_content = _store
 
     def _ensure_parents(self, path: str) -> None:
         if isinstance(self._node(parent(path)), _Dir):
             return  # the common case, without building a FileStat
         with self._lock:
-            edit = _Edit(self._state)
+            edit = _Edit(self._capture_state())
             for directory in ancestors(path):
                 node = edit.get(directory)
                 if isinstance(node, _File):
                     raise errors.not_a_directory(path)
                 if node is None:
                     edit.put_dir(directory)
-            self._state = edit.finish()
+            self._set_state(edit.finish())
 
     def _make_dir(self, path: str) -> None:
         with self._lock:
-            edit = _Edit(self._state)
+            edit = _Edit(self._capture_state())
             if edit.get(path) is not None:
                 raise errors.file_exists(path)
             self._check_parent(path, edit)
             edit.put_dir(path)
-            self._state = edit.finish()
+            self._set_state(edit.finish())
 
     def _remove_file(self, path: str) -> None:
         with self._lock:
@@ -286,9 +392,9 @@ class InMemoryFilesystem(BaseFilesystem):
                 raise errors.file_not_found(path)
             if isinstance(node, _Dir):
                 raise errors.is_a_directory(path)
-            edit = _Edit(self._state)
+            edit = _Edit(self._capture_state())
             edit.remove(path)
-            self._state = edit.finish()
+            self._set_state(edit.finish())
 
     def _remove_empty_dir(self, path: str) -> None:
         with self._lock:
@@ -299,23 +405,23 @@ class InMemoryFilesystem(BaseFilesystem):
                 raise errors.not_a_directory(path)
             if len(node.children):
                 raise errors.directory_not_empty(path)
-            edit = _Edit(self._state)
+            edit = _Edit(self._capture_state())
             edit.remove(path)
-            self._state = edit.finish()
+            self._set_state(edit.finish())
 
     def _remove_tree(self, path: str) -> None:
         with self._lock:
             if self._node(path) is None:
                 raise errors.file_not_found(path)
-            edit = _Edit(self._state)
+            edit = _Edit(self._capture_state())
             for victim in reversed(self._subtree(path)):
                 edit.remove(victim)
-            self._state = edit.finish()
+            self._set_state(edit.finish())
 
     def _graft(self, src: str, dst: str, *, keep_times: bool) -> _Edit:
         """An edit that adds a copy of the ``src`` subtree at ``dst`` (content shared, not copied)."""
-        edit = _Edit(self._state)
-        nodes = self._state.nodes
+        edit = _Edit(self._capture_state())
+        nodes = self._nodes
         for source in self._subtree(src):
             target = dst + source[len(src) :]
             node = nodes[source]
@@ -328,7 +434,7 @@ class InMemoryFilesystem(BaseFilesystem):
 
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         with self._lock:
-            nodes = self._state.nodes
+            nodes = self._nodes
             if nodes.get(src) is None:
                 raise errors.file_not_found(src)
             self._check_parent(dst, nodes)
@@ -339,31 +445,31 @@ class InMemoryFilesystem(BaseFilesystem):
             edit = self._graft(src, dst, keep_times=True)
             for victim in reversed(doomed):
                 edit.remove(victim)
-            self._state = edit.finish()
+            self._set_state(edit.finish())
 
     def _copy_file(self, src: str, dst: str) -> None:
         with self._lock:
             node = self._node(src)
             if not isinstance(node, _File):
                 raise errors.file_not_found(src) if node is None else errors.is_a_directory(src)
-        self._write_content(dst, node.data, "overwrite")
+        self._store(dst, node.data, "overwrite")
 
     def _copy_tree(self, src: str, dst: str) -> None:
         with self._lock:
-            nodes = self._state.nodes
+            nodes = self._nodes
             self._check_parent(dst, nodes)
             if nodes.get(dst) is not None:
                 raise errors.file_exists(dst)
-            self._state = self._graft(src, dst, keep_times=False).finish()
+            self._set_state(self._graft(src, dst, keep_times=False).finish())
 
     def _iter_files(self, base: str) -> Iterator[tuple[str, int]]:
-        state = self._state  # one consistent version, whatever happens meanwhile
+        nodes = self._nodes  # one consistent version, whatever happens meanwhile
         if base == ROOT:
-            for path, node in state.nodes.items():
+            for path, node in nodes.items():
                 if isinstance(node, _File):
                     yield path, len(node.data)
             return
-        start = state.nodes.get(base)
+        start = nodes.get(base)
         if not isinstance(start, _Dir):
             return
         pending = [start]
@@ -373,14 +479,14 @@ class InMemoryFilesystem(BaseFilesystem):
                 if entry.is_file:
                     yield entry.path, entry.size_bytes or 0
                 else:
-                    child = state.nodes[entry.path]
+                    child = nodes[entry.path]
                     assert isinstance(child, _Dir)
                     pending.append(child)
 
     # --- snapshots -------------------------------------------------------------------------------------
 
     def _capture(self, tag: str | None) -> FilesystemSnapshot:
-        state = self._state
+        state = self._capture_state()
         snapshot = FilesystemSnapshot(
             snapshot_id=uuid.uuid4(),
             created_at=datetime.now(UTC),
@@ -408,11 +514,11 @@ class InMemoryFilesystem(BaseFilesystem):
     def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
         state = self._payload(snapshot)
         with self._lock:
-            self._state = state
+            self._set_state(state)
             self._last_snapshot_id = snapshot.snapshot_id
 
     def _manifest(self, snapshot: FilesystemSnapshot | None) -> Mapping[str, Fingerprint]:
-        state = self._state if snapshot is None else self._payload(snapshot)
+        state = self._capture_state() if snapshot is None else self._payload(snapshot)
         return {path: node.data for path, node in state.nodes.items() if isinstance(node, _File)}
 
     # --- extras ------------------------------------------------------------------------------------------
@@ -428,10 +534,9 @@ class InMemoryFilesystem(BaseFilesystem):
         forked = InMemoryFilesystem(
             read_only=self._read_only if read_only is None else read_only, mount_point=self._mount_point
         )
-        forked._state = self._state if snapshot is None else self._payload(snapshot)
+        forked._set_state(self._capture_state() if snapshot is None else self._payload(snapshot))
         return forked
 
     def __repr__(self) -> str:
-        state = self._state
         flags = ", read_only=True" if self._read_only else ""
-        return f"InMemoryFilesystem(files={state.file_count}, bytes={state.total_bytes}{flags})"
+        return f"InMemoryFilesystem(files={self._file_count}, bytes={self._total_bytes}{flags})"

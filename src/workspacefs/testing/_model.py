@@ -80,6 +80,8 @@ class TreeModel:
             self._parents(dst)
         elif not overwrite:
             raise FileExistsError(dst)
+        elif is_within(src, dst):
+            raise ValueError(dst)
         elif kind == "dir" and target == "file":
             raise NotADirectoryError(dst)
         elif kind == "file" and target == "dir":

@@ -204,6 +204,15 @@ class MoveSuite(SuiteBase):
             fs.move("d", dst)
         assert fs.read("d/x.txt").content == "x"
 
+    @pytest.mark.parametrize("src", ["d/sub", "d/f.txt", "d/sub/deeper"])
+    def test_overwrite_refuses_to_replace_an_ancestor_of_the_source(self, src: str) -> None:
+        fs = self.make({"d/f.txt": "f", "d/sub/deeper/g.txt": "g"})
+        with pytest.raises(ValueError):
+            fs.move(src, "d", overwrite=True)
+        with pytest.raises(ValueError):
+            fs.copy(src, "d", overwrite=True)
+        assert self.tree(fs, "d") == {"d/f.txt": b"f", "d/sub": None, "d/sub/deeper": None, "d/sub/deeper/g.txt": b"g"}
+
     def test_move_to_prefix_sibling_is_not_into_itself(self) -> None:
         fs = self.make({"a/x.txt": "x"})
         fs.move("a", "ab")
