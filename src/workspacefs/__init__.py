@@ -5,7 +5,9 @@ host directory, in a container, in SQLite/PostgreSQL or in an object store. Ever
 re-exported here; every other module is private.
 """
 
+from workspacefs._hostio import HostMount, HydrationResult
 from workspacefs.backends.base import BaseFilesystem
+from workspacefs.backends.host import HostFilesystem
 from workspacefs.backends.memory import InMemoryFilesystem
 from workspacefs.errors import (
     SnapshotCreationError,
@@ -37,6 +39,7 @@ from workspacefs.results import (
     WriteResult,
 )
 from workspacefs.snapshots import (
+    DirectorySnapshotStore,
     FilesystemSnapshot,
     InMemorySnapshotStore,
     SnapshotRetentionPolicy,
@@ -55,6 +58,7 @@ __all__ = [
     "BaseFilesystem",
     "ByteReader",
     "ByteWriter",
+    "DirectorySnapshotStore",
     "FileEntry",
     "FileStat",
     "Filesystem",
@@ -62,6 +66,9 @@ __all__ = [
     "FilesystemSnapshot",
     "GlobMatch",
     "GrepMatch",
+    "HostFilesystem",
+    "HostMount",
+    "HydrationResult",
     "InMemoryFilesystem",
     "InMemorySnapshotStore",
     "ReadBytesResult",

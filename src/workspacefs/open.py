@@ -120,3 +120,4 @@ def _open_memory(_url: str, params: dict[str, str]) -> Filesystem:
 
 
 register_backend("memory", _open_memory)
+register_backend("file", "workspacefs.backends.host:open_host")

@@ -33,6 +33,7 @@ __all__ = [
     "GrepPattern",
     "PathFilter",
     "is_binary",
+    "rewrite_text_anchors",
     "search_content",
 ]
 
@@ -167,7 +168,7 @@ class PathFilter:
 # --- grep -----------------------------------------------------------------------------------------
 
 
-def _rewrite_text_anchors(pattern: str) -> str:
+def rewrite_text_anchors(pattern: str) -> str:
     r"""Make ``\A``, ``\z`` and ``\Z`` mean line start/end, as they do when a line is searched alone."""
     out: list[str] = []
     i, n = 0, len(pattern)
@@ -210,7 +211,7 @@ class GrepPattern:
         options.never_nl = True  # a match never spans lines, as when each line is searched alone
         self._block: re2._re2.RE2 | None = None
         self._line: _LineSearch | None = None
-        rewritten = _rewrite_text_anchors(pattern)
+        rewritten = rewrite_text_anchors(pattern)
         per_line = re2._re2.RE2(rewritten.encode("utf-8"), options)
         if per_line.ok():
             self.engine = "re2"

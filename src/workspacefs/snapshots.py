@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
 from workspacefs.errors import SnapshotNotFoundError
 
 __all__ = [
+    "DirectorySnapshotStore",
     "FilesystemSnapshot",
     "InMemorySnapshotStore",
     "SnapshotRetentionPolicy",
@@ -177,4 +181,66 @@ class InMemorySnapshotStore:
             doomed = select_prunable(list(self._snapshots.values()), policy)
             for snapshot in doomed:
                 del self._snapshots[snapshot.snapshot_id]
+            return len(doomed)
+
+
+class DirectorySnapshotStore:
+    """Snapshots kept as one JSON file each in a directory, so another process can find them.
+
+    ``on_delete`` is told about every snapshot that goes (by :meth:`delete` or :meth:`prune`), for
+    a backend to drop the data behind it.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, on_delete: Callable[[UUID], None] | None = None) -> None:
+        self._directory = Path(directory)
+        self._directory.mkdir(parents=True, exist_ok=True)
+        self._on_delete = on_delete
+        self._lock = threading.Lock()
+
+    def _file(self, snapshot_id: UUID) -> Path:
+        return self._directory / f"{snapshot_id}.json"
+
+    def save(self, snapshot: FilesystemSnapshot) -> None:
+        """Persist a snapshot's metadata atomically."""
+        target = self._file(snapshot.snapshot_id)
+        temp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        temp.write_text(json.dumps(snapshot.to_dict(), indent=1), encoding="utf-8")
+        os.replace(temp, target)
+
+    def load(self, snapshot_id: UUID) -> FilesystemSnapshot:
+        """A snapshot by id; ``SnapshotNotFoundError`` if unknown."""
+        try:
+            text = self._file(snapshot_id).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SnapshotNotFoundError(f"No snapshot with id {snapshot_id}") from None
+        return FilesystemSnapshot.from_dict(json.loads(text))
+
+    def list(self) -> Sequence[FilesystemSnapshot]:
+        """Every snapshot, oldest first (unreadable files are skipped)."""
+        found = []
+        for file in self._directory.glob("*.json"):
+            try:
+                found.append(FilesystemSnapshot.from_dict(json.loads(file.read_text(encoding="utf-8"))))
+            except (OSError, ValueError, KeyError):
+                continue
+        return sorted(found, key=lambda s: s.created_at)
+
+    def delete(self, snapshot_id: UUID) -> None:
+        """Remove a snapshot; ``SnapshotNotFoundError`` if unknown."""
+        try:
+            self._file(snapshot_id).unlink()
+        except FileNotFoundError:
+            raise SnapshotNotFoundError(f"No snapshot with id {snapshot_id}") from None
+        if self._on_delete is not None:
+            self._on_delete(snapshot_id)
+
+    def prune(self, policy: SnapshotRetentionPolicy) -> int:
+        """Apply the retention policy; return how many snapshots went."""
+        with self._lock:
+            doomed = select_prunable(self.list(), policy)
+            for snapshot in doomed:
+                try:
+                    self.delete(snapshot.snapshot_id)
+                except SnapshotNotFoundError:
+                    continue  # another process pruned it first
             return len(doomed)

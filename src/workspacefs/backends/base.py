@@ -17,7 +17,7 @@ from __future__ import annotations
 import builtins
 import codecs
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import ClassVar, Self
 from uuid import UUID
@@ -182,8 +182,8 @@ class BaseFilesystem(ABC):
 
     # --- primitives with defaults a backend may override to be faster ------------------------------
 
-    def _iter_files(self, base: str) -> Iterator[tuple[str, int]]:
-        """``(path, size)`` of every file below directory ``base``, in any order; nothing if missing."""
+    def _iter_files(self, base: str) -> Iterator[str]:
+        """Every file below directory ``base``, in any order; nothing if it is missing."""
         try:
             entries = self._list_dir(base)
         except (FileNotFoundError, NotADirectoryError):
@@ -192,7 +192,12 @@ class BaseFilesystem(ABC):
             if entry.is_directory:
                 yield from self._iter_files(entry.path)
             elif entry.is_file:
-                yield entry.path, entry.size_bytes or 0
+                yield entry.path
+
+    def _grep_candidates(self, pattern: GrepPattern, base: str) -> Iterable[str]:
+        """Files below directory ``base`` that may hold a match. A backend may narrow this set with a
+        faster search (ripgrep, a database prefilter) but never drop a file that matches."""
+        return self._iter_files(base)
 
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
         """A file's whole content if it is at most ``inline_limit`` bytes, else an open reader."""
@@ -490,7 +495,7 @@ class BaseFilesystem(ABC):
         """Files under ``path`` whose path relative to it matches ``pattern``; sorted, root-relative."""
         matcher = GlobMatcher(pattern)
         base = self._norm(path)
-        found = [file for file, _ in self._iter_files(base) if matcher.matches(relative_to(file, base))]
+        found = [file for file in self._iter_files(base) if matcher.matches(relative_to(file, base))]
         found.sort()
         return tuple(GlobMatch(path=file) for file in found)
 
@@ -513,7 +518,7 @@ class BaseFilesystem(ABC):
             searching_one_file = self._stat(base).is_file
         except (FileNotFoundError, NotADirectoryError):
             return ()
-        candidates = [base] if searching_one_file else [file for file, _ in self._iter_files(base)]
+        candidates = [base] if searching_one_file else self._grep_candidates(compiled, base)
         scope = parent(base) if searching_one_file else base
         files = sorted(file for file in candidates if name_filter is None or name_filter.accepts(file, scope))
         found: builtins.list[GrepMatch] = []

@@ -10,18 +10,22 @@ a directory never scans the whole map.
 
 from __future__ import annotations
 
+import errno
 import io
 import operator
+import os
+import stat
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import immutables
 
 from workspacefs import errors
+from workspacefs._hostio import HostMount, HostResolver, HydrationResult, host_error
 from workspacefs.backends.base import WRITE_MODES, BaseFilesystem, Fingerprint, lines_window, total_lines
 from workspacefs.errors import SnapshotRestoreError, name_caller_path
 from workspacefs.paths import (
@@ -32,10 +36,13 @@ from workspacefs.paths import (
     basename,
     join,
     normalize_cached,
+    normalize_path,
     parent,
+    relative_to,
 )
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import FileEntry, FileStat, ReadResult, WriteMode, WriteResult
+from workspacefs.search import PathFilter
 from workspacefs.snapshots import FilesystemSnapshot
 from workspacefs.streams import StreamReader, StreamWriter
 
@@ -183,6 +190,81 @@ class _MemoryWriter(StreamWriter):
 
     def _discard(self) -> None:
         self._buffer = io.BytesIO()
+
+
+def _locate_mount(host_path: str, allowed_roots: Sequence[str | os.PathLike[str]]) -> tuple[str, str]:
+    """The allowed root holding ``host_path`` and the path below it (segment-aware, lexical)."""
+    roots = [os.path.realpath(os.fspath(r)) for r in allowed_roots]
+    if not roots:
+        raise PermissionError(errno.EACCES, "No allowed host roots were given", host_path)
+    if os.path.isabs(host_path):
+        wanted = os.path.normpath(host_path)
+        for root in roots:
+            if wanted == root or wanted.startswith(root.rstrip("/") + "/"):
+                return root, normalize_path(wanted[len(root) :])
+        raise PermissionError(errno.EACCES, "Mount is outside the allowed host roots", host_path)
+    relative = normalize_path(host_path)  # '..' out of the root raises PermissionError
+    for root in roots:
+        if os.path.lexists(os.path.join(root, relative)) or len(roots) == 1:
+            return root, relative
+    return roots[0], relative
+
+
+def _collect_mount(
+    mount: HostMount, root: str, relative: str, target_base: str, normalize: Callable[[str], str]
+) -> tuple[dict[str, bytes], int, int]:
+    """Read a mount's files race-free: ``({target path: bytes}, total bytes, entries skipped)``."""
+    include = [PathFilter(g) for g in mount.include_glob]
+    exclude = [PathFilter(g) for g in mount.exclude_glob]
+    loaded: dict[str, bytes] = {}
+    total = skipped = 0
+    resolver = HostResolver(root)
+    try:
+        try:
+            info = resolver.fstat_path(relative)
+        except OSError as exc:
+            raise host_error(exc.errno or errno.EIO, mount.host_path) from None
+        if not stat.S_ISDIR(info.st_mode):
+            raise errors.not_a_directory(mount.host_path)
+        for path in resolver.walk_files(relative):
+            inner = relative_to(path, relative)
+            if include and not any(f.accepts(inner, "") for f in include):
+                continue
+            if any(f.accepts(inner, "") for f in exclude):
+                continue
+            data = _read_host_file(resolver, path)
+            try:
+                target = normalize(join(target_base, inner))
+            except (ValueError, PermissionError):
+                data = None
+            if data is None:
+                skipped += 1
+                continue
+            total += len(data)
+            if mount.max_bytes is not None and total > mount.max_bytes:
+                raise ValueError(f"Mount {mount.host_path!r} holds more than max_bytes={mount.max_bytes}")
+            loaded[target] = data
+    finally:
+        resolver.close()
+    return loaded, total, skipped
+
+
+def _read_host_file(resolver: HostResolver, path: str) -> bytes | None:
+    """A regular file's bytes, or ``None`` for anything else (or something that vanished)."""
+    try:
+        fd = resolver.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1024 * 1024):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _timestamp(seconds: float) -> datetime:
@@ -462,12 +544,12 @@ class InMemoryFilesystem(BaseFilesystem):
                 raise errors.file_exists(dst)
             self._set_state(self._graft(src, dst, keep_times=False).finish())
 
-    def _iter_files(self, base: str) -> Iterator[tuple[str, int]]:
+    def _iter_files(self, base: str) -> Iterator[str]:
         nodes = self._nodes  # one consistent version, whatever happens meanwhile
         if base == ROOT:
             for path, node in nodes.items():
-                if isinstance(node, _File):
-                    yield path, len(node.data)
+                if type(node) is _File:
+                    yield path
             return
         start = nodes.get(base)
         if not isinstance(start, _Dir):
@@ -477,7 +559,7 @@ class InMemoryFilesystem(BaseFilesystem):
             directory = pending.pop()
             for entry in directory.children.values():
                 if entry.is_file:
-                    yield entry.path, entry.size_bytes or 0
+                    yield entry.path
                 else:
                     child = nodes[entry.path]
                     assert isinstance(child, _Dir)
@@ -536,6 +618,39 @@ class InMemoryFilesystem(BaseFilesystem):
         )
         forked._set_state(self._capture_state() if snapshot is None else self._payload(snapshot))
         return forked
+
+    def hydrate_from_host(
+        self, mount: HostMount, *, allowed_roots: Sequence[str | os.PathLike[str]]
+    ) -> HydrationResult:
+        """Copy the files of a host directory into this filesystem, all or nothing (seed 002).
+
+        The mount must lie inside one of ``allowed_roots`` (by whole path segments), and it is read
+        through the same race-proof resolver as ``HostFilesystem``: no symlink is followed, in the
+        mount's own path or below it, and special files are passed over.
+
+        Raises:
+            PermissionError: the mount is outside every allowed root, or this filesystem is read-only.
+            FileNotFoundError: the mount does not exist.
+            ValueError: more than ``max_bytes``.
+        """
+        self._writable(mount.mount_path or mount.host_path)
+        root, relative = _locate_mount(mount.host_path, allowed_roots)
+        target_base = self._norm(mount.mount_path if mount.mount_path is not None else relative)
+        loaded, total, skipped = _collect_mount(mount, root, relative, target_base, self._norm)
+        with self._lock:
+            edit = _Edit(self._capture_state())
+            for path in sorted(loaded):
+                for directory in [*ancestors(path)]:
+                    node = edit.get(directory)
+                    if isinstance(node, _File):
+                        raise errors.not_a_directory(path)
+                    if node is None:
+                        edit.put_dir(directory)
+                if isinstance(edit.get(path), _Dir):
+                    raise errors.is_a_directory(path)
+                edit.put_file(path, loaded[path])
+            self._set_state(edit.finish())
+        return HydrationResult(len(loaded), total, skipped)
 
     def __repr__(self) -> str:
         flags = ", read_only=True" if self._read_only else ""

@@ -1,0 +1,308 @@
+"""Race-proof access to a host directory tree: every path resolved beneath a root descriptor.
+
+Nothing here ever looks a path up by name from the process's own view of the filesystem. A
+resolver holds a descriptor of the root and opens everything relative to it, refusing symbolic
+links in *every* component: with ``openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`` where the
+kernel has it (one syscall), else one ``openat(O_NOFOLLOW)`` per component. Operations then act
+on the descriptor they got (``fstat``, ``*at`` calls on a parent descriptor), never on the name
+again, so swapping a directory for a symlink between a check and a use gains an attacker nothing.
+
+Shared by the host backend and by ``InMemoryFilesystem.hydrate_from_host``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from workspacefs import errors
+from workspacefs.paths import MAX_PATH_DEPTH, MAX_SEGMENT_LENGTH, ROOT, join, parent
+
+__all__ = [
+    "DIR_FLAGS",
+    "FICLONE",
+    "PATH_FLAGS",
+    "TEMP_PREFIX",
+    "HostMount",
+    "HostResolver",
+    "HydrationResult",
+    "host_error",
+    "is_listable_name",
+    "parent_and_name",
+    "renameat_noreplace",
+    "special_file_error",
+]
+
+_CLOEXEC = os.O_CLOEXEC
+PATH_FLAGS: Final = os.O_PATH | _CLOEXEC
+"""An inode handle: never opens the file itself, so it cannot block or trigger a device."""
+DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
+"""A directory opened for listing."""
+TEMP_PREFIX: Final = ".wsfs-tmp-"
+FICLONE: Final = 0x40049409
+"""ioctl that makes a copy-on-write clone of a whole file (XFS, btrfs)."""
+"""Temporary files of in-flight atomic writes; hidden from listings, glob and grep."""
+
+_SYS_OPENAT2 = 437  # x86_64 and aarch64 share the number
+_RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
+_RESOLVE_BENEATH = 0x08
+_RENAME_NOREPLACE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class HostMount:
+    """A host directory to copy into an in-memory filesystem (seed 002).
+
+    ``host_path`` is absolute, or relative to one of the allowed roots. ``mount_path`` is where its
+    files land (default: ``host_path`` relative to its allowed root). ``include_glob`` and
+    ``exclude_glob`` filter by name (no ``/``) or by path under ``host_path`` (with one), as grep's
+    ``glob=`` does; ``max_bytes`` caps the total loaded.
+    """
+
+    host_path: str
+    mount_path: str | None = None
+    include_glob: tuple[str, ...] = ()
+    exclude_glob: tuple[str, ...] = ()
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HydrationResult:
+    """What ``hydrate_from_host`` loaded, and how many entries it passed over (links, special files,
+    names the path rules reject)."""
+
+    files: int
+    bytes: int
+    skipped: int
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = (("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64))
+
+
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover - every Linux has a libc
+    _LIBC = None
+_syscall = getattr(_LIBC, "syscall", None)
+if _syscall is not None:
+    _syscall.restype = ctypes.c_long
+_renameat2 = getattr(_LIBC, "renameat2", None)
+if _renameat2 is not None:
+    _renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    _renameat2.restype = ctypes.c_int
+
+
+def is_listable_name(name: str) -> bool:
+    """Whether a directory entry can be named through the protocol (others are not shown at all).
+
+    Hidden: our own temporary files, names the path rules reject (control characters, more than
+    80 characters) and names that are not valid UTF-8 (they arrive with surrogate escapes).
+    """
+    if name.startswith(TEMP_PREFIX) or len(name) > MAX_SEGMENT_LENGTH:
+        return False
+    if not name.isprintable():
+        # isprintable() also rejects harmless characters (e.g. some spaces); check precisely
+        for char in name:
+            code = ord(char)
+            if code < 0x20 or code == 0x7F or 0xD800 <= code <= 0xDFFF:
+                return False
+    return True
+
+
+_MESSAGES: Final = {
+    errno.ELOOP: "Symbolic links are not followed",
+    errno.EXDEV: "Path escapes the workspace root",
+    errno.ENXIO: "Not a regular file or directory",
+    errno.ENAMETOOLONG: "File name too long for the host filesystem",
+}
+
+
+def host_error(code: int, path: str) -> OSError:
+    """The public exception for a failed host syscall on normalised ``path`` (never a host path)."""
+    if code == errno.ENOENT:
+        return errors.file_not_found(path)
+    if code == errno.ENOTDIR:
+        return errors.not_a_directory(path)
+    if code == errno.EISDIR:
+        return errors.is_a_directory(path)
+    if code == errno.EEXIST:
+        return errors.file_exists(path)
+    if code == errno.ENOTEMPTY:
+        return errors.directory_not_empty(path)
+    if code == errno.EROFS:
+        return errors.read_only_filesystem(path)
+    if code in (errno.ELOOP, errno.EXDEV, errno.ENXIO, errno.EACCES, errno.EPERM):
+        return PermissionError(code, _MESSAGES.get(code, os.strerror(code)), path)
+    if code == errno.ENAMETOOLONG:
+        return OSError(code, _MESSAGES[code], path)
+    return OSError(code, os.strerror(code), path)
+
+
+def special_file_error(path: str) -> PermissionError:
+    """FIFOs, sockets and devices are never read, written or replaced."""
+    return PermissionError(
+        errno.EACCES, "Not a regular file or directory (FIFOs, sockets and devices are refused)", path
+    )
+
+
+def renameat_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> bool:
+    """``renameat2(RENAME_NOREPLACE)``; ``False`` where the system cannot do it (caller falls back)."""
+    if _renameat2 is None:
+        return False
+    result = _renameat2(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), _RENAME_NOREPLACE)
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code))
+
+
+class HostResolver:
+    """Opens paths beneath one root directory descriptor, refusing symlinks in every component."""
+
+    def __init__(self, root: str, *, use_openat2: bool | None = None) -> None:
+        self.root_fd = os.open(root, DIR_FLAGS)
+        self._how: dict[tuple[int, int], _OpenHow] = {}
+        self.uses_openat2 = self._probe_openat2() if use_openat2 is None else use_openat2
+
+    def _probe_openat2(self) -> bool:
+        if _syscall is None:
+            return False
+        try:
+            os.close(self._openat2(".", PATH_FLAGS | os.O_DIRECTORY, 0))
+        except OSError:
+            return False  # ENOSYS on old kernels, EPERM under some seccomp profiles
+        return True
+
+    def _openat2(self, rel: str, flags: int, mode: int) -> int:
+        if not (flags & os.O_CREAT or flags & os.O_TMPFILE == os.O_TMPFILE):
+            mode = 0  # openat2 is strict: a mode without O_CREAT/O_TMPFILE is EINVAL (O_TMPFILE holds O_DIRECTORY)
+        key = (flags, mode)
+        how = self._how.get(key)
+        if how is None:
+            how = self._how[key] = _OpenHow(
+                flags | _CLOEXEC, mode, _RESOLVE_BENEATH | _RESOLVE_NO_SYMLINKS | _RESOLVE_NO_MAGICLINKS
+            )
+        assert _syscall is not None
+        fd: int = _syscall(_SYS_OPENAT2, self.root_fd, os.fsencode(rel), ctypes.byref(how), 24)
+        if fd < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        return fd
+
+    def _walk_open(self, rel: str, flags: int, mode: int) -> int:
+        """The portable path: one ``openat(O_NOFOLLOW)`` per component."""
+        parts = rel.split("/")
+        current = self.root_fd
+        part = parts[0]
+        try:
+            for part in parts[:-1]:
+                following = os.open(part, PATH_FLAGS | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=current)
+                if current != self.root_fd:
+                    os.close(current)
+                current = following
+            part = parts[-1]
+            fd = os.open(part, flags | os.O_NOFOLLOW | _CLOEXEC, mode, dir_fd=current)
+            if flags & os.O_PATH and stat.S_ISLNK(os.fstat(fd).st_mode):
+                os.close(fd)  # O_PATH | O_NOFOLLOW hands back the link itself: refuse it as openat2 does
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+            return fd
+        except OSError as exc:
+            if exc.errno == errno.ENOTDIR and _is_symlink(current, part):
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
+            raise
+        finally:
+            if current != self.root_fd:
+                os.close(current)
+
+    def open(self, rel: str, flags: int, mode: int = 0o666) -> int:
+        """Open normalised ``rel`` (not the root) beneath the root; raises ``OSError`` with its errno."""
+        if self.uses_openat2:
+            return self._openat2(rel, flags, mode)
+        return self._walk_open(rel, flags, mode)
+
+    def open_dir(self, rel: str, flags: int = PATH_FLAGS) -> int:
+        """A new descriptor of directory ``rel`` (the root included); the caller closes it."""
+        if rel == ROOT:
+            return os.open(".", flags | os.O_DIRECTORY, dir_fd=self.root_fd)
+        return self.open(rel, flags | os.O_DIRECTORY)
+
+    def fstat_path(self, rel: str) -> os.stat_result:
+        """``lstat`` of ``rel`` resolved race-free (symlink components refused)."""
+        if rel == ROOT:
+            return os.fstat(self.root_fd)
+        fd = self.open(rel, PATH_FLAGS)
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        """Release the root descriptor; idempotent."""
+        if self.root_fd >= 0:
+            os.close(self.root_fd)
+            self.root_fd = -1
+
+    def walk_files(self, base: str) -> Iterator[str]:
+        """Normalised paths of the regular files below directory ``base``; symlinks never entered.
+
+        Stops at the path-depth limit; yields nothing if ``base`` is missing or not a directory.
+        """
+        for path, is_dir in self.walk(base):
+            if not is_dir:
+                yield path
+
+    def walk(self, base: str) -> Iterator[tuple[str, bool]]:
+        """``(path, is_directory)`` of every regular file and directory below ``base``, parents first."""
+        try:
+            fd = self.open_dir(base, DIR_FLAGS)
+        except OSError:
+            return
+        yield from _walk(fd, base)
+
+
+def _walk(fd: int, prefix: str) -> Iterator[tuple[str, bool]]:
+    """Depth-first over an open directory descriptor (closed here)."""
+    try:
+        with os.scandir(fd) as listing:
+            entries = [(e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in listing]
+    except OSError:
+        os.close(fd)
+        return
+    depth = prefix.count("/") + 1 if prefix else 0
+    try:
+        for name, is_dir, is_file in entries:
+            if not is_listable_name(name) or depth >= MAX_PATH_DEPTH:
+                continue
+            path = join(prefix, name)
+            if is_file:
+                yield path, False
+            elif is_dir:
+                yield path, True
+                try:
+                    child = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError:
+                    continue  # vanished, or swapped for a symlink since the listing: skip it
+                yield from _walk(child, path)
+    finally:
+        os.close(fd)
+
+
+def _is_symlink(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def parent_and_name(path: str) -> tuple[str, str]:
+    """``("a/b", "c")`` for ``"a/b/c"``."""
+    return parent(path), path[path.rfind("/") + 1 :]

@@ -1,0 +1,29 @@
+"""Shared fixtures: where the host tests put their workspaces, and strictness about real services."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REQUIRE_REAL = os.environ.get("WORKSPACEFS_REQUIRE_REAL_SERVICES") == "1"
+
+
+def missing(what: str) -> None:
+    """Skip for a missing real component, or fail when CI demands every component be real."""
+    if REQUIRE_REAL:
+        pytest.fail(f"{what} (WORKSPACEFS_REQUIRE_REAL_SERVICES=1 forbids skipping)")
+    pytest.skip(what)
+
+
+@pytest.fixture(scope="session")
+def fast_tmp() -> Iterator[Path]:
+    """A scratch directory on tmpfs when there is one, so fsync-heavy host tests run at memory speed."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    directory = Path(tempfile.mkdtemp(prefix="wsfs-tests-", dir=base))
+    yield directory
+    shutil.rmtree(directory, ignore_errors=True)
