@@ -16,6 +16,7 @@ import ctypes
 import errno
 import os
 import stat
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -170,6 +171,8 @@ class HostResolver:
 
     def __init__(self, root: str, *, use_openat2: bool | None = None) -> None:
         self.root_fd = os.open(root, DIR_FLAGS)
+        # closes the descriptor if the owner forgets close(): no __del__, no leak
+        self._finalizer = weakref.finalize(self, os.close, self.root_fd)
         self._how: dict[tuple[int, int], _OpenHow] = {}
         self.uses_openat2 = self._probe_openat2() if use_openat2 is None else use_openat2
 
@@ -247,9 +250,8 @@ class HostResolver:
 
     def close(self) -> None:
         """Release the root descriptor; idempotent."""
-        if self.root_fd >= 0:
-            os.close(self.root_fd)
-            self.root_fd = -1
+        self._finalizer()
+        self.root_fd = -1
 
     def walk_files(self, base: str) -> Iterator[str]:
         """Normalised paths of the regular files below directory ``base``; symlinks never entered.

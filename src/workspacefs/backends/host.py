@@ -39,6 +39,7 @@ from workspacefs._hostio import (
 from workspacefs.backends.base import BaseFilesystem, Fingerprint
 from workspacefs.backends.host_grep import Ripgrep
 from workspacefs.backends.host_snapshots import HostSnapshots, SnapshotStrategy
+from workspacefs.errors import name_caller_path
 from workspacefs.paths import ROOT, join
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import FileEntry, FileStat, WriteMode
@@ -541,6 +542,34 @@ class HostFilesystem(BaseFilesystem):
 
     def _iter_files(self, base: str) -> Iterator[str]:
         return self._resolver.walk_files(base)
+
+    def delete(self, path: str, *, recursive: bool = False) -> None:
+        """As :meth:`BaseFilesystem.delete`; a symlink, FIFO, socket or device is removed itself (a
+        link's target is never touched)."""
+        norm = self._norm(path)
+        if norm != ROOT and not self._read_only and self._is_odd_entry(norm):
+            try:
+                self._remove_file(norm)  # unlinks the entry itself
+            except OSError as exc:
+                name_caller_path(exc, norm, path)
+                raise
+            return
+        super().delete(path, recursive=recursive)
+
+    def _is_odd_entry(self, path: str) -> bool:
+        """True if ``path`` names a symlink or special file (resolving its parent race-free)."""
+        above, name = parent_and_name(path)
+        try:
+            dir_fd = self._resolver.open_dir(above)
+        except OSError:
+            return False
+        try:
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except OSError:
+            return False
+        finally:
+            os.close(dir_fd)
+        return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
     def _grep_candidates(self, pattern: GrepPattern, base: str) -> Iterable[str]:
         """With ripgrep installed, it picks the files worth searching; the shared engine still reads
