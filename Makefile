@@ -31,6 +31,7 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_memory.py
+	$(BIN)/python bench/bench_host.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

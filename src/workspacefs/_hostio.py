@@ -202,7 +202,18 @@ class HostResolver:
         return fd
 
     def _walk_open(self, rel: str, flags: int, mode: int) -> int:
-        """The portable path: one ``openat(O_NOFOLLOW)`` per component."""
+        """The portable path: one ``openat(O_NOFOLLOW)`` per component.
+
+        With ``O_PATH`` and no ``O_DIRECTORY`` a final symlink comes back as an ``O_PATH`` handle
+        of the link itself; :meth:`fstat_path`, the one such caller, refuses it.
+        """
+        if "/" not in rel:  # the common single-component case, without the loop
+            try:
+                return os.open(rel, flags | os.O_NOFOLLOW | _CLOEXEC, mode, dir_fd=self.root_fd)
+            except OSError as exc:
+                if exc.errno == errno.ENOTDIR and _is_symlink(self.root_fd, rel):
+                    raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
+                raise
         parts = rel.split("/")
         current = self.root_fd
         part = parts[0]
@@ -213,11 +224,7 @@ class HostResolver:
                     os.close(current)
                 current = following
             part = parts[-1]
-            fd = os.open(part, flags | os.O_NOFOLLOW | _CLOEXEC, mode, dir_fd=current)
-            if flags & os.O_PATH and stat.S_ISLNK(os.fstat(fd).st_mode):
-                os.close(fd)  # O_PATH | O_NOFOLLOW hands back the link itself: refuse it as openat2 does
-                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
-            return fd
+            return os.open(part, flags | os.O_NOFOLLOW | _CLOEXEC, mode, dir_fd=current)
         except OSError as exc:
             if exc.errno == errno.ENOTDIR and _is_symlink(current, part):
                 raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
@@ -228,14 +235,19 @@ class HostResolver:
 
     def open(self, rel: str, flags: int, mode: int = 0o666) -> int:
         """Open normalised ``rel`` (not the root) beneath the root; raises ``OSError`` with its errno."""
-        if self.uses_openat2:
+        if self.uses_openat2 and "/" in rel:
             return self._openat2(rel, flags, mode)
+        # one component (or no openat2): openat(O_NOFOLLOW) per component is as safe, and cheaper than ctypes
         return self._walk_open(rel, flags, mode)
 
     def open_dir(self, rel: str, flags: int = PATH_FLAGS) -> int:
         """A new descriptor of directory ``rel`` (the root included); the caller closes it."""
         if rel == ROOT:
-            return os.open(".", flags | os.O_DIRECTORY, dir_fd=self.root_fd)
+            return (
+                os.dup(self.root_fd)
+                if flags == PATH_FLAGS
+                else os.open(".", flags | os.O_DIRECTORY, dir_fd=self.root_fd)
+            )
         return self.open(rel, flags | os.O_DIRECTORY)
 
     def fstat_path(self, rel: str) -> os.stat_result:
@@ -244,9 +256,12 @@ class HostResolver:
             return os.fstat(self.root_fd)
         fd = self.open(rel, PATH_FLAGS)
         try:
-            return os.fstat(fd)
+            info = os.fstat(fd)
         finally:
             os.close(fd)
+        if stat.S_ISLNK(info.st_mode):  # the portable walk hands back an O_PATH handle of a final link
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP))
+        return info
 
     def close(self) -> None:
         """Release the root descriptor; idempotent."""

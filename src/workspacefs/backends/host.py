@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
-import secrets
 import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -28,6 +28,7 @@ from typing import ClassVar
 from workspacefs import errors
 from workspacefs._hostio import (
     DIR_FLAGS,
+    PATH_FLAGS,
     TEMP_PREFIX,
     HostResolver,
     host_error,
@@ -49,6 +50,10 @@ from workspacefs.streams import StreamReader, StreamWriter
 
 __all__ = ["HostFilesystem"]
 
+_TEMP_NAMES = itertools.count()
+_TEMP_STEM = [f"{TEMP_PREFIX}{os.getpid():x}-"]
+os.register_at_fork(after_in_child=lambda: _TEMP_STEM.__setitem__(0, f"{TEMP_PREFIX}{os.getpid():x}-"))
+_PARENT_FLAGS = PATH_FLAGS | os.O_DIRECTORY | os.O_NOFOLLOW
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY  # NONBLOCK: a FIFO can never hang the open
 _CHUNK = 1024 * 1024
 
@@ -77,9 +82,11 @@ def _read_fd(fd: int, size: int) -> bytes:
 
 
 def _write_fd(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    written = os.write(fd, data)
+    if written < len(data):  # rare: a short write; finish it without copying
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 class _HostWriter(StreamWriter):
@@ -220,9 +227,17 @@ class HostFilesystem(BaseFilesystem):
     # --- helpers --------------------------------------------------------------------------------------
 
     def _open_parent(self, path: str, above: str) -> int:
+        """A descriptor of ``path``'s parent directory, resolved race-free."""
         try:
+            if above and "/" not in above:  # hot path: one component, one openat(O_NOFOLLOW)
+                return os.open(above, _PARENT_FLAGS, dir_fd=self._resolver.root_fd)
             return self._resolver.open_dir(above)
         except OSError as exc:
+            if exc.errno == errno.ENOTDIR and "/" not in above:
+                try:  # a symlink fails O_DIRECTORY with ENOTDIR: let the resolver say ELOOP
+                    os.close(self._resolver.open_dir(above))
+                except OSError as precise:
+                    exc = precise
             raise _fail(exc, path) from None
 
     def _check_target(self, dir_fd: int, name: str, path: str, mode: WriteMode) -> os.stat_result | None:
@@ -245,7 +260,8 @@ class HostFilesystem(BaseFilesystem):
 
     def _make_temp(self, dir_fd: int, path: str) -> tuple[int, str]:
         for _ in range(8):
-            temp = TEMP_PREFIX + secrets.token_hex(8)
+            # unique within this process by the counter, across processes by the pid; O_EXCL checks anyway
+            temp = f"{_TEMP_STEM[0]}{next(_TEMP_NAMES):x}"
             try:
                 fd = os.open(
                     temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd
@@ -400,10 +416,12 @@ class HostFilesystem(BaseFilesystem):
             finally:
                 os.close(fd)
             return
-        above, name = parent_and_name(path)
+        cut = path.rfind("/")
+        above, name = (path[:cut], path[cut + 1 :]) if cut >= 0 else (ROOT, path)
         dir_fd = self._open_parent(path, above)
         try:
-            self._check_target(dir_fd, name, path, mode)
+            if mode == "create":
+                self._check_target(dir_fd, name, path, mode)  # fail before writing; the link re-checks
             fd, temp = self._make_temp(dir_fd, path)
             try:
                 _write_fd(fd, data)
