@@ -416,3 +416,28 @@ def test_messages_never_name_the_host_root(world: tuple[HostFilesystem, Path, Pa
         with pytest.raises(OSError) as caught:
             action()
         assert str(root) not in str(caught.value)
+
+
+def test_no_temporary_file_survives_a_failed_or_aborted_write(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    with HostFilesystem(root, snapshot_dir=tmp_path / "s") as fs:
+        fs.write("f.txt", "old")
+        with pytest.raises(RuntimeError), fs.open_write("f.txt") as writer:
+            writer.write(b"partial")
+            raise RuntimeError("boom")
+        racer = fs.open_write("race.txt", mode="create")
+        racer.write(b"mine")
+        fs.write("race.txt", "theirs")
+        with pytest.raises(FileExistsError):
+            racer.close()
+        fs.mkdir("d")
+        with pytest.raises(IsADirectoryError):
+            fs.write("d", "x")
+        os.mkfifo(root / "fifo")
+        with pytest.raises(PermissionError):
+            fs.write("fifo", "x")
+        fs.open_write("abandoned.txt").abort()
+    assert sorted(p.name for p in root.iterdir()) == ["d", "f.txt", "fifo", "race.txt"]
+    assert (root / "f.txt").read_text() == "old"
+    assert (root / "race.txt").read_text() == "theirs"
