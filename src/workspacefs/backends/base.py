@@ -121,6 +121,8 @@ class BaseFilesystem(ABC):
 
     backend_name: ClassVar[str] = "base"
     """Kind tag written into snapshots; restoring a snapshot of another kind is refused."""
+    snapshots_are_cheap: ClassVar[bool] = False
+    """True when ``snapshot()`` costs O(1): the tool dispatcher then wraps every mutating tool in one."""
     inline_content_bytes: ClassVar[int] = 8 * 1024 * 1024
     """Files up to this size are read whole by ``read`` and ``grep``; bigger ones are streamed."""
 

@@ -278,6 +278,7 @@ class InMemoryFilesystem(BaseFilesystem):
     """
 
     backend_name = "memory"
+    snapshots_are_cheap = True
 
     def __init__(self, *, read_only: bool = False, mount_point: str | None = None) -> None:
         super().__init__(read_only=read_only, mount_point=mount_point)

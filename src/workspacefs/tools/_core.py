@@ -1,0 +1,117 @@
+"""The tool layer's values: ``Tool``, ``ToolResult``, ``ToolContext`` and the read-before-write ledger."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from workspacefs.paths import normalize_path
+from workspacefs.protocol import Filesystem
+
+__all__ = ["ReadState", "Tool", "ToolContext", "ToolResult", "content_digest"]
+
+ValueT = TypeVar("ValueT")
+ParamsT = TypeVar("ParamsT", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult(Generic[ValueT]):
+    """What a tool returns: ``message`` is what the model reads; ``value`` is for code."""
+
+    message: str
+    value: ValueT | None = None
+    success: bool = True
+
+
+def content_digest(data: bytes) -> str:
+    """The content hash read-before-write compares."""
+    return hashlib.sha256(data).hexdigest()
+
+
+class ReadState:
+    """Which files a model has read (and the content it saw), so it cannot overwrite what it never saw.
+
+    Keys are normalised paths of one filesystem. Share one ``ReadState`` across the contexts of a
+    conversation (a :class:`~workspacefs.agent.Session` carries one).
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, str], str] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(fs: Filesystem, path: str) -> tuple[int, str]:
+        return id(fs), normalize_path(path, mount_point=fs.mount_point)
+
+    def record(self, fs: Filesystem, path: str, digest: str) -> None:
+        """Remember that the model has seen ``path`` with this content."""
+        with self._lock:
+            self._seen[self._key(fs, path)] = digest
+
+    def seen(self, fs: Filesystem, path: str) -> str | None:
+        """The digest the model last saw, or ``None`` if it never read the file."""
+        with self._lock:
+            return self._seen.get(self._key(fs, path))
+
+    def forget(self, fs: Filesystem, path: str) -> None:
+        """Drop what is known of ``path`` (and anything below it)."""
+        key = self._key(fs, path)
+        with self._lock:
+            for known in [
+                k for k in self._seen if k[0] == key[0] and (k[1] == key[1] or k[1].startswith(key[1] + "/"))
+            ]:
+                del self._seen[known]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Everything a handler may use (seeds 001/002): the filesystem first of all.
+
+    ``prompt``, ``rendered_prompt``, ``adapter``, ``session``, ``deadline`` and ``budget_tracker`` are
+    passed through for handlers that want them. ``read_before_write`` refuses to overwrite or edit a
+    file the model has not read (or that changed since); ``transactional`` makes the dispatcher
+    snapshot before a mutating tool and roll back if it fails part way (``None``: on for backends
+    whose snapshots are cheap, i.e. in memory).
+    """
+
+    filesystem: Filesystem | None = None
+    prompt: Any = None
+    rendered_prompt: Any = None
+    adapter: Any = None
+    session: Any = None
+    deadline: datetime | None = None
+    budget_tracker: Any = None
+    read_state: ReadState = field(default_factory=ReadState)
+    read_before_write: bool = True
+    transactional: bool | None = None
+
+
+Handler = Callable[[ParamsT, ToolContext], ToolResult[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tool(Generic[ParamsT]):
+    """A tool a model can call: a name, a description, typed parameters and a handler.
+
+    ``mutating`` tools change the filesystem (the dispatcher may wrap them in a snapshot);
+    ``destructive`` ones may delete or overwrite data (MCP's ``destructiveHint``).
+    """
+
+    name: str
+    description: str
+    params: type[ParamsT]
+    handler: Callable[..., ToolResult[Any]]
+    mutating: bool = False
+    destructive: bool = False
+    idempotent: bool = True
+
+    def __call__(self, params: ParamsT, *, context: ToolContext) -> ToolResult[Any]:
+        """Run the handler with already-validated parameters."""
+        result: ToolResult[Any] = self.handler(params, context=context)
+        return result

@@ -1,0 +1,130 @@
+"""Calling tools by name with provider-shaped arguments, transactionally; tool lists for each provider."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from workspacefs.protocol import Filesystem, SnapshotableFilesystem
+from workspacefs.tools._core import Tool, ToolContext, ToolResult
+from workspacefs.tools._messages import failure
+from workspacefs.tools._schema import openai_strict_schema, portable_schema, prune_nulls
+
+__all__ = ["dispatch", "to_anthropic_tools", "to_openai_tools"]
+
+logger = logging.getLogger("workspacefs.tools")
+
+
+def _describe_validation(tool: Tool[Any], error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        problems.append(f"{where}: {item['msg']}")
+    fields = ", ".join(tool.params.model_fields)
+    return f"Invalid arguments for {tool.name}: " + "; ".join(problems) + f". It takes: {fields}."
+
+
+def _parse(tool: Tool[Any], arguments: str | Mapping[str, Any] | None) -> Any:
+    if arguments is None or arguments == "":
+        arguments = {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
+            return failure(f"The arguments for {tool.name} are not valid JSON ({exc.msg} at position {exc.pos}).")
+    if not isinstance(arguments, Mapping):
+        return failure(f"The arguments for {tool.name} must be a JSON object, not {type(arguments).__name__}.")
+    try:
+        return tool.params.model_validate(prune_nulls(dict(arguments)))
+    except ValidationError as exc:
+        return failure(_describe_validation(tool, exc))
+
+
+def _wants_transaction(context: ToolContext, fs: Filesystem | None) -> bool:
+    if not isinstance(fs, SnapshotableFilesystem) or fs.read_only:
+        return False
+    if context.transactional is not None:
+        return context.transactional
+    return bool(getattr(fs, "snapshots_are_cheap", False))
+
+
+def _run(tool: Tool[Any], params: Any, context: ToolContext) -> ToolResult[Any]:
+    try:
+        return tool(params, context=context)
+    except Exception as exc:
+        logger.exception("tool %s failed unexpectedly", tool.name)
+        return failure(f"Internal error in tool {tool.name}: {type(exc).__name__}: {exc}")
+
+
+def dispatch(
+    name: str,
+    arguments: str | Mapping[str, Any] | None,
+    context: ToolContext,
+    *,
+    tools: Sequence[Tool[Any]] | None = None,
+) -> ToolResult[Any]:
+    """Run tool ``name`` with ``arguments`` (a JSON string or a dict) and return its result.
+
+    Never raises for a model's mistake: an unknown tool, bad JSON or invalid arguments come back as a
+    failed result saying what to fix. A mutating tool that fails part way is rolled back when the
+    context is transactional (see :class:`ToolContext`).
+    """
+    from workspacefs.tools import ALL_TOOLS  # noqa: PLC0415 - the package imports this module
+
+    available = {tool.name: tool for tool in (tools if tools is not None else ALL_TOOLS)}
+    tool = available.get(name)
+    if tool is None:
+        return failure(f"There is no tool named {name!r}. Available tools: {', '.join(sorted(available))}.")
+    params = _parse(tool, arguments)
+    if isinstance(params, ToolResult):
+        return params
+    fs = context.filesystem
+    if not (tool.mutating and _wants_transaction(context, fs)):
+        return _run(tool, params, context)
+    assert isinstance(fs, SnapshotableFilesystem)
+    snapshot = fs.snapshot(tag=f"before {tool.name}")
+    result = _run(tool, params, context)
+    try:
+        if not result.success and (getattr(fs, "snapshots_are_cheap", False) or not fs.diff(snapshot).is_empty):
+            fs.restore(snapshot)
+            if not getattr(fs, "snapshots_are_cheap", False):
+                result = failure(result.message + " Changes it made before failing were rolled back.")
+    finally:
+        discard = getattr(fs, "delete_snapshot", None)
+        if discard is not None:
+            discard(snapshot)
+    return result
+
+
+def to_openai_tools(
+    tools: Sequence[Tool[Any]] | None = None, *, strict: bool = True, api: str = "chat"
+) -> list[dict[str, Any]]:
+    """Tool definitions for OpenAI: ``api="chat"`` (Chat Completions) or ``"responses"`` (Responses API).
+
+    With ``strict`` (the default) the schemas obey strict mode: every property required, optional
+    ones nullable (a null means "use the default"), no other keywords.
+    """
+    from workspacefs.tools import ALL_TOOLS  # noqa: PLC0415
+
+    if api not in ("chat", "responses"):
+        raise ValueError("api must be 'chat' or 'responses'")
+    shaped = []
+    for tool in tools if tools is not None else ALL_TOOLS:
+        schema = openai_strict_schema(tool.params) if strict else portable_schema(tool.params)
+        function = {"name": tool.name, "description": tool.description, "parameters": schema, "strict": strict}
+        shaped.append({"type": "function", "function": function} if api == "chat" else {"type": "function", **function})
+    return shaped
+
+
+def to_anthropic_tools(tools: Sequence[Tool[Any]] | None = None) -> list[dict[str, Any]]:
+    """Tool definitions for Anthropic's Messages API (``name``, ``description``, ``input_schema``)."""
+    from workspacefs.tools import ALL_TOOLS  # noqa: PLC0415
+
+    return [
+        {"name": tool.name, "description": tool.description, "input_schema": portable_schema(tool.params)}
+        for tool in (tools if tools is not None else ALL_TOOLS)
+    ]

@@ -1,0 +1,293 @@
+"""``ls``, ``glob``, ``grep``, ``rm`` and the extras ``mkdir``, ``mv``, ``cp``, ``stat``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, normalize_path
+from workspacefs.protocol import Filesystem
+from workspacefs.tools._core import Tool, ToolContext, ToolResult
+from workspacefs.tools._messages import display, explain, failure, human_size, plural, shown
+
+__all__ = ["CP", "GLOB", "GREP", "LS", "MKDIR", "MV", "RM", "STAT"]
+
+GREP_DEFAULT_RESULTS = 200
+GLOB_MAX_SHOWN = 1000
+_GREP_LINE_CHARS = 300
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _dirs(count: int) -> str:
+    return f"{count} directory" if count == 1 else f"{count} directories"
+
+
+def _no_filesystem() -> ToolResult[Any]:
+    return failure("No filesystem is available in this context; the tool cannot run.")
+
+
+# --- ls -------------------------------------------------------------------------------------------
+
+
+class LsParams(_Params):
+    path: str = Field(".", description="Directory to list; the workspace root by default.")
+
+
+def ls(params: LsParams, *, context: ToolContext) -> ToolResult[list[dict[str, object]]]:
+    """Entries sorted by name: directories end in ``/``, files show their size."""
+    fs = context.filesystem
+    if fs is None:
+        return _no_filesystem()
+    try:
+        entries = fs.list(params.path)
+    except NotADirectoryError:
+        return failure(f"'{display(fs, params.path)}' is a file, not a directory; read it with read_file.")
+    except (OSError, ValueError) as exc:
+        return failure(explain(exc, fs, params.path, verb="listed"))
+    where = display(fs, params.path)
+    if not entries:
+        return ToolResult(f"'{where}' is an empty directory.", [])
+    rows = [f"{e.name}/" if e.is_directory else f"{e.name}  ({human_size(e.size_bytes or 0)})" for e in entries]
+    dirs = sum(e.is_directory for e in entries)
+    header = f"{where}: {plural(len(entries) - dirs, 'file')}, {_dirs(dirs)}"
+    return ToolResult(header + "\n" + "\n".join(rows), [asdict(e) for e in entries])
+
+
+# --- glob -----------------------------------------------------------------------------------------
+
+
+class GlobParams(_Params):
+    pattern: str = Field(description="Glob such as '**/*.py' ('*' stays in one directory, '**' spans any).")
+    path: str = Field(".", description="Directory to search from.")
+
+
+def glob(params: GlobParams, *, context: ToolContext) -> ToolResult[list[str]]:
+    """Matching files, sorted; long lists are cut with a note."""
+    fs = context.filesystem
+    if fs is None:
+        return _no_filesystem()
+    try:
+        matches = [shown(fs, m.path) for m in fs.glob(params.pattern, path=params.path)]
+    except (OSError, ValueError) as exc:
+        return failure(explain(exc, fs, params.path, verb="searched"))
+    if not matches:
+        return ToolResult(f"No files match '{params.pattern}' under '{display(fs, params.path)}'.", [])
+    body = "\n".join(matches[:GLOB_MAX_SHOWN])
+    if len(matches) > GLOB_MAX_SHOWN:
+        body += f"\n… and {len(matches) - GLOB_MAX_SHOWN} more; use a narrower pattern or path."
+    return ToolResult(f"{plural(len(matches), 'file')} match '{params.pattern}':\n{body}", matches)
+
+
+# --- grep -----------------------------------------------------------------------------------------
+
+
+class GrepParams(_Params):
+    pattern: str = Field(description="Regular expression (RE2 syntax, like Python's); one match per line.")
+    path: str = Field(".", description="Directory (searched recursively) or file to search.")
+    glob: str | None = Field(None, description="Only files matching this glob: '*.py' by name, 'src/**/*.py' by path.")
+    max_results: int = Field(
+        GREP_DEFAULT_RESULTS, ge=1, le=DEFAULT_MAX_GREP_MATCHES, description="Most matching lines to return."
+    )
+
+
+def grep(params: GrepParams, *, context: ToolContext) -> ToolResult[list[dict[str, object]]]:
+    """Matching lines grouped by file, with line numbers; says when the list was capped."""
+    fs = context.filesystem
+    if fs is None:
+        return _no_filesystem()
+    try:
+        found = fs.grep(params.pattern, path=params.path, glob=params.glob, max_matches=params.max_results + 1)
+    except ValueError as exc:
+        text = str(exc)
+        if "regular expression" in text.lower():
+            return failure(f"{text}. Escape special characters such as ( ) [ ] . * + ? with a backslash.")
+        return failure(explain(exc, fs, params.path, verb="searched"))
+    except OSError as exc:
+        return failure(explain(exc, fs, params.path, verb="searched"))
+    capped = len(found) > params.max_results
+    found = found[: params.max_results]
+    if not found:
+        scope = display(fs, params.path) + (f" (files matching '{params.glob}')" if params.glob else "")
+        return ToolResult(f"No lines match '{params.pattern}' in '{scope}'.", [])
+    lines: list[str] = []
+    current = None
+    for match in found:
+        if match.path != current:
+            current = match.path
+            lines.append(("" if not lines else "\n") + shown(fs, match.path))
+        text = match.line_content
+        if len(text) > _GREP_LINE_CHARS:
+            text = text[:_GREP_LINE_CHARS] + " …"
+        lines.append(f"{match.line_number:6}: {text}")
+    files = len({m.path for m in found})
+    header = f"{plural(len(found), 'matching line')} in {plural(files, 'file')}"
+    if capped:
+        header += f" (showing the first {params.max_results}; narrow the pattern, path or glob to see the rest)"
+    value = [{**asdict(m), "path": shown(fs, m.path)} for m in found]
+    return ToolResult(header + ":\n" + "\n".join(lines), value)
+
+
+# --- rm -------------------------------------------------------------------------------------------
+
+
+class RmParams(_Params):
+    path: str = Field(description="File or directory to remove.")
+    recursive: bool = Field(False, description="Needed to remove a directory that is not empty.")
+
+
+def _tree_counts(fs: Filesystem, path: str) -> tuple[int, int]:
+    """(files, directories) below a directory."""
+    files = dirs = 0
+    pending = [path]
+    while pending:
+        for entry in fs.list(pending.pop()):
+            if entry.is_directory:
+                dirs += 1
+                pending.append(entry.path)
+            else:
+                files += 1
+    return files, dirs
+
+
+def rm(params: RmParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
+    """Remove a file, or a directory (``recursive`` for a non-empty one); says what went."""
+    fs = context.filesystem
+    if fs is None:
+        return _no_filesystem()
+    where = display(fs, params.path)
+    try:
+        info = fs.stat(params.path)
+        files, dirs = _tree_counts(fs, params.path) if info.is_directory else (1, 0)
+        if info.is_directory and (files or dirs) and not params.recursive:
+            return failure(
+                f"'{where}' is a directory holding {plural(files, 'file')} and {_dirs(dirs)}; "
+                "pass recursive=true to remove it and everything in it."
+            )
+        fs.delete(params.path, recursive=params.recursive)
+    except (OSError, ValueError) as exc:
+        return failure(explain(exc, fs, params.path, verb="removed"))
+    context.read_state.forget(fs, params.path)
+    if info.is_directory:
+        held = f" with {plural(files, 'file')} and {_dirs(dirs)}." if files or dirs else " (empty)."
+        message = f"Removed directory '{where}'{held}"
+    else:
+        message = f"Removed file '{where}' ({human_size(info.size_bytes)})."
+    return ToolResult(message, {"path": where, "files": files if info.is_directory else 1, "directories": dirs})
+
+
+# --- mkdir, mv, cp, stat ----------------------------------------------------------------------------
+
+
+class MkdirParams(_Params):
+    path: str = Field(description="Directory to create; missing parents are created too.")
+
+
+def mkdir(params: MkdirParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
+    """Create a directory (and its parents); fine if it already exists."""
+    fs = context.filesystem
+    if fs is None:
+        return _no_filesystem()
+    where = display(fs, params.path)
+    try:
+        existed = fs.exists(params.path)
+        fs.mkdir(params.path, parents=True, exist_ok=True)
+    except FileExistsError:
+        return failure(f"'{where}' already exists as a file; choose another name.")
+    except (OSError, ValueError) as exc:
+        return failure(explain(exc, fs, params.path, verb="created"))
+    return ToolResult(f"'{where}' already existed." if existed else f"Created directory '{where}'.", {"path": where})
+
+
+class TransferParams(_Params):
+    src: str = Field(description="File or directory to take.")
+    dst: str = Field(description="Where it goes (the full new path, not a directory to drop it into).")
+    overwrite: bool = Field(False, description="Replace an existing destination of the same kind.")
+
+
+def _transfer(params: TransferParams, context: ToolContext, *, move: bool) -> ToolResult[dict[str, object]]:
+    fs = context.filesystem
+    if fs is None:
+        return _no_filesystem()
+    verb = "moved" if move else "copied"
+    src, dst = display(fs, params.src), display(fs, params.dst)
+    try:
+        (fs.move if move else fs.copy)(params.src, params.dst, overwrite=params.overwrite)
+    except FileExistsError:
+        return failure(f"'{dst}' already exists; pass overwrite=true to replace it, or choose another destination.")
+    except ValueError as exc:
+        if "into itself" in str(exc) or "contains it" in str(exc):
+            return failure(f"Cannot {verb[:-1]} '{src}' to '{dst}': a directory cannot go inside itself.")
+        return failure(explain(exc, fs, params.src, verb=verb))
+    except OSError as exc:
+        return failure(explain(exc, fs, exc.filename if isinstance(exc.filename, str) else params.src, verb=verb))
+    if move:
+        context.read_state.forget(fs, params.src)
+    return ToolResult(f"{verb.capitalize()} '{src}' to '{dst}'.", {"src": src, "dst": dst})
+
+
+def mv(params: TransferParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
+    """Move or rename a file or directory."""
+    return _transfer(params, context, move=True)
+
+
+def cp(params: TransferParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
+    """Copy a file, or a directory with everything in it."""
+    return _transfer(params, context, move=False)
+
+
+class StatParams(_Params):
+    path: str = Field(description="File or directory to describe.")
+
+
+def stat(params: StatParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
+    """Kind, size and modification time."""
+    fs = context.filesystem
+    if fs is None:
+        return _no_filesystem()
+    try:
+        info = fs.stat(params.path)
+    except (OSError, ValueError) as exc:
+        return failure(explain(exc, fs, params.path, verb="examined"))
+    where = shown(fs, normalize_path(params.path, mount_point=fs.mount_point))
+    text = f"'{where}' is a directory" if info.is_directory else f"'{where}' is a file of {human_size(info.size_bytes)}"
+    if info.is_file and info.size_bytes >= 1024:
+        text += f" ({info.size_bytes} bytes)"
+    if info.modified_at is not None:
+        text += f", modified {info.modified_at.isoformat(timespec='seconds')}"
+    return ToolResult(text + ".", {**asdict(info), "path": where})
+
+
+LS = Tool("ls", "List a directory: names sorted, directories marked with '/', files with sizes.", LsParams, ls)
+GLOB = Tool("glob", "Find files by glob pattern (e.g. '**/*.py'); results sorted by path.", GlobParams, glob)
+GREP = Tool(
+    "grep",
+    "Search file contents with a regular expression; matching lines grouped by file with line numbers. "
+    "Binary files are skipped. Filter files with `glob`.",
+    GrepParams,
+    grep,
+)
+RM = Tool(
+    "rm",
+    "Remove a file or directory (recursive=true for a non-empty directory).",
+    RmParams,
+    rm,
+    mutating=True,
+    destructive=True,
+)
+MKDIR = Tool("mkdir", "Create a directory and any missing parents.", MkdirParams, mkdir, mutating=True)
+MV = Tool(
+    "mv",
+    "Move or rename a file or directory (overwrite=true to replace).",
+    TransferParams,
+    mv,
+    mutating=True,
+    destructive=True,
+    idempotent=False,
+)
+CP = Tool("cp", "Copy a file, or a directory with its contents.", TransferParams, cp, mutating=True, destructive=True)
+STAT = Tool("stat", "Describe a path: file or directory, size, modification time.", StatParams, stat)

@@ -1,0 +1,436 @@
+"""``read_file``, ``write_file`` and ``edit_file``: text a model reads, writes and edits safely."""
+
+from __future__ import annotations
+
+import codecs
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from workspacefs.paths import MAX_CONVENIENCE_BYTES
+from workspacefs.protocol import Filesystem
+from workspacefs.search import BINARY_SNIFF_BYTES
+from workspacefs.tools._core import Tool, ToolContext, ToolResult, content_digest
+from workspacefs.tools._messages import display, explain, failure, human_size, looks_numbered
+
+__all__ = ["EDIT_FILE", "READ_FILE", "WRITE_FILE", "file_digest"]
+
+READ_LIMIT = 2000
+"""Default and largest number of lines one read_file call returns."""
+MAX_LINE_CHARS = 2000
+"""Longer lines are cut in read_file's output, with a marker."""
+MAX_WRITE_CHARS = 48_000
+"""write_file refuses more content than this in one call (seed 002)."""
+_KEEP_BYTES = MAX_LINE_CHARS * 4 + 4  # enough bytes for MAX_LINE_CHARS characters of UTF-8
+_BOM = "\ufeff"
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- read_file -----------------------------------------------------------------------------------
+
+
+class ReadFileParams(_Params):
+    path: str = Field(description="File to read, relative to the workspace root (or under its mount point).")
+    offset: int = Field(0, ge=0, description="Line to start at, counting from 0.")
+    limit: int = Field(READ_LIMIT, ge=1, description=f"Lines to return; at most {READ_LIMIT}.")
+
+
+@dataclass(frozen=True, slots=True)
+class ReadFileValue:
+    """Lines ``[offset, offset + len(lines))`` of a file, without their line endings."""
+
+    path: str
+    lines: tuple[str, ...]
+    offset: int
+    total_lines: int
+    truncated: bool
+
+
+class _BinaryContentError(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class _Scan:
+    lines: list[tuple[bytes, bool]]
+    total_lines: int
+    digest: str
+    size: int
+
+
+def _scan(fs: Filesystem, path: str, offset: int, limit: int) -> _Scan:
+    """One streaming pass: the wanted lines (long ones cut), the line count and the content hash."""
+    digest = hashlib.sha256()
+    kept: list[tuple[bytes, bool]] = []
+    current = bytearray()
+    cut = False
+    line = 0
+    pending = False  # bytes of an unterminated line have been seen
+    size = 0
+    stop = offset + limit
+    with fs.open_read(path) as reader:
+        for index, chunk in enumerate(reader):
+            if index == 0 and b"\x00" in chunk[:BINARY_SNIFF_BYTES]:
+                raise _BinaryContentError
+            digest.update(chunk)
+            size += len(chunk)
+            position = 0
+            while position < len(chunk):
+                newline = chunk.find(b"\n", position)
+                end = len(chunk) if newline < 0 else newline + 1
+                if offset <= line < stop:
+                    take = min(end - position, max(_KEEP_BYTES - len(current), 0))
+                    current += chunk[position : position + take]
+                    cut = cut or end - position > take
+                if newline < 0:
+                    pending = True
+                    break
+                if offset <= line < stop:
+                    kept.append((bytes(current), cut))
+                    current, cut = bytearray(), False
+                line += 1
+                pending = False
+                position = end
+    if pending:
+        if offset <= line < stop:
+            kept.append((bytes(current), cut))
+        line += 1
+    return _Scan(kept, line, digest.hexdigest(), size)
+
+
+def _render_line(raw: bytes, cut: bool) -> str:
+    # a cut line may end inside a character: the incremental decoder holds that tail back
+    text = codecs.getincrementaldecoder("utf-8")().decode(raw, final=False) if cut else raw.decode("utf-8")
+    if text.endswith("\n"):
+        text = text[:-1]
+    if text.endswith("\r"):
+        text = text[:-1]
+    if len(text) > MAX_LINE_CHARS or cut:
+        return text[:MAX_LINE_CHARS] + f" … [line cut at {MAX_LINE_CHARS} characters]"
+    return text
+
+
+def read_file(params: ReadFileParams, *, context: ToolContext) -> ToolResult[ReadFileValue]:
+    """Numbered lines, ``cat -n`` style; says exactly how to read on when more follow."""
+    fs = context.filesystem
+    if fs is None:
+        return _no_filesystem()
+    limit = min(params.limit, READ_LIMIT)
+    where = display(fs, params.path)
+    try:
+        scan = _scan(fs, params.path, params.offset, limit)
+        lines = [_render_line(raw, cut) for raw, cut in scan.lines]
+    except _BinaryContentError:
+        return failure(_binary_message(fs, params.path))
+    except UnicodeDecodeError:
+        return failure(_binary_message(fs, params.path))
+    except (OSError, ValueError) as exc:
+        return failure(explain(exc, fs, params.path, verb="read"))
+    context.read_state.record(fs, params.path, scan.digest)
+    if scan.total_lines == 0:
+        return ToolResult(f"'{where}' is empty (0 lines).", ReadFileValue(where, (), 0, 0, False))
+    if params.offset >= scan.total_lines:
+        return failure(
+            f"'{where}' has {scan.total_lines} lines, so offset={params.offset} is past its end. "
+            f"Use an offset below {scan.total_lines}."
+        )
+    body = "\n".join(f"{params.offset + i + 1:6}\t{text}" for i, text in enumerate(lines))
+    last = params.offset + len(lines)
+    truncated = last < scan.total_lines
+    if truncated:
+        body += (
+            f"\n\n[Showing lines {params.offset + 1}-{last} of {scan.total_lines}. To read on, call read_file "
+            f'with path="{where}", offset={last}, limit={READ_LIMIT}.]'
+        )
+    elif params.limit > READ_LIMIT:
+        body += f"\n\n[limit is capped at {READ_LIMIT} lines.]"
+    value = ReadFileValue(where, tuple(lines), params.offset, scan.total_lines, truncated)
+    return ToolResult(body, value)
+
+
+def _binary_message(fs: Filesystem, path: str) -> str:
+    where = display(fs, path)
+    try:
+        size = human_size(fs.stat(path).size_bytes)
+    except OSError:
+        size = "unknown size"
+    return (
+        f"'{where}' is a binary file ({size}), not UTF-8 text, so read_file cannot show it. "
+        "Use stat for its size and type; grep skips binary files."
+    )
+
+
+def _no_filesystem() -> ToolResult[Any]:
+    return failure("No filesystem is available in this context; the tool cannot run.")
+
+
+# --- read-before-write ----------------------------------------------------------------------------
+
+
+def file_digest(fs: Filesystem, path: str) -> str | None:
+    """Content hash of a file now, or ``None`` if it does not exist (streamed: any size)."""
+    digest = hashlib.sha256()
+    try:
+        with fs.open_read(path) as reader:
+            for chunk in reader:
+                digest.update(chunk)
+    except FileNotFoundError:
+        return None
+    return digest.hexdigest()
+
+
+def _unread_message(fs: Filesystem, path: str, *, changed: bool) -> str:
+    where = display(fs, path)
+    if changed:
+        return (
+            f"'{where}' has changed since you last read it (someone else edited it). "
+            f'Read it again with read_file(path="{where}") before changing it, so no edit is lost.'
+        )
+    return (
+        f"You have not read '{where}' yet, and it already exists. Read it with read_file(path=\"{where}\") "
+        "before overwriting or editing it, so its current content is not lost."
+    )
+
+
+def _check_read(context: ToolContext, fs: Filesystem, path: str, current: str | None) -> str | None:
+    """A refusal message if the policy forbids changing ``path`` now."""
+    if not context.read_before_write or current is None:
+        return None
+    seen = context.read_state.seen(fs, path)
+    if seen is None:
+        return _unread_message(fs, path, changed=False)
+    if seen != current:
+        return _unread_message(fs, path, changed=True)
+    return None
+
+
+# --- write_file -----------------------------------------------------------------------------------
+
+
+class WriteFileParams(_Params):
+    path: str = Field(description="File to write; missing parent directories are created.")
+    content: str = Field(description=f"The whole new content (at most {MAX_WRITE_CHARS:,} characters).")
+    append: bool = Field(False, description="Add to the end of the file instead of replacing it.")
+
+
+def write_file(params: WriteFileParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
+    """Create or overwrite a text file (or append to it); refuses to clobber a file never read."""
+    fs = context.filesystem
+    if fs is None:
+        return _no_filesystem()
+    where = display(fs, params.path)
+    if len(params.content) > MAX_WRITE_CHARS:
+        return failure(
+            f"The content has {len(params.content):,} characters; write_file takes at most {MAX_WRITE_CHARS:,} "
+            f'in one call. Write the first part, then the rest with write_file(path="{where}", append=true).'
+        )
+    try:
+        current = file_digest(fs, params.path)
+        if not params.append:
+            refusal = _check_read(context, fs, params.path, current)
+            if refusal:
+                return failure(refusal)
+        result = fs.write(params.path, params.content, mode="append" if params.append else "overwrite")
+    except (OSError, ValueError) as exc:
+        return failure(explain(exc, fs, params.path, verb="written"))
+    data = params.content.encode("utf-8")
+    if not params.append:
+        context.read_state.record(fs, params.path, content_digest(data))
+        verb = "Overwrote" if current is not None else "Created"
+        lines = params.content.count("\n") + (1 if params.content and not params.content.endswith("\n") else 0)
+        message = f"{verb} '{where}': {lines} line{'s' if lines != 1 else ''}, {human_size(len(data))}."
+    else:
+        if current is not None and context.read_state.seen(fs, params.path) == current:
+            context.read_state.record(fs, params.path, file_digest(fs, params.path) or "")
+        message = f"Appended {human_size(len(data))} to '{where}'."
+    return ToolResult(message, {"path": where, "bytes_written": result.bytes_written, "created": current is None})
+
+
+# --- edit_file ------------------------------------------------------------------------------------
+
+
+class Edit(_Params):
+    old_string: str = Field(description="Exact text to replace (copied from read_file, without line numbers).")
+    new_string: str = Field(description="Text to put in its place.")
+    replace_all: bool = Field(False, description="Replace every occurrence instead of requiring exactly one.")
+
+
+class EditFileParams(_Params):
+    path: str = Field(description="File to edit.")
+    old_string: str | None = Field(None, description="Exact text to replace; it must occur exactly once.")
+    new_string: str | None = Field(None, description="Text to put in its place.")
+    replace_all: bool = Field(False, description="Replace every occurrence of old_string.")
+    edits: list[Edit] | None = Field(
+        None, description="Several edits applied in order, all or nothing (instead of old_string/new_string)."
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> EditFileParams:
+        single = self.old_string is not None or self.new_string is not None
+        if single and self.edits:
+            raise ValueError("give either old_string/new_string or edits, not both")
+        if not single and not self.edits:
+            raise ValueError("give old_string and new_string, or a list of edits")
+        if single and (self.old_string is None or self.new_string is None):
+            raise ValueError("old_string and new_string go together")
+        return self
+
+    def all_edits(self) -> list[Edit]:
+        if self.edits:
+            return list(self.edits)
+        assert self.old_string is not None
+        assert self.new_string is not None
+        return [Edit(old_string=self.old_string, new_string=self.new_string, replace_all=self.replace_all)]
+
+
+class _EditRefusedError(Exception):
+    pass
+
+
+def _line_of(text: str, position: int) -> int:
+    return text.count("\n", 0, position) + 1
+
+
+def _occurrences(text: str, needle: str) -> list[int]:
+    found, start = [], text.find(needle)
+    while start >= 0:
+        found.append(start)
+        start = text.find(needle, start + len(needle))
+    return found
+
+
+def _loose_match_line(text: str, needle: str) -> int | None:
+    """Line where ``needle`` matches if runs of whitespace are ignored (a hint for the model)."""
+    tokens = needle.split()
+    if not tokens:
+        return None
+    loose = re.compile(r"\s+".join(re.escape(token) for token in tokens))
+    match = loose.search(text)
+    return _line_of(text, match.start()) if match else None
+
+
+def _apply(text: str, edit: Edit, crlf: bool, number: int, total: int) -> str:
+    label = f"Edit {number} of {total}: " if total > 1 else ""
+    old, new = edit.old_string, edit.new_string
+    if old == "":
+        raise _EditRefusedError(f"{label}old_string is empty. To create or replace a whole file, use write_file.")
+    if old == new:
+        raise _EditRefusedError(f"{label}old_string and new_string are the same; there is nothing to change.")
+    if crlf and "\n" in old and "\r\n" not in old:
+        old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
+    hits = _occurrences(text, old)
+    if not hits:
+        hint = ""
+        if looks_numbered(edit.old_string):
+            hint = " It seems to include read_file's line-number prefixes; remove the 'N<tab>' part of each line."
+        else:
+            line = _loose_match_line(text, old)
+            if line is not None:
+                hint = (
+                    f" It does match near line {line} if whitespace is ignored: copy the exact spaces, tabs and "
+                    "line breaks from read_file."
+                )
+        raise _EditRefusedError(
+            f"{label}old_string was not found.{hint} Read the file again and copy the text exactly."
+        )
+    if len(hits) > 1 and not edit.replace_all:
+        lines = ", ".join(str(_line_of(text, hit)) for hit in hits[:20])
+        raise _EditRefusedError(
+            f"{label}old_string occurs {len(hits)} times (lines {lines}). Include more surrounding text to "
+            "make it unique, or pass replace_all=true to change every occurrence."
+        )
+    return text.replace(old, new) if edit.replace_all else text.replace(old, new, 1)
+
+
+def _short_diff(before: str, after: str, where: str, limit: int = 60) -> str:
+    diff = list(
+        difflib.unified_diff(before.splitlines(), after.splitlines(), fromfile=where, tofile=where, n=2, lineterm="")
+    )
+    if len(diff) > limit:
+        diff = [*diff[:limit], f"… ({len(diff) - limit} more diff lines)"]
+    return "\n".join(diff)
+
+
+def edit_file(params: EditFileParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
+    """Replace exact text; every edit must match, or nothing is written."""
+    fs = context.filesystem
+    if fs is None:
+        return _no_filesystem()
+    where = display(fs, params.path)
+    try:
+        if fs.stat(params.path).size_bytes > MAX_CONVENIENCE_BYTES:
+            return failure(f"'{where}' is larger than {human_size(MAX_CONVENIENCE_BYTES)}; edit_file cannot change it.")
+        data = fs.read_bytes(params.path).content
+    except FileNotFoundError:
+        return failure(f"'{where}' does not exist. To create it, use write_file.")
+    except (OSError, ValueError) as exc:
+        return failure(explain(exc, fs, params.path, verb="edited"))
+    refusal = _check_read(context, fs, params.path, content_digest(data))
+    if refusal:
+        return failure(refusal)
+    try:
+        original = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return failure(_binary_message(fs, params.path))
+    bom = original.startswith(_BOM)
+    text = original[1:] if bom else original
+    crlf = "\r\n" in text
+    edits = params.all_edits()
+    try:
+        updated = text
+        for number, edit in enumerate(edits, start=1):
+            updated = _apply(updated, edit, crlf, number, len(edits))
+    except _EditRefusedError as refused:
+        return failure(f"No change made to '{where}'. {refused}")
+    final = (_BOM if bom else "") + updated
+    try:
+        fs.write(params.path, final)
+    except (OSError, ValueError) as exc:
+        return failure(explain(exc, fs, params.path, verb="written"))
+    context.read_state.record(fs, params.path, content_digest(final.encode("utf-8")))
+    diff = _short_diff(text, updated, where)
+    count = f"{len(edits)} edits" if len(edits) > 1 else "1 edit"
+    return ToolResult(f"Edited '{where}' ({count}):\n{diff}", {"path": where, "edits": len(edits)})
+
+
+READ_FILE = Tool(
+    name="read_file",
+    description=(
+        "Read a text file as numbered lines (cat -n style). Returns up to 2,000 lines from `offset` "
+        "(0-based); when more follow it says exactly how to read on. Lines over 2,000 characters are cut."
+    ),
+    params=ReadFileParams,
+    handler=read_file,
+)
+WRITE_FILE = Tool(
+    name="write_file",
+    description=(
+        "Create a text file, replace one, or append to it (`append`). At most 48,000 characters per call. "
+        "An existing file must be read with read_file first."
+    ),
+    params=WriteFileParams,
+    handler=write_file,
+    mutating=True,
+    destructive=True,
+    idempotent=False,
+)
+EDIT_FILE = Tool(
+    name="edit_file",
+    description=(
+        "Replace exact text in a file: `old_string` must occur exactly once (or pass replace_all=true). "
+        "Pass `edits` to apply several replacements all or nothing. Read the file first; copy text exactly, "
+        "without read_file's line numbers. Returns a diff of the change."
+    ),
+    params=EditFileParams,
+    handler=edit_file,
+    mutating=True,
+    destructive=True,
+    idempotent=False,
+)
