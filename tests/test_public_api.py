@@ -6,6 +6,16 @@ import workspacefs
 from workspacefs import Filesystem, InMemoryFilesystem, SnapshotableFilesystem
 
 EXPECTED = {
+    "ALL_TOOLS",
+    "EXTRA_TOOLS",
+    "FILESYSTEM_TOOLS",
+    "ReadState",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "dispatch",
+    "to_anthropic_tools",
+    "to_openai_tools",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_GREP_MATCHES",
     "DEFAULT_READ_LIMIT",

@@ -45,13 +45,28 @@ from workspacefs.snapshots import (
     SnapshotRetentionPolicy,
     SnapshotStore,
 )
+from workspacefs.tools import (
+    ALL_TOOLS,
+    EXTRA_TOOLS,
+    FILESYSTEM_TOOLS,
+    ReadState,
+    Tool,
+    ToolContext,
+    ToolResult,
+    dispatch,
+    to_anthropic_tools,
+    to_openai_tools,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALL_TOOLS",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_GREP_MATCHES",
     "DEFAULT_READ_LIMIT",
+    "EXTRA_TOOLS",
+    "FILESYSTEM_TOOLS",
     "MAX_CONVENIENCE_BYTES",
     "MAX_PATH_DEPTH",
     "MAX_SEGMENT_LENGTH",
@@ -73,6 +88,7 @@ __all__ = [
     "InMemorySnapshotStore",
     "ReadBytesResult",
     "ReadResult",
+    "ReadState",
     "SnapshotCreationError",
     "SnapshotError",
     "SnapshotIncompatibleError",
@@ -82,11 +98,17 @@ __all__ = [
     "SnapshotStore",
     "SnapshotableFilesystem",
     "TextReader",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
     "WriteMode",
     "WriteResult",
     "__version__",
+    "dispatch",
     "normalize_path",
     "open_filesystem",
     "register_backend",
     "registered_backends",
+    "to_anthropic_tools",
+    "to_openai_tools",
 ]
