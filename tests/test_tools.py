@@ -342,9 +342,12 @@ def test_host_transactions_use_its_snapshots(fast_tmp: Path) -> None:
     root.mkdir()
     with HostFilesystem(root, snapshot_dir=fast_tmp / "tx-host-snaps") as fs:
         seed(fs, {"keep.txt": "keep"})
-        context = ToolContext(filesystem=fs, transactional=True)
+        context = ToolContext(filesystem=fs)  # transactional by default
         assert dispatch("write_file", {"path": "new.txt", "content": "x"}, context).success
         assert fs.snapshots() == []  # the transaction's snapshot is discarded once it succeeds
+        failing = dispatch("mv", {"src": "missing.txt", "dst": "x.txt"}, context)
+        assert not failing.success and fs.snapshots() == []
+        assert sorted(e.name for e in fs.list()) == ["keep.txt", "new.txt"]
 
 
 _ARGUMENT_VALUES = st.one_of(

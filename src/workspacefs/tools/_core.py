@@ -76,8 +76,9 @@ class ToolContext:
     ``prompt``, ``rendered_prompt``, ``adapter``, ``session``, ``deadline`` and ``budget_tracker`` are
     passed through for handlers that want them. ``read_before_write`` refuses to overwrite or edit a
     file the model has not read (or that changed since); ``transactional`` makes the dispatcher
-    snapshot before a mutating tool and roll back if it fails part way (``None``: on for backends
-    whose snapshots are cheap, i.e. in memory).
+    snapshot before a mutating tool and roll back if it fails part way (``None``: on wherever the
+    filesystem can snapshot; O(1) in memory, a real snapshot on a host directory, so turn it off
+    there with ``False`` if a snapshot per call costs too much).
     """
 
     filesystem: Filesystem | None = None

@@ -47,9 +47,7 @@ def _parse(tool: Tool[Any], arguments: str | Mapping[str, Any] | None) -> Any:
 def _wants_transaction(context: ToolContext, fs: Filesystem | None) -> bool:
     if not isinstance(fs, SnapshotableFilesystem) or fs.read_only:
         return False
-    if context.transactional is not None:
-        return context.transactional
-    return bool(getattr(fs, "snapshots_are_cheap", False))
+    return True if context.transactional is None else context.transactional
 
 
 def _run(tool: Tool[Any], params: Any, context: ToolContext) -> ToolResult[Any]:
