@@ -48,6 +48,8 @@ EXPECTED = {
     "SnapshotRetentionPolicy",
     "SnapshotStore",
     "SnapshotableFilesystem",
+    "SqlFilesystem",
+    "SqlStore",
     "TextReader",
     "WriteMode",
     "WriteResult",

@@ -5,6 +5,8 @@ host directory, in a container, in SQLite/PostgreSQL or in an object store. Ever
 re-exported here; every other module is private.
 """
 
+import importlib
+
 from workspacefs._hostio import HostMount, HydrationResult
 from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host import HostFilesystem
@@ -60,6 +62,24 @@ from workspacefs.tools import (
 
 __version__ = "0.1.0"
 
+_LAZY = {
+    "SqlFilesystem": ("workspacefs.backends.sql", "pip install 'workspacefs[sql]'"),
+    "SqlStore": ("workspacefs.backends.sql_store", "pip install 'workspacefs[sql]'"),
+}
+
+
+def __getattr__(name: str) -> object:
+    """Backends with optional dependencies load on first use, with an install hint if they cannot."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'workspacefs' has no attribute {name!r}")
+    module_name, hint = _LAZY[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ImportError(f"workspacefs.{name} needs an optional dependency ({exc}); {hint}") from exc
+    return getattr(module, name)
+
+
 __all__ = [
     "ALL_TOOLS",
     "DEFAULT_CHUNK_SIZE",
@@ -97,6 +117,8 @@ __all__ = [
     "SnapshotRetentionPolicy",
     "SnapshotStore",
     "SnapshotableFilesystem",
+    "SqlFilesystem",
+    "SqlStore",
     "TextReader",
     "Tool",
     "ToolContext",

@@ -121,3 +121,9 @@ def _open_memory(_url: str, params: dict[str, str]) -> Filesystem:
 
 register_backend("memory", _open_memory)
 register_backend("file", "workspacefs.backends.host:open_host")
+for _scheme in ("sqlite", "postgresql", "postgres"):
+    register_backend(
+        _scheme,
+        "workspacefs.backends.sql:open_sql",
+        install_hint="pip install 'workspacefs[sql]' (and 'workspacefs[postgres]' for PostgreSQL)",
+    )

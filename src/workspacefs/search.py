@@ -33,6 +33,7 @@ __all__ = [
     "GrepPattern",
     "PathFilter",
     "is_binary",
+    "required_literal",
     "rewrite_text_anchors",
     "search_content",
 ]
@@ -182,6 +183,85 @@ def rewrite_text_anchors(pattern: str) -> str:
         out.append(char)
         i += 1
     return "".join(out)
+
+
+_QUANTIFIERS = "*+?{"
+_BREAKERS = ".^$"
+
+
+def _after_quantifier(pattern: str, i: int) -> tuple[int, bool | None]:
+    """Skip a quantifier at ``i``: (next index, whether it allows zero); ``None`` when there is none."""
+    n = len(pattern)
+    if i >= n or pattern[i] not in _QUANTIFIERS:
+        return i, None
+    optional = pattern[i] in "*?" or pattern.startswith(("{0,", "{0}"), i)
+    if pattern[i] == "{":
+        end = pattern.find("}", i)
+        i = n if end < 0 else end + 1
+    else:
+        i += 1
+    if i < n and pattern[i] in "?+":  # lazy or possessive
+        i += 1
+    return i, optional
+
+
+def _token(pattern: str, i: int) -> tuple[str, str | None, int]:
+    """The token at ``i``: (kind, literal character or None, next index). Kinds: ``literal``,
+    ``other`` (class, anchor, escape class), ``open``, ``flags``, ``close``, ``or``."""
+    char = pattern[i]
+    if char == "\\" and i + 1 < len(pattern):
+        following = pattern[i + 1]
+        literal = not (following.isalnum() or following == "Q")  # escaped punctuation is a literal
+        return ("literal", following, i + 2) if literal else ("other", None, i + 2)
+    if char == "[":
+        end = pattern.find("]", i + 2)
+        return "other", None, len(pattern) if end < 0 else end + 1
+    if char == "(":
+        flags = pattern.startswith("(?", i) and not pattern.startswith(("(?:", "(?P<", "(?<"), i)
+        return ("flags" if flags else "open"), None, i + 1
+    if char == ")":
+        return "close", None, i + 1
+    if char == "|":
+        return "or", None, i + 1
+    if char in _BREAKERS:
+        return "other", None, i + 1
+    return "literal", char, i + 1
+
+
+def _literal_runs(pattern: str) -> list[str] | None:
+    """Runs of literal characters every match must contain; ``None`` if that cannot be known."""
+    runs: list[str] = []
+    current: list[str] = []
+    depth = 0
+    i = 0
+    while i < len(pattern):
+        kind, atom, i = _token(pattern, i)
+        if kind == "flags" or (kind == "or" and depth == 0):
+            return None  # inline flags change what a literal means; a top-level '|' requires nothing
+        depth += 1 if kind == "open" else -1 if kind == "close" and depth else 0
+        i, optional = _after_quantifier(pattern, i) if kind not in ("open", "or") else (i, None)
+        if atom is None or depth > 0 or optional:
+            runs.append("".join(current))  # classes, groups, anchors and optional atoms end the run
+            current = []
+            continue
+        current.append(atom)
+        if optional is False:
+            runs.append("".join(current))  # 'a+': one 'a' is certain, what follows may be more of them
+            current = []
+    runs.append("".join(current))
+    return [run for run in runs if run]
+
+
+def required_literal(pattern: str) -> bytes | None:
+    """The longest literal every line matching ``pattern`` contains, as UTF-8 bytes, or ``None``.
+
+    Conservative by design (groups, classes, alternatives and inline flags end a run): backends use
+    it to pick candidate files, and a wrong answer would hide matches.
+    """
+    runs = _literal_runs(pattern)
+    if not runs:
+        return None
+    return max(runs, key=len).encode("utf-8")
 
 
 # (?-m) or (?i-m:…) would turn line anchors back into text anchors, which block search cannot honour.

@@ -1,0 +1,689 @@
+"""``SqlFilesystem``: one session's files in SQLite (the embedded default) or PostgreSQL.
+
+Every operation is one transaction scoped by the session id. Directories are rows; each row points
+at its parent row (a foreign key that cascades), so a recursive delete is one statement and no file
+can be orphaned. Content lives in the store's deduplicated chunks: copying a file or taking a
+snapshot writes metadata only. Streaming writes upload 256 KiB chunks as they come and commit the
+file in one transaction at the end; streaming reads hold a read transaction, so a reader keeps
+seeing the content it opened even if the file is overwritten and collected meanwhile.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+from sqlalchemy.exc import IntegrityError
+
+from workspacefs import errors
+from workspacefs.backends.base import BaseFilesystem, Fingerprint
+from workspacefs.backends.sql_schema import CHUNK_SIZE, session_files, snapshot_entries, snapshots
+from workspacefs.backends.sql_store import SqlStore
+from workspacefs.errors import SnapshotNotFoundError
+from workspacefs.paths import ROOT, ancestors, basename, parent
+from workspacefs.protocol import ByteReader, ByteWriter
+from workspacefs.results import FileEntry, FileStat, WriteMode
+from workspacefs.search import GrepPattern, required_literal
+from workspacefs.snapshots import FilesystemSnapshot
+from workspacefs.streams import StreamReader, StreamWriter
+
+__all__ = ["SqlFilesystem", "open_sql"]
+
+F = session_files
+E = snapshot_entries
+
+
+def _subtree(base: str) -> sa.ColumnElement[bool]:
+    """Rows strictly below ``base``, by range: ``%`` and ``_`` in names are just characters."""
+    if base == ROOT:
+        return F.c.path != ROOT
+    return sa.and_(F.c.path > base + "/", F.c.path < base + "0")  # '0' is the character after '/'
+
+
+def _read_only_file(path: str) -> PermissionError:
+    return PermissionError(errno.EACCES, "File is read-only (it can be deleted, not changed)", path)
+
+
+class _Raced(Exception):  # noqa: N818 - a signal to retry, not an error anyone sees
+    """A concurrent writer created the row this transaction meant to create."""
+
+
+_RETRIES = 5
+
+
+class _BlobReader(io.RawIOBase):
+    """Reads a blob chunk by chunk inside a read transaction held for the reader's life."""
+
+    def __init__(self, fs: SqlFilesystem, connection: Connection, hashes: list[str], size: int) -> None:
+        super().__init__()
+        self._fs = fs
+        self._connection = connection
+        self._hashes = hashes
+        self._size = size
+        self._position = 0
+        self._cached: tuple[int, bytes] = (-1, b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._position = offset if whence == 0 else (self._position + offset if whence == 1 else self._size + offset)
+        return self._position
+
+    def read(self, size: int = -1) -> bytes:
+        end = self._size if size < 0 else min(self._size, self._position + size)
+        parts = []
+        while self._position < end:
+            index, offset = divmod(self._position, CHUNK_SIZE)
+            if self._cached[0] != index:
+                self._cached = (index, self._fs._store.read_chunk(self._connection, self._hashes[index]))
+            piece = self._cached[1][offset : offset + (end - self._position)]
+            if not piece:
+                break
+            parts.append(piece)
+            self._position += len(piece)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._connection.rollback()
+            finally:
+                self._connection.close()
+        super().close()
+
+
+class _SqlWriter(StreamWriter):
+    """Uploads full 256 KiB chunks as they fill; the file row changes in one transaction on close."""
+
+    __slots__ = ("_base", "_buffer", "_fs", "_hashes", "_mode", "_size", "_upload")
+
+    def __init__(
+        self, fs: SqlFilesystem, path: str, mode: WriteMode, base: tuple[str | None, list[str], bytes, int]
+    ) -> None:
+        super().__init__(path)
+        self._fs = fs
+        self._mode = mode
+        self._base = base  # (blob id, its full chunks, its partial last chunk, its size) when appending
+        self._hashes: list[str] = list(base[1])
+        self._buffer = bytearray(base[2])
+        self._size = base[3] - len(base[2])
+        self._upload = str(uuid.uuid4())
+
+    def _flush(self, final: bool) -> None:
+        while len(self._buffer) >= CHUNK_SIZE or (final and self._buffer):
+            piece = bytes(self._buffer[:CHUNK_SIZE])
+            del self._buffer[:CHUNK_SIZE]
+            self._hashes.append(self._fs._store.upload_chunk(self._upload, len(self._hashes), piece))
+            self._size += len(piece)
+
+    def _write_chunk(self, data: bytes) -> None:
+        self._buffer += data
+        self._flush(final=False)
+
+    def _commit(self) -> None:
+        self._flush(final=True)
+        self._fs._commit_stream(
+            self.path, mode=self._mode, hashes=self._hashes, size=self._size, base=self._base[0], upload=self._upload
+        )
+
+    def _discard(self) -> None:
+        self._buffer = bytearray()
+        self._fs._store.abandon_upload(self._upload)
+
+
+class SqlFilesystem(BaseFilesystem):
+    """One session of a :class:`SqlStore` (pass a store, or a ``sqlite:///`` / ``postgresql://`` URL)."""
+
+    backend_name: ClassVar[str] = "sql"
+
+    def __init__(
+        self,
+        store: SqlStore | str,
+        session_id: str,
+        *,
+        read_only: bool = False,
+        mount_point: str | None = None,
+        agent_id: str | None = None,
+    ) -> None:
+        super().__init__(read_only=read_only, mount_point=mount_point)
+        if not isinstance(session_id, str) or not session_id or len(session_id) > 200 or not session_id.isprintable():
+            raise ValueError(f"session_id must be a short printable string, got {session_id!r}")
+        self._owns_store = isinstance(store, str)
+        self._store = SqlStore(store) if isinstance(store, str) else store
+        self._session = session_id
+        with self._store.write() as connection:
+            self._store.ensure_session(connection, session_id, agent_id)
+
+    @property
+    def root(self) -> str:
+        """``/`` of the session (the database is named by :attr:`store`)."""
+        return "/"
+
+    @property
+    def session_id(self) -> str:
+        """The session this filesystem shows."""
+        return self._session
+
+    @property
+    def store(self) -> SqlStore:
+        """The store (database) holding the session."""
+        return self._store
+
+    def close(self) -> None:
+        """Release the database connections if this filesystem opened them."""
+        if self._owns_store:
+            self._store.close()
+
+    # --- helpers --------------------------------------------------------------------------------------
+
+    def _where(self, path: str) -> sa.ColumnElement[bool]:
+        return sa.and_(F.c.session_id == self._session, F.c.path == path)
+
+    def _row(self, connection: Connection, path: str, *, lock: bool = False, shared: bool = False) -> Row[Any] | None:
+        query = sa.select(F).where(self._where(path))
+        return connection.execute(self._store.lock(query, shared=shared) if lock else query).first()
+
+    def _parent_dir(self, connection: Connection, path: str) -> None:
+        """Raise unless ``path``'s parent is a directory (a file above it: NotADirectoryError)."""
+        row = self._row(connection, parent(path), lock=True, shared=True)  # it cannot go while we add to it
+        if row is not None and row.is_directory:
+            return
+        for directory in [ROOT, *ancestors(path)]:
+            above = self._row(connection, directory)
+            if above is not None and not above.is_directory:
+                raise errors.not_a_directory(path)
+        raise errors.file_not_found(path)
+
+    def _new_row(self, path: str, *, directory: bool, blob_id: str | None, size: int, **extra: Any) -> dict[str, Any]:
+        now = datetime.now(UTC)
+        return {
+            "session_id": self._session,
+            "path": path,
+            "parent": parent(path),
+            "name": basename(path),
+            "is_directory": directory,
+            "is_readonly": extra.get("is_readonly", False),
+            "blob_id": blob_id,
+            "size_bytes": size,
+            "created_at": extra.get("created_at", now),
+            "updated_at": extra.get("updated_at", now),
+        }
+
+    def _put_file(
+        self, connection: Connection, path: str, blob_id: str, size: int, *, existing: Row[Any] | None, mode: WriteMode
+    ) -> None:
+        if existing is None:
+            try:
+                with connection.begin_nested():
+                    connection.execute(
+                        sa.insert(F).values(self._new_row(path, directory=False, blob_id=blob_id, size=size))
+                    )
+            except IntegrityError:
+                if mode == "create":
+                    raise errors.file_exists(path) from None
+                raise _Raced from None  # another writer created it first: run the write again
+            return
+        connection.execute(
+            sa.update(F).where(self._where(path)).values(blob_id=blob_id, size_bytes=size, updated_at=datetime.now(UTC))
+        )
+        if existing.blob_id != blob_id:
+            self._store.release(connection, [existing.blob_id])
+
+    def _check_writable_file(self, row: Row[Any] | None, path: str, mode: WriteMode) -> None:
+        if row is None:
+            return
+        if row.is_directory:
+            raise errors.is_a_directory(path)
+        if mode == "create":
+            raise errors.file_exists(path)
+        if row.is_readonly:
+            raise _read_only_file(path)
+
+    # --- primitives -------------------------------------------------------------------------------------
+
+    def _stat(self, path: str) -> FileStat:
+        with self._store.read() as connection:
+            row = self._row(connection, path)
+        if row is None:
+            raise errors.file_not_found(path)
+        return FileStat(
+            path,
+            not row.is_directory,
+            row.is_directory,
+            row.size_bytes,
+            _utc(row.created_at),
+            _utc(row.updated_at),
+            row.is_readonly,
+        )
+
+    def _list_dir(self, path: str) -> Sequence[FileEntry]:
+        with self._store.read() as connection:
+            row = self._row(connection, path)
+            if row is None:
+                raise errors.file_not_found(path)
+            if not row.is_directory:
+                raise errors.not_a_directory(path)
+            children = connection.execute(
+                sa.select(F.c.name, F.c.path, F.c.is_directory, F.c.size_bytes)
+                .where(F.c.session_id == self._session, F.c.parent == path)
+                .order_by(F.c.name)
+            ).all()
+        return tuple(
+            FileEntry(c.name, c.path, not c.is_directory, c.is_directory, None if c.is_directory else c.size_bytes)
+            for c in children
+        )
+
+    def _file_row(self, connection: Connection, path: str) -> Row[Any]:
+        row = self._row(connection, path)
+        if row is None:
+            raise errors.file_not_found(path)
+        if row.is_directory:
+            raise errors.is_a_directory(path)
+        return row
+
+    def _open_reader(self, path: str) -> ByteReader:
+        connection = self._store.engine.connect()
+        if self._store.dialect == "postgresql":
+            connection = connection.execution_options(isolation_level="REPEATABLE READ")
+        try:
+            connection.begin()
+            row = self._file_row(connection, path)
+            hashes = self._store.chunk_hashes(connection, row.blob_id)
+        except BaseException:
+            connection.close()
+            raise
+        return StreamReader(path, _BlobReader(self, connection, hashes, row.size_bytes), row.size_bytes)
+
+    def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
+        with self._store.read() as connection:
+            row = self._file_row(connection, path)
+            if row.size_bytes <= inline_limit:
+                return self._store.read_blob(connection, row.blob_id)
+        return self._open_reader(path)
+
+    def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:
+        with self._store.read() as connection:
+            self._parent_dir(connection, path)
+            row = self._row(connection, path)
+            self._check_writable_file(row, path, mode)
+            base: tuple[str | None, list[str], bytes, int] = (None, [], b"", 0)
+            if mode == "append" and row is not None:
+                hashes = self._store.chunk_hashes(connection, row.blob_id)
+                tail = self._store.read_chunk(connection, hashes[-1]) if hashes and row.size_bytes % CHUNK_SIZE else b""
+                full = hashes if not tail else hashes[:-1]
+                base = (row.blob_id, full, tail, row.size_bytes)
+        return _SqlWriter(self, path, mode, base)
+
+    def _commit_stream(
+        self, path: str, *, mode: WriteMode, hashes: list[str], size: int, base: str | None, upload: str
+    ) -> None:
+        with self._store.write() as connection:
+            self._store.finish_upload(connection, upload)
+            self._parent_dir(connection, path)
+            row = self._row(connection, path, lock=True)
+            self._check_writable_file(row, path, mode)
+            if mode == "append" and (row.blob_id if row is not None else None) != base:
+                raise OSError(errno.EAGAIN, "The file changed while it was being appended to; append again", path)
+            blob_id = self._store.register_blob(connection, hashes, size)
+            try:
+                self._put_file(connection, path, blob_id, size, existing=row, mode=mode)
+            except _Raced:
+                raise OSError(errno.EAGAIN, "Another writer created the file meanwhile; write it again", path) from None
+
+    def _write_content(self, path: str, data: bytes, mode: WriteMode) -> None:
+        for attempt in range(_RETRIES):
+            try:
+                with self._store.write() as connection:
+                    self._parent_dir(connection, path)
+                    row = self._row(connection, path, lock=True)
+                    self._check_writable_file(row, path, mode)
+                    if mode == "append" and row is not None:
+                        blob_id, size = self._appended(connection, row, data)
+                    else:
+                        blob_id, size = self._store.put_content(connection, data), len(data)
+                    self._put_file(connection, path, blob_id, size, existing=row, mode=mode)
+                return
+            except _Raced:
+                if attempt == _RETRIES - 1:
+                    raise OSError(errno.EAGAIN, "Too many concurrent writers; try again", path) from None
+
+    def _appended(self, connection: Connection, row: Row[Any], data: bytes) -> tuple[str, int]:
+        """The blob of a file's content plus ``data``: only its last, partial chunk is cut again."""
+        hashes = self._store.chunk_hashes(connection, row.blob_id)
+        tail = b""
+        if hashes and row.size_bytes % CHUNK_SIZE:
+            tail = self._store.read_chunk(connection, hashes.pop())
+        joined = tail + data
+        hashes += [
+            self._store.put_chunk(connection, joined[i : i + CHUNK_SIZE]) for i in range(0, len(joined), CHUNK_SIZE)
+        ]
+        size = row.size_bytes + len(data)
+        return self._store.register_blob(connection, hashes, size), size
+
+    def _make_dir(self, path: str) -> None:
+        with self._store.write() as connection:
+            self._parent_dir(connection, path)
+            if self._row(connection, path) is not None:
+                raise errors.file_exists(path)
+            try:
+                with connection.begin_nested():
+                    connection.execute(sa.insert(F).values(self._new_row(path, directory=True, blob_id=None, size=0)))
+            except IntegrityError:
+                raise errors.file_exists(path) from None
+
+    def _remove_file(self, path: str) -> None:
+        with self._store.write() as connection:
+            row = self._row(connection, path, lock=True)
+            if row is None:
+                raise errors.file_not_found(path)
+            if row.is_directory:
+                raise errors.is_a_directory(path)
+            connection.execute(sa.delete(F).where(self._where(path)))
+            self._store.release(connection, [row.blob_id])
+
+    def _remove_empty_dir(self, path: str) -> None:
+        with self._store.write() as connection:
+            row = self._row(connection, path, lock=True)
+            if row is None:
+                raise errors.file_not_found(path)
+            if not row.is_directory:
+                raise errors.not_a_directory(path)
+            child = connection.execute(
+                sa.select(F.c.path).where(F.c.session_id == self._session, F.c.parent == path).limit(1)
+            ).first()
+            if child is not None:
+                raise errors.directory_not_empty(path)
+            connection.execute(sa.delete(F).where(self._where(path)))
+
+    def _blobs_below(self, connection: Connection, path: str) -> list[str]:
+        query = sa.select(F.c.blob_id).where(F.c.session_id == self._session, _subtree(path), F.c.blob_id.is_not(None))
+        return [r[0] for r in connection.execute(query.distinct())]
+
+    def _remove_tree(self, path: str) -> None:
+        with self._store.write() as connection:
+            row = self._row(connection, path, lock=True)
+            if row is None:
+                raise errors.file_not_found(path)
+            released = [*self._blobs_below(connection, path), row.blob_id]
+            connection.execute(sa.delete(F).where(self._where(path)))  # the parent key cascades down
+            self._store.release(connection, released)
+
+    def _graft(self, connection: Connection, src: str, dst: str, *, keep_times: bool) -> None:
+        """Insert a copy of the ``src`` subtree at ``dst`` (parents first): metadata only."""
+        rows = connection.execute(
+            sa.select(F)
+            .where(F.c.session_id == self._session, sa.or_(F.c.path == src, _subtree(src)))
+            .order_by(F.c.path)
+        ).all()
+        values = []
+        for row in rows:
+            target = dst + row.path[len(src) :]
+            times = {"created_at": row.created_at, "updated_at": row.updated_at} if keep_times else {}
+            values.append(
+                self._new_row(
+                    target,
+                    directory=row.is_directory,
+                    blob_id=row.blob_id,
+                    size=row.size_bytes,
+                    is_readonly=row.is_readonly,
+                    **times,
+                )
+            )
+        for value in values:  # one by one, parents before children, so each parent key is satisfied
+            connection.execute(sa.insert(F).values(value))
+
+    def _rename(self, src: str, dst: str, *, replace: bool) -> None:
+        with self._store.write() as connection:
+            if self._row(connection, src, lock=True) is None:
+                raise errors.file_not_found(src)
+            self._parent_dir(connection, dst)
+            existing = self._row(connection, dst, lock=True)
+            if existing is not None:
+                if not replace or existing.is_directory:
+                    raise errors.file_exists(dst)
+                if existing.is_readonly:
+                    raise _read_only_file(dst)
+                connection.execute(sa.delete(F).where(self._where(dst)))
+            self._graft(connection, src, dst, keep_times=True)
+            connection.execute(sa.delete(F).where(self._where(src)))
+            if existing is not None:
+                self._store.release(connection, [existing.blob_id])
+
+    def _copy_file(self, src: str, dst: str) -> None:
+        with self._store.write() as connection:
+            source = self._file_row(connection, src)
+            self._parent_dir(connection, dst)
+            existing = self._row(connection, dst, lock=True)
+            self._check_writable_file(existing, dst, "overwrite")
+            try:
+                self._put_file(connection, dst, source.blob_id, source.size_bytes, existing=existing, mode="overwrite")
+            except _Raced:
+                raise errors.file_exists(dst) from None
+
+    def _copy_tree(self, src: str, dst: str) -> None:
+        with self._store.write() as connection:
+            if self._row(connection, src) is None:
+                raise errors.file_not_found(src)
+            self._parent_dir(connection, dst)
+            if self._row(connection, dst) is not None:
+                raise errors.file_exists(dst)
+            self._graft(connection, src, dst, keep_times=False)
+
+    def _iter_files(self, base: str) -> Iterator[str]:
+        with self._store.read() as connection:
+            row = self._row(connection, base)
+            if row is None or not row.is_directory:
+                return iter(())
+            query = sa.select(F.c.path).where(
+                F.c.session_id == self._session, _subtree(base), F.c.is_directory.is_(False)
+            )
+            return iter([r[0] for r in connection.execute(query)])
+
+    def _grep_candidates(self, pattern: GrepPattern, base: str) -> Iterable[str]:
+        """Files that may match: single-chunk files must contain the pattern's required literal (checked
+        in the database); bigger files, whose literal could straddle a chunk boundary, always qualify."""
+        literal = required_literal(pattern.pattern)
+        if literal is None or len(literal) < 3:
+            return self._iter_files(base)
+        from workspacefs.backends.sql_schema import blob_chunks, chunks  # noqa: PLC0415
+
+        contains: Any
+        if self._store.dialect == "postgresql":
+            contains = sa.text("position(:literal in wsfs_chunks.data) > 0").bindparams(
+                sa.bindparam("literal", literal, type_=sa.LargeBinary)
+            )
+        else:
+            contains = sa.func.instr(chunks.c.data, sa.bindparam("literal", literal, type_=sa.LargeBinary)) > 0
+        in_scope = sa.and_(F.c.session_id == self._session, _subtree(base), F.c.is_directory.is_(False))
+        small = (
+            sa.select(F.c.path)
+            .join(blob_chunks, sa.and_(blob_chunks.c.blob_id == F.c.blob_id, blob_chunks.c.seq == 0))
+            .join(chunks, chunks.c.hash == blob_chunks.c.chunk_hash)
+            .where(in_scope, F.c.size_bytes <= CHUNK_SIZE, contains)
+        )
+        large = sa.select(F.c.path).where(in_scope, F.c.size_bytes > CHUNK_SIZE)
+        with self._store.read() as connection:
+            row = self._row(connection, base)
+            if row is None or not row.is_directory:
+                return []
+            return [r[0] for r in connection.execute(small.union(large))]
+
+    # --- per-file read-only flag ------------------------------------------------------------------------
+
+    def set_read_only(self, path: str, read_only: bool = True) -> None:
+        """Mark a file read-only (its content cannot change; it can still be deleted) or writable again."""
+        norm = self._norm(path)
+        self._writable(path)
+        with self._store.write() as connection:
+            row = self._row(connection, norm, lock=True)
+            if row is None:
+                raise errors.file_not_found(path)
+            if row.is_directory:
+                raise errors.is_a_directory(path, "Only files can be marked read-only")
+            connection.execute(sa.update(F).where(self._where(norm)).values(is_readonly=bool(read_only)))
+
+    def delete_session(self) -> None:
+        """Delete this session with all its files and snapshots."""
+        self._writable("/")
+        self._store.delete_session(self._session)
+
+    # --- snapshots ---------------------------------------------------------------------------------------
+
+    def _snapshot_value(self, row: Row[Any]) -> FilesystemSnapshot:
+        return FilesystemSnapshot(
+            snapshot_id=uuid.UUID(row.id),
+            created_at=_utc(row.created_at),
+            backend=self.backend_name,
+            root_path=f"session:{self._session}",
+            tag=row.tag,
+            parent_id=uuid.UUID(row.parent_id) if row.parent_id else None,
+            file_count=row.file_count,
+            total_bytes=row.total_bytes,
+            commit_ref=row.id,
+            strategy="manifest",
+        )
+
+    def _capture(self, tag: str | None) -> FilesystemSnapshot:
+        snapshot_id = str(uuid.uuid4())
+        with self._store.write() as connection:
+            count, total = connection.execute(
+                sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(F.c.size_bytes), 0)).where(
+                    F.c.session_id == self._session, F.c.is_directory.is_(False)
+                )
+            ).one()
+            parent_id = str(self._current_snapshot_id) if self._current_snapshot_id else None
+            connection.execute(
+                sa.insert(snapshots).values(
+                    id=snapshot_id,
+                    session_id=self._session,
+                    tag=tag,
+                    parent_id=parent_id,
+                    file_count=count,
+                    total_bytes=total,
+                    created_at=datetime.now(UTC),
+                )
+            )
+            columns = [
+                "path",
+                "parent",
+                "name",
+                "is_directory",
+                "is_readonly",
+                "blob_id",
+                "size_bytes",
+                "created_at",
+                "updated_at",
+            ]
+            connection.execute(
+                sa.insert(snapshot_entries).from_select(
+                    ["snapshot_id", *columns],
+                    sa.select(sa.literal(snapshot_id), *[F.c[c] for c in columns]).where(
+                        F.c.session_id == self._session
+                    ),
+                )
+            )
+            row = connection.execute(sa.select(snapshots).where(snapshots.c.id == snapshot_id)).one()
+        return self._snapshot_value(row)
+
+    def _own_snapshot(self, connection: Connection, snapshot: FilesystemSnapshot) -> Row[Any]:
+        row = connection.execute(sa.select(snapshots).where(snapshots.c.id == str(snapshot.snapshot_id))).first()
+        if row is None or row.session_id != self._session:
+            raise SnapshotNotFoundError(f"Session {self._session!r} has no snapshot {snapshot.snapshot_id}")
+        return row
+
+    def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
+        with self._store.write() as connection:
+            self._own_snapshot(connection, snapshot)
+            released = self._blobs_below(connection, ROOT)
+            connection.execute(sa.delete(F).where(F.c.session_id == self._session, F.c.parent == ROOT))
+            columns = [
+                "path",
+                "parent",
+                "name",
+                "is_directory",
+                "is_readonly",
+                "blob_id",
+                "size_bytes",
+                "created_at",
+                "updated_at",
+            ]
+            connection.execute(
+                sa.insert(F).from_select(
+                    ["session_id", *columns],
+                    sa.select(sa.literal(self._session), *[E.c[c] for c in columns])
+                    .where(E.c.snapshot_id == str(snapshot.snapshot_id), E.c.path != ROOT)
+                    .order_by(E.c.path),
+                )
+            )
+            self._store.release(connection, released)
+
+    def _manifest(self, snapshot: FilesystemSnapshot | None) -> Mapping[str, Fingerprint]:
+        with self._store.read() as connection:
+            if snapshot is None:
+                query = sa.select(F.c.path, F.c.blob_id).where(
+                    F.c.session_id == self._session, F.c.is_directory.is_(False)
+                )
+            else:
+                self._own_snapshot(connection, snapshot)
+                query = sa.select(E.c.path, E.c.blob_id).where(
+                    E.c.snapshot_id == str(snapshot.snapshot_id), E.c.is_directory.is_(False)
+                )
+            return {r.path: r.blob_id for r in connection.execute(query)}
+
+    def snapshots(self) -> list[FilesystemSnapshot]:
+        """This session's snapshots, oldest first."""
+        with self._store.read() as connection:
+            rows = connection.execute(
+                sa.select(snapshots).where(snapshots.c.session_id == self._session).order_by(snapshots.c.created_at)
+            ).all()
+        return [self._snapshot_value(r) for r in rows]
+
+    def delete_snapshot(self, snapshot: FilesystemSnapshot) -> None:
+        """Remove a snapshot; content only it held is collected."""
+        with self._store.write() as connection:
+            self._own_snapshot(connection, snapshot)
+            held = [
+                r[0]
+                for r in connection.execute(
+                    sa.select(E.c.blob_id).where(E.c.snapshot_id == str(snapshot.snapshot_id)).distinct()
+                )
+            ]
+            connection.execute(sa.delete(snapshots).where(snapshots.c.id == str(snapshot.snapshot_id)))
+            self._store.release(connection, held)
+
+    def __repr__(self) -> str:
+        flags = ", read_only=True" if self._read_only else ""
+        return f"SqlFilesystem({self._store.dialect}, session={self._session!r}{flags})"
+
+
+def _utc(stamp: datetime) -> datetime:
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+
+
+def open_sql(url: str, params: dict[str, str]) -> SqlFilesystem:
+    """``sqlite:///file.db?session=ID`` and ``postgresql://…?session=ID`` for :func:`open_filesystem`."""
+    from workspacefs.open import query_flag  # noqa: PLC0415
+
+    session = params.get("session")
+    if not session:
+        raise ValueError(f"SQL URLs need a session: add ?session=ID to {url!r}")
+    unknown = set(params) - {"session", "read_only", "mount_point", "agent"}
+    if unknown:
+        raise ValueError(f"Unknown option(s) for a SQL filesystem: {', '.join(sorted(unknown))}")
+    return SqlFilesystem(
+        url,
+        session,
+        read_only=query_flag(params, "read_only"),
+        mount_point=params.get("mount_point"),
+        agent_id=params.get("agent"),
+    )

@@ -1,0 +1,1 @@
+"""Alembic migrations of the SQL backend's schema (applied on first use, or by ``migrate(url)``)."""

@@ -1,0 +1,127 @@
+"""The SQL backend's tables (SQLAlchemy Core), the same on SQLite and PostgreSQL.
+
+Content is deduplicated at two levels: ``chunks`` (at most 256 KiB each, keyed by their SHA-256) and
+``blobs`` (a file's content: an ordered list of chunks, keyed by a hash of that list and the size).
+Files, snapshot entries and sessions only point at blobs, so copying a file, snapshotting a session
+or holding the same content in many sessions copies no bytes.
+
+Paths are stored normalised and relative (``""`` is the root row every session has), compared
+bytewise (``COLLATE "C"`` on PostgreSQL) so that ranges select subtrees without ``LIKE``.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+__all__ = [
+    "CHUNK_SIZE",
+    "Path",
+    "blob_chunks",
+    "blobs",
+    "chunks",
+    "metadata",
+    "session_files",
+    "sessions",
+    "snapshot_entries",
+    "snapshots",
+    "uploads",
+]
+
+CHUNK_SIZE = 256 * 1024
+"""Largest chunk row; files are cut at fixed offsets, so equal content always gives equal chunks."""
+
+Path = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
+"""Bytewise-ordered text: ``'a/' <= p < 'a0'`` is exactly the subtree of ``a``."""
+Stamp = sa.DateTime(timezone=True)
+
+metadata = sa.MetaData()
+
+sessions = sa.Table(
+    "wsfs_sessions",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("agent_id", sa.Text, nullable=True, index=True),
+    sa.Column("created_at", Stamp, nullable=False),
+    sa.Column("updated_at", Stamp, nullable=False),
+)
+
+chunks = sa.Table(
+    "wsfs_chunks",
+    metadata,
+    sa.Column("hash", sa.Text, primary_key=True),
+    sa.Column("size", sa.Integer, nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=False),
+    sa.Column("touched_at", Stamp, nullable=False),
+)
+
+blobs = sa.Table(
+    "wsfs_blobs",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("chunk_count", sa.Integer, nullable=False),
+)
+
+uploads = sa.Table(
+    "wsfs_uploads",
+    metadata,
+    sa.Column("upload_id", sa.Text, primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("chunk_hash", sa.Text, sa.ForeignKey("wsfs_chunks.hash"), nullable=False, index=True),
+    sa.Column("created_at", Stamp, nullable=False),
+)
+"""Chunks of a streaming write not committed yet: they hold the chunks against collection."""
+
+blob_chunks = sa.Table(
+    "wsfs_blob_chunks",
+    metadata,
+    sa.Column("blob_id", sa.Text, sa.ForeignKey("wsfs_blobs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("chunk_hash", sa.Text, sa.ForeignKey("wsfs_chunks.hash"), nullable=False, index=True),
+)
+
+session_files = sa.Table(
+    "wsfs_files",
+    metadata,
+    sa.Column("session_id", sa.Text, sa.ForeignKey("wsfs_sessions.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("path", Path, primary_key=True),
+    sa.Column("parent", Path, nullable=True),
+    sa.Column("name", Path, nullable=False),
+    sa.Column("is_directory", sa.Boolean, nullable=False),
+    sa.Column("is_readonly", sa.Boolean, nullable=False, default=False),
+    sa.Column("blob_id", sa.Text, sa.ForeignKey("wsfs_blobs.id"), nullable=True, index=True),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False, default=0),
+    sa.Column("created_at", Stamp, nullable=False),
+    sa.Column("updated_at", Stamp, nullable=False),
+    sa.ForeignKeyConstraint(["session_id", "parent"], ["wsfs_files.session_id", "wsfs_files.path"], ondelete="CASCADE"),
+    sa.CheckConstraint("path NOT LIKE '/%' AND path NOT LIKE '%//%'", name="wsfs_files_path_normalised"),
+    sa.CheckConstraint("NOT is_directory OR blob_id IS NULL", name="wsfs_files_directory_no_content"),
+    sa.Index("wsfs_files_parent", "session_id", "parent", "name"),
+)
+
+snapshots = sa.Table(
+    "wsfs_snapshots",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("session_id", sa.Text, sa.ForeignKey("wsfs_sessions.id", ondelete="CASCADE"), nullable=False, index=True),
+    sa.Column("tag", sa.Text, nullable=True),
+    sa.Column("parent_id", sa.Text, nullable=True),
+    sa.Column("file_count", sa.Integer, nullable=False),
+    sa.Column("total_bytes", sa.BigInteger, nullable=False),
+    sa.Column("created_at", Stamp, nullable=False),
+)
+
+snapshot_entries = sa.Table(
+    "wsfs_snapshot_entries",
+    metadata,
+    sa.Column("snapshot_id", sa.Text, sa.ForeignKey("wsfs_snapshots.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("path", Path, primary_key=True),
+    sa.Column("parent", Path, nullable=True),
+    sa.Column("name", Path, nullable=False),
+    sa.Column("is_directory", sa.Boolean, nullable=False),
+    sa.Column("is_readonly", sa.Boolean, nullable=False),
+    sa.Column("blob_id", sa.Text, sa.ForeignKey("wsfs_blobs.id"), nullable=True, index=True),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False),
+    sa.Column("created_at", Stamp, nullable=False),
+    sa.Column("updated_at", Stamp, nullable=False),
+)

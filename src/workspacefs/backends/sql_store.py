@@ -1,0 +1,397 @@
+"""``SqlStore``: one database (SQLite or PostgreSQL) holding many sessions' files, deduplicated.
+
+The store owns the engine and everything below the filesystem semantics: transactions that behave
+the same on both databases (SQLite in WAL mode with ``BEGIN IMMEDIATE`` for writers and a busy
+timeout; PostgreSQL at READ COMMITTED with row locks), migrations, sessions, the content-addressed
+chunk and blob tables, and garbage collection of content nothing refers to any more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError
+
+from workspacefs.backends.sql_schema import (
+    CHUNK_SIZE,
+    blob_chunks,
+    blobs,
+    chunks,
+    session_files,
+    sessions,
+    snapshot_entries,
+    uploads,
+)
+
+__all__ = ["UPLOAD_GRACE", "SessionInfo", "SqlStore", "engine_url", "migrate"]
+
+UPLOAD_GRACE = timedelta(hours=1)
+"""A streaming write silent for this long is taken for abandoned by :meth:`SqlStore.gc`."""
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session of the store."""
+
+    session_id: str
+    agent_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+def engine_url(url: str) -> tuple[str, dict[str, str]]:
+    """SQLAlchemy URL for a workspacefs URL (``postgresql://`` uses psycopg 3) and its workspacefs options.
+
+    Query parameters the database driver does not know (``session``, ``read_only`` …) are taken out.
+    """
+    parsed = sa.engine.make_url(url)
+    ours = {"session", "read_only", "agent", "mount_point"}
+    options = {k: str(v) for k, v in parsed.query.items() if k in ours}
+    parsed = parsed.difference_update_query(list(ours))
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if not parsed.drivername.startswith(("sqlite", "postgresql")):
+        raise ValueError(f"SqlStore supports sqlite:// and postgresql:// URLs, not {parsed.drivername}://")
+    return parsed.render_as_string(hide_password=False), options
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # SQLAlchemy's "begin" event below decides how to begin
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: Connection) -> None:
+        # writers take the lock up front, so two writers never deadlock upgrading from a read
+        immediate = connection.get_execution_options().get("wsfs_write", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def migrate(engine_or_url: Engine | str) -> None:
+    """Bring the schema up to the newest migration (idempotent; run on first use)."""
+    from alembic import command  # noqa: PLC0415 - only needed when migrating
+    from alembic.config import Config  # noqa: PLC0415
+
+    engine = engine_or_url if isinstance(engine_or_url, Engine) else sa.create_engine(engine_url(engine_or_url)[0])
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("workspacefs.backends") / "sql_migrations"))
+    with engine.connect().execution_options(wsfs_write=True) as connection, connection.begin():
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+    if not isinstance(engine_or_url, Engine):
+        engine.dispose()
+
+
+class SqlStore:
+    """Sessions and their content in one database; hand out filesystems with :meth:`filesystem`."""
+
+    _migrated: ClassVar[set[str]] = set()
+    _migrate_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self.url, _ = engine_url(url)
+        self.dialect = sa.engine.make_url(self.url).get_backend_name()
+        if self.dialect == "sqlite":
+            database = sa.engine.make_url(self.url).database
+            if database and database != ":memory:":
+                Path(database).parent.mkdir(parents=True, exist_ok=True)
+            self.engine = sa.create_engine(self.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+            _configure_sqlite(self.engine)
+        else:
+            self.engine = sa.create_engine(
+                self.url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True
+            )
+        with SqlStore._migrate_lock:
+            if self.url not in SqlStore._migrated:
+                migrate(self.engine)
+                SqlStore._migrated.add(self.url)
+
+    # --- transactions -------------------------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: row locks taken by the caller)."""
+        with self.engine.connect().execution_options(wsfs_write=True) as connection, connection.begin():
+            yield connection
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read transaction: one consistent view for everything inside it."""
+        with self.engine.connect() as connection, connection.begin():
+            yield connection
+
+    def insert(self, table: sa.Table) -> Any:
+        """``INSERT`` with this dialect's ``ON CONFLICT`` support."""
+        return (postgresql if self.dialect == "postgresql" else sqlite).insert(table)
+
+    def lock(self, statement: sa.Select[Any], *, shared: bool = False) -> sa.Select[Any]:
+        """``SELECT … FOR UPDATE`` (or ``FOR SHARE``) where rows can be locked; SQLite's writer already
+        holds the whole database."""
+        return statement.with_for_update(read=shared) if self.dialect == "postgresql" else statement
+
+    # --- sessions -----------------------------------------------------------------------------------
+
+    def ensure_session(self, connection: Connection, session_id: str, agent_id: str | None = None) -> None:
+        """Create the session and its root directory if they do not exist."""
+        now = datetime.now(UTC)
+        connection.execute(
+            self.insert(sessions)
+            .values(id=session_id, agent_id=agent_id, created_at=now, updated_at=now)
+            .on_conflict_do_nothing(index_elements=["id"])
+        )
+        connection.execute(
+            self.insert(session_files)
+            .values(
+                session_id=session_id,
+                path="",
+                parent=None,
+                name="",
+                is_directory=True,
+                is_readonly=False,
+                blob_id=None,
+                size_bytes=0,
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_nothing(index_elements=["session_id", "path"])
+        )
+
+    def create_session(self, session_id: str, *, agent_id: str | None = None) -> SessionInfo:
+        """Create a session (``FileExistsError`` if the id is taken)."""
+        with self.write() as connection:
+            if connection.execute(sa.select(sessions.c.id).where(sessions.c.id == session_id)).first():
+                raise FileExistsError(f"Session {session_id!r} already exists")
+            self.ensure_session(connection, session_id, agent_id)
+        info = self.session(session_id)
+        assert info is not None
+        return info
+
+    def session(self, session_id: str) -> SessionInfo | None:
+        """A session by id, or ``None``."""
+        with self.read() as connection:
+            row = connection.execute(sa.select(sessions).where(sessions.c.id == session_id)).first()
+        return None if row is None else SessionInfo(row.id, row.agent_id, row.created_at, row.updated_at)
+
+    def sessions(self, *, agent_id: str | None = None) -> list[SessionInfo]:
+        """Sessions, oldest first; only one agent's when ``agent_id`` is given."""
+        query = sa.select(sessions).order_by(sessions.c.created_at, sessions.c.id)
+        if agent_id is not None:
+            query = query.where(sessions.c.agent_id == agent_id)
+        with self.read() as connection:
+            rows = connection.execute(query).all()
+        return [SessionInfo(r.id, r.agent_id, r.created_at, r.updated_at) for r in rows]
+
+    def delete_session(self, session_id: str) -> bool:
+        """Delete a session with its files and snapshots; ``False`` if it did not exist."""
+        with self.write() as connection:
+            released = self._blob_ids(connection, session_id)
+            deleted = connection.execute(sa.delete(sessions).where(sessions.c.id == session_id)).rowcount
+            self.release(connection, released)
+        return bool(deleted)
+
+    def _blob_ids(self, connection: Connection, session_id: str) -> set[str]:
+        from workspacefs.backends.sql_schema import snapshots  # noqa: PLC0415
+
+        files = sa.select(session_files.c.blob_id).where(session_files.c.session_id == session_id)
+        snaps = (
+            sa.select(snapshot_entries.c.blob_id)
+            .join(snapshots, snapshots.c.id == snapshot_entries.c.snapshot_id)
+            .where(snapshots.c.session_id == session_id)
+        )
+        return {r[0] for r in connection.execute(files.union(snaps)) if r[0] is not None}
+
+    # --- content ------------------------------------------------------------------------------------
+
+    def upload_chunk(self, upload_id: str, seq: int, data: bytes) -> str:
+        """Store one chunk of a streaming write in its own short transaction; the upload row keeps
+        it from collection until the write commits (or is abandoned and collected by :meth:`gc`)."""
+        with self.write() as connection:
+            digest = self.put_chunk(connection, data)
+            connection.execute(
+                sa.insert(uploads).values(upload_id=upload_id, seq=seq, chunk_hash=digest, created_at=datetime.now(UTC))
+            )
+        return digest
+
+    def finish_upload(self, connection: Connection, upload_id: str) -> None:
+        """Drop an upload's hold on its chunks (in the transaction that commits or abandons it)."""
+        connection.execute(sa.delete(uploads).where(uploads.c.upload_id == upload_id))
+
+    def abandon_upload(self, upload_id: str) -> None:
+        """Forget an aborted upload and collect the chunks nothing else uses."""
+        with self.write() as connection:
+            hashes = [
+                r[0]
+                for r in connection.execute(sa.select(uploads.c.chunk_hash).where(uploads.c.upload_id == upload_id))
+            ]
+            self.finish_upload(connection, upload_id)
+            self._drop_chunks(connection, hashes)
+
+    def put_chunk(self, connection: Connection, data: bytes) -> str:
+        """Store a chunk unless an identical one exists; return its hash.
+
+        On PostgreSQL an existing row is touched (``ON CONFLICT DO UPDATE``), which locks it: a
+        concurrent collection of that chunk then waits, and fails on the foreign key, instead of
+        deleting content this transaction is about to use. SQLite writers are serialised already.
+        """
+        digest = hashlib.sha256(data).hexdigest()
+        now = datetime.now(UTC)
+        statement = self.insert(chunks).values(hash=digest, size=len(data), data=data, touched_at=now)
+        if self.dialect == "postgresql":
+            connection.execute(statement.on_conflict_do_update(index_elements=["hash"], set_={"touched_at": now}))
+        elif connection.execute(sa.select(chunks.c.hash).where(chunks.c.hash == digest)).first() is None:
+            connection.execute(statement)
+        return digest
+
+    def register_blob(self, connection: Connection, hashes: Sequence[str], size: int) -> str:
+        """The blob made of ``hashes`` (stored chunks), created if new; its id names its content."""
+        blob_id = blob_id_for(hashes, size)
+        if connection.execute(sa.select(blobs.c.id).where(blobs.c.id == blob_id)).first() is None:
+            inserted = connection.execute(
+                self.insert(blobs)
+                .values(id=blob_id, size=size, chunk_count=len(hashes))
+                .on_conflict_do_nothing(index_elements=["id"])
+            ).rowcount
+            if inserted and hashes:
+                connection.execute(
+                    sa.insert(blob_chunks),
+                    [{"blob_id": blob_id, "seq": seq, "chunk_hash": digest} for seq, digest in enumerate(hashes)],
+                )
+        return blob_id
+
+    def put_content(self, connection: Connection, data: bytes) -> str:
+        """Store whole content (cut at fixed offsets) and return its blob id."""
+        hashes = [self.put_chunk(connection, data[i : i + CHUNK_SIZE]) for i in range(0, len(data), CHUNK_SIZE)]
+        return self.register_blob(connection, hashes, len(data))
+
+    def chunk_hashes(self, connection: Connection, blob_id: str) -> list[str]:
+        """The chunk hashes of a blob, in order."""
+        query = sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.blob_id == blob_id).order_by(blob_chunks.c.seq)
+        return [r[0] for r in connection.execute(query)]
+
+    def read_chunk(self, connection: Connection, digest: str) -> bytes:
+        data = connection.execute(sa.select(chunks.c.data).where(chunks.c.hash == digest)).scalar()
+        if data is None:
+            raise OSError(5, "Content is missing from the store", digest)
+        return bytes(data)
+
+    def read_blob(self, connection: Connection, blob_id: str) -> bytes:
+        """A whole blob's bytes (callers keep this for small files)."""
+        query = (
+            sa.select(chunks.c.data)
+            .join(blob_chunks, blob_chunks.c.chunk_hash == chunks.c.hash)
+            .where(blob_chunks.c.blob_id == blob_id)
+            .order_by(blob_chunks.c.seq)
+        )
+        return b"".join(bytes(r[0]) for r in connection.execute(query))
+
+    # --- garbage collection ---------------------------------------------------------------------------
+
+    def release(self, connection: Connection, blob_ids: Iterable[str | None]) -> None:
+        """Delete the given blobs if nothing refers to them any more, then their orphaned chunks.
+
+        Foreign keys keep this safe against a concurrent writer: a delete that would orphan a row
+        fails inside its savepoint and the content stays.
+        """
+        candidates = {b for b in blob_ids if b}
+        orphans: set[str] = set()
+        for blob_id in candidates:
+            if self._referenced(connection, blob_id):
+                continue
+            hashes = self.chunk_hashes(connection, blob_id)
+            try:
+                with connection.begin_nested():
+                    connection.execute(sa.delete(blobs).where(blobs.c.id == blob_id))
+            except IntegrityError:
+                continue
+            orphans.update(hashes)
+        self._drop_chunks(connection, orphans)
+
+    def _referenced(self, connection: Connection, blob_id: str) -> bool:
+        in_files = sa.select(session_files.c.blob_id).where(session_files.c.blob_id == blob_id).limit(1)
+        in_snapshots = sa.select(snapshot_entries.c.blob_id).where(snapshot_entries.c.blob_id == blob_id).limit(1)
+        return bool(connection.execute(in_files).first() or connection.execute(in_snapshots).first())
+
+    def _drop_chunks(self, connection: Connection, hashes: Iterable[str]) -> None:
+        for digest in set(hashes):
+            used = (
+                connection.execute(
+                    sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.chunk_hash == digest).limit(1)
+                ).first()
+                or connection.execute(
+                    sa.select(uploads.c.chunk_hash).where(uploads.c.chunk_hash == digest).limit(1)
+                ).first()
+            )
+            if used is not None:
+                continue
+            try:
+                with connection.begin_nested():
+                    connection.execute(sa.delete(chunks).where(chunks.c.hash == digest))
+            except IntegrityError:
+                continue  # someone started using it meanwhile
+
+    def gc(self, *, grace: timedelta = UPLOAD_GRACE) -> int:
+        """Collect everything nothing refers to: blobs, chunks, and uploads abandoned longer than
+        ``grace`` ago (a writer that crashed mid-stream). Returns the chunks deleted."""
+        cutoff = datetime.now(UTC) - grace
+        with self.write() as connection:
+            connection.execute(sa.delete(uploads).where(uploads.c.created_at < cutoff))
+            unreferenced = sa.select(blobs.c.id).where(
+                ~sa.exists().where(session_files.c.blob_id == blobs.c.id),
+                ~sa.exists().where(snapshot_entries.c.blob_id == blobs.c.id),
+            )
+            self.release(connection, [r[0] for r in connection.execute(unreferenced)])
+            orphaned = sa.delete(chunks).where(
+                ~sa.exists().where(blob_chunks.c.chunk_hash == chunks.c.hash),
+                ~sa.exists().where(uploads.c.chunk_hash == chunks.c.hash),
+            )
+            return int(connection.execute(orphaned).rowcount or 0)
+
+    def content_stats(self) -> dict[str, int]:
+        """Rows and bytes of stored content (for tests and monitoring)."""
+        with self.read() as connection:
+            chunk_rows, chunk_bytes = connection.execute(
+                sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(chunks.c.size), 0))
+            ).one()
+            blob_rows = connection.execute(sa.select(sa.func.count()).select_from(blobs)).scalar_one()
+        return {"chunks": int(chunk_rows), "chunk_bytes": int(chunk_bytes), "blobs": int(blob_rows)}
+
+    def close(self) -> None:
+        """Release every pooled connection."""
+        self.engine.dispose()
+
+    def filesystem(self, session_id: str, *, read_only: bool = False, agent_id: str | None = None) -> Any:
+        """A :class:`~workspacefs.backends.sql.SqlFilesystem` of one session (created if new)."""
+        from workspacefs.backends.sql import SqlFilesystem  # noqa: PLC0415 - the filesystem imports the store
+
+        return SqlFilesystem(self, session_id, read_only=read_only, agent_id=agent_id)
+
+
+def blob_id_for(hashes: Sequence[str], size: int) -> str:
+    """A blob's id: the hash of its size and chunk hashes (fixed chunking makes it a content id)."""
+    return hashlib.sha256(f"{size}:{','.join(hashes)}".encode()).hexdigest()
+
+
+def default_database() -> str:
+    """The embedded default: a SQLite file under the user's data directory."""
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return f"sqlite:///{Path(data) / 'workspacefs' / 'workspace.db'}"
