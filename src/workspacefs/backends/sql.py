@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 
 from workspacefs import errors
 from workspacefs.backends.base import BaseFilesystem, Fingerprint
-from workspacefs.backends.sql_schema import CHUNK_SIZE, session_files, snapshot_entries, snapshots
+from workspacefs.backends.sql_schema import CHUNK_SIZE, blob_chunks, chunks, session_files, snapshot_entries, snapshots
 from workspacefs.backends.sql_store import SqlStore
 from workspacefs.errors import SnapshotNotFoundError
 from workspacefs.paths import ROOT, ancestors, basename, parent
@@ -37,6 +37,33 @@ __all__ = ["SqlFilesystem", "open_sql"]
 
 F = session_files
 E = snapshot_entries
+
+# Statements built once: composing SQLAlchemy expressions per call cost more than running them.
+_SESSION: Any = sa.bindparam("b_session")  # not a column's name: those are reserved in UPDATE … SET
+_PATH: Any = sa.bindparam("b_path")
+_ROW = sa.select(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
+_ROW_FOR_UPDATE = _ROW.with_for_update()
+_ROW_FOR_SHARE = _ROW.with_for_update(read=True)
+_CHILDREN = (
+    sa.select(F.c.name, F.c.path, F.c.is_directory, F.c.size_bytes)
+    .where(F.c.session_id == _SESSION, F.c.parent == _PATH)
+    .order_by(F.c.name)
+)
+_INSERT_ROW = sa.insert(F)
+_SET_CONTENT = (
+    sa.update(F)
+    .where(F.c.session_id == _SESSION, F.c.path == _PATH)
+    .values(blob_id=sa.bindparam("blob"), size_bytes=sa.bindparam("size"), updated_at=sa.bindparam("now"))
+)
+_DELETE_ROW = sa.delete(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
+_ROW_WITH_CONTENT = (
+    sa.select(F.c.is_directory, F.c.size_bytes, chunks.c.data)
+    .select_from(F)
+    .outerjoin(blob_chunks, blob_chunks.c.blob_id == F.c.blob_id)
+    .outerjoin(chunks, chunks.c.hash == blob_chunks.c.chunk_hash)
+    .where(F.c.session_id == _SESSION, F.c.path == _PATH)
+    .order_by(blob_chunks.c.seq)
+)
 
 
 def _subtree(base: str) -> sa.ColumnElement[bool]:
@@ -190,8 +217,10 @@ class SqlFilesystem(BaseFilesystem):
         return sa.and_(F.c.session_id == self._session, F.c.path == path)
 
     def _row(self, connection: Connection, path: str, *, lock: bool = False, shared: bool = False) -> Row[Any] | None:
-        query = sa.select(F).where(self._where(path))
-        return connection.execute(self._store.lock(query, shared=shared) if lock else query).first()
+        query = _ROW
+        if lock and self._store.dialect == "postgresql":  # SQLite's writer already holds the database
+            query = _ROW_FOR_SHARE if shared else _ROW_FOR_UPDATE
+        return connection.execute(query, {"b_session": self._session, "b_path": path}).first()
 
     def _parent_dir(self, connection: Connection, path: str) -> None:
         """Raise unless ``path``'s parent is a directory (a file above it: NotADirectoryError)."""
@@ -223,18 +252,15 @@ class SqlFilesystem(BaseFilesystem):
         self, connection: Connection, path: str, blob_id: str, size: int, *, existing: Row[Any] | None, mode: WriteMode
     ) -> None:
         if existing is None:
-            try:
-                with connection.begin_nested():
-                    connection.execute(
-                        sa.insert(F).values(self._new_row(path, directory=False, blob_id=blob_id, size=size))
-                    )
-            except IntegrityError:
+            values = self._new_row(path, directory=False, blob_id=blob_id, size=size)
+            if connection.execute(self._store.insert_file_row, values).first() is None:
                 if mode == "create":
-                    raise errors.file_exists(path) from None
-                raise _Raced from None  # another writer created it first: run the write again
+                    raise errors.file_exists(path)
+                raise _Raced  # another writer created it first: run the write again
             return
         connection.execute(
-            sa.update(F).where(self._where(path)).values(blob_id=blob_id, size_bytes=size, updated_at=datetime.now(UTC))
+            _SET_CONTENT,
+            {"b_session": self._session, "b_path": path, "blob": blob_id, "size": size, "now": datetime.now(UTC)},
         )
         if existing.blob_id != blob_id:
             self._store.release(connection, [existing.blob_id])
@@ -273,11 +299,7 @@ class SqlFilesystem(BaseFilesystem):
                 raise errors.file_not_found(path)
             if not row.is_directory:
                 raise errors.not_a_directory(path)
-            children = connection.execute(
-                sa.select(F.c.name, F.c.path, F.c.is_directory, F.c.size_bytes)
-                .where(F.c.session_id == self._session, F.c.parent == path)
-                .order_by(F.c.name)
-            ).all()
+            children = connection.execute(_CHILDREN, {"b_session": self._session, "b_path": path}).all()
         return tuple(
             FileEntry(c.name, c.path, not c.is_directory, c.is_directory, None if c.is_directory else c.size_bytes)
             for c in children
@@ -305,11 +327,15 @@ class SqlFilesystem(BaseFilesystem):
         return StreamReader(path, _BlobReader(self, connection, hashes, row.size_bytes), row.size_bytes)
 
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
-        with self._store.read() as connection:
-            row = self._file_row(connection, path)
-            if row.size_bytes <= inline_limit:
-                return self._store.read_blob(connection, row.blob_id)
-        return self._open_reader(path)
+        with self._store.read_once() as connection:  # one statement: the row and its chunks together
+            rows = connection.execute(_ROW_WITH_CONTENT, {"b_session": self._session, "b_path": path}).all()
+        if not rows:
+            raise errors.file_not_found(path)
+        if rows[0].is_directory:
+            raise errors.is_a_directory(path)
+        if rows[0].size_bytes > inline_limit:
+            return self._open_reader(path)
+        return b"".join(bytes(r.data) for r in rows if r.data is not None)
 
     def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:
         with self._store.read() as connection:
@@ -377,7 +403,7 @@ class SqlFilesystem(BaseFilesystem):
                 raise errors.file_exists(path)
             try:
                 with connection.begin_nested():
-                    connection.execute(sa.insert(F).values(self._new_row(path, directory=True, blob_id=None, size=0)))
+                    connection.execute(_INSERT_ROW, self._new_row(path, directory=True, blob_id=None, size=0))
             except IntegrityError:
                 raise errors.file_exists(path) from None
 
@@ -388,7 +414,7 @@ class SqlFilesystem(BaseFilesystem):
                 raise errors.file_not_found(path)
             if row.is_directory:
                 raise errors.is_a_directory(path)
-            connection.execute(sa.delete(F).where(self._where(path)))
+            connection.execute(_DELETE_ROW, {"b_session": self._session, "b_path": path})
             self._store.release(connection, [row.blob_id])
 
     def _remove_empty_dir(self, path: str) -> None:
@@ -495,8 +521,6 @@ class SqlFilesystem(BaseFilesystem):
         literal = required_literal(pattern.pattern)
         if literal is None or len(literal) < 3:
             return self._iter_files(base)
-        from workspacefs.backends.sql_schema import blob_chunks, chunks  # noqa: PLC0415
-
         contains: Any
         if self._store.dialect == "postgresql":
             contains = sa.text("position(:literal in wsfs_chunks.data) > 0").bindparams(

@@ -69,6 +69,21 @@ def engine_url(url: str) -> tuple[str, dict[str, str]]:
     return parsed.render_as_string(hide_password=False), options
 
 
+_HASH: Any = sa.bindparam("b_hash")
+_BLOB: Any = sa.bindparam("b_blob")
+_CHUNK_EXISTS = sa.select(chunks.c.hash).where(chunks.c.hash == _HASH)
+_BLOB_EXISTS = sa.select(blobs.c.id).where(blobs.c.id == _BLOB)
+_CHUNK_DATA = sa.select(chunks.c.data).where(chunks.c.hash == _HASH)
+_CHUNK_HASHES = sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.blob_id == _BLOB).order_by(blob_chunks.c.seq)
+_BLOB_DATA = (
+    sa.select(chunks.c.data)
+    .join(blob_chunks, blob_chunks.c.chunk_hash == chunks.c.hash)
+    .where(blob_chunks.c.blob_id == _BLOB)
+    .order_by(blob_chunks.c.seq)
+)
+_INSERT_BLOB_CHUNKS = sa.insert(blob_chunks)
+
+
 def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection: Any, _record: Any) -> None:
@@ -121,6 +136,18 @@ class SqlStore:
             self.engine = sa.create_engine(
                 self.url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True
             )
+        insert = self.insert
+        self._insert_chunk = sa.insert(chunks)
+        self._upsert_chunk = insert(chunks).on_conflict_do_update(
+            index_elements=["hash"], set_={"touched_at": insert(chunks).excluded.touched_at}
+        )
+        # RETURNING says whether a row was inserted; rowcount is not reliable under every driver
+        self._insert_blob = insert(blobs).on_conflict_do_nothing(index_elements=["id"]).returning(blobs.c.id)
+        self.insert_file_row = (
+            insert(session_files)
+            .on_conflict_do_nothing(index_elements=["session_id", "path"])
+            .returning(session_files.c.path)
+        )
         with SqlStore._migrate_lock:
             if self.url not in SqlStore._migrated:
                 migrate(self.engine)
@@ -132,6 +159,12 @@ class SqlStore:
     def write(self) -> Iterator[Connection]:
         """A write transaction (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: row locks taken by the caller)."""
         with self.engine.connect().execution_options(wsfs_write=True) as connection, connection.begin():
+            yield connection
+
+    @contextmanager
+    def read_once(self) -> Iterator[Connection]:
+        """A connection for one statement, without BEGIN/COMMIT round trips (a statement is atomic)."""
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             yield connection
 
     @contextmanager
@@ -205,9 +238,11 @@ class SqlStore:
         """Delete a session with its files and snapshots; ``False`` if it did not exist."""
         with self.write() as connection:
             released = self._blob_ids(connection, session_id)
-            deleted = connection.execute(sa.delete(sessions).where(sessions.c.id == session_id)).rowcount
+            deleted = connection.execute(
+                sa.delete(sessions).where(sessions.c.id == session_id).returning(sessions.c.id)
+            ).first()
             self.release(connection, released)
-        return bool(deleted)
+        return deleted is not None
 
     def _blob_ids(self, connection: Connection, session_id: str) -> set[str]:
         from workspacefs.backends.sql_schema import snapshots  # noqa: PLC0415
@@ -254,28 +289,22 @@ class SqlStore:
         deleting content this transaction is about to use. SQLite writers are serialised already.
         """
         digest = hashlib.sha256(data).hexdigest()
-        now = datetime.now(UTC)
-        statement = self.insert(chunks).values(hash=digest, size=len(data), data=data, touched_at=now)
+        row = {"hash": digest, "size": len(data), "data": data, "touched_at": datetime.now(UTC)}
         if self.dialect == "postgresql":
-            connection.execute(statement.on_conflict_do_update(index_elements=["hash"], set_={"touched_at": now}))
-        elif connection.execute(sa.select(chunks.c.hash).where(chunks.c.hash == digest)).first() is None:
-            connection.execute(statement)
+            connection.execute(self._upsert_chunk, row)
+        elif connection.execute(_CHUNK_EXISTS, {"b_hash": digest}).first() is None:
+            connection.execute(self._insert_chunk, row)
         return digest
 
     def register_blob(self, connection: Connection, hashes: Sequence[str], size: int) -> str:
         """The blob made of ``hashes`` (stored chunks), created if new; its id names its content."""
         blob_id = blob_id_for(hashes, size)
-        if connection.execute(sa.select(blobs.c.id).where(blobs.c.id == blob_id)).first() is None:
-            inserted = connection.execute(
-                self.insert(blobs)
-                .values(id=blob_id, size=size, chunk_count=len(hashes))
-                .on_conflict_do_nothing(index_elements=["id"])
-            ).rowcount
-            if inserted and hashes:
-                connection.execute(
-                    sa.insert(blob_chunks),
-                    [{"blob_id": blob_id, "seq": seq, "chunk_hash": digest} for seq, digest in enumerate(hashes)],
-                )
+        inserted = connection.execute(self._insert_blob, {"id": blob_id, "size": size, "chunk_count": len(hashes)})
+        if inserted.first() is not None and hashes:  # a new blob: list its chunks (an existing one already has)
+            connection.execute(
+                _INSERT_BLOB_CHUNKS,
+                [{"blob_id": blob_id, "seq": seq, "chunk_hash": digest} for seq, digest in enumerate(hashes)],
+            )
         return blob_id
 
     def put_content(self, connection: Connection, data: bytes) -> str:
@@ -285,24 +314,17 @@ class SqlStore:
 
     def chunk_hashes(self, connection: Connection, blob_id: str) -> list[str]:
         """The chunk hashes of a blob, in order."""
-        query = sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.blob_id == blob_id).order_by(blob_chunks.c.seq)
-        return [r[0] for r in connection.execute(query)]
+        return [r[0] for r in connection.execute(_CHUNK_HASHES, {"b_blob": blob_id})]
 
     def read_chunk(self, connection: Connection, digest: str) -> bytes:
-        data = connection.execute(sa.select(chunks.c.data).where(chunks.c.hash == digest)).scalar()
+        data = connection.execute(_CHUNK_DATA, {"b_hash": digest}).scalar()
         if data is None:
             raise OSError(5, "Content is missing from the store", digest)
         return bytes(data)
 
     def read_blob(self, connection: Connection, blob_id: str) -> bytes:
         """A whole blob's bytes (callers keep this for small files)."""
-        query = (
-            sa.select(chunks.c.data)
-            .join(blob_chunks, blob_chunks.c.chunk_hash == chunks.c.hash)
-            .where(blob_chunks.c.blob_id == blob_id)
-            .order_by(blob_chunks.c.seq)
-        )
-        return b"".join(bytes(r[0]) for r in connection.execute(query))
+        return b"".join(bytes(r[0]) for r in connection.execute(_BLOB_DATA, {"b_blob": blob_id}))
 
     # --- garbage collection ---------------------------------------------------------------------------
 
@@ -364,7 +386,7 @@ class SqlStore:
                 ~sa.exists().where(blob_chunks.c.chunk_hash == chunks.c.hash),
                 ~sa.exists().where(uploads.c.chunk_hash == chunks.c.hash),
             )
-            return int(connection.execute(orphaned).rowcount or 0)
+            return len(connection.execute(orphaned.returning(chunks.c.hash)).all())
 
     def content_stats(self) -> dict[str, int]:
         """Rows and bytes of stored content (for tests and monitoring)."""
