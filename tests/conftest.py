@@ -43,3 +43,9 @@ def postgres_url() -> Iterator[str]:
         missing("PostgreSQL server binaries are not installed (apt-get install postgresql)")
     with running_postgres() as url:
         yield url
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Async tests run on asyncio (anyio's pytest plugin)."""
+    return "asyncio"

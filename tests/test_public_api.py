@@ -6,6 +6,13 @@ import workspacefs
 from workspacefs import Filesystem, InMemoryFilesystem, SnapshotableFilesystem
 
 EXPECTED = {
+    "ArchiveStats",
+    "AsyncFilesystem",
+    "FileManager",
+    "PathConstraints",
+    "UnsafeArchiveError",
+    "export_tar",
+    "import_tar",
     "ALL_TOOLS",
     "EXTRA_TOOLS",
     "FILESYSTEM_TOOLS",

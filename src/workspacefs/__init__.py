@@ -8,6 +8,8 @@ re-exported here; every other module is private.
 import importlib
 
 from workspacefs._hostio import HostMount, HydrationResult
+from workspacefs.archive import ArchiveStats, UnsafeArchiveError, export_tar, import_tar
+from workspacefs.asyncfs import AsyncFilesystem
 from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host import HostFilesystem
 from workspacefs.backends.memory import InMemoryFilesystem
@@ -18,6 +20,7 @@ from workspacefs.errors import (
     SnapshotNotFoundError,
     SnapshotRestoreError,
 )
+from workspacefs.manager import FileManager, PathConstraints
 from workspacefs.open import open_filesystem, register_backend, registered_backends
 from workspacefs.paths import (
     DEFAULT_CHUNK_SIZE,
@@ -90,11 +93,14 @@ __all__ = [
     "MAX_CONVENIENCE_BYTES",
     "MAX_PATH_DEPTH",
     "MAX_SEGMENT_LENGTH",
+    "ArchiveStats",
+    "AsyncFilesystem",
     "BaseFilesystem",
     "ByteReader",
     "ByteWriter",
     "DirectorySnapshotStore",
     "FileEntry",
+    "FileManager",
     "FileStat",
     "Filesystem",
     "FilesystemDiff",
@@ -106,6 +112,7 @@ __all__ = [
     "HydrationResult",
     "InMemoryFilesystem",
     "InMemorySnapshotStore",
+    "PathConstraints",
     "ReadBytesResult",
     "ReadResult",
     "ReadState",
@@ -123,10 +130,13 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolResult",
+    "UnsafeArchiveError",
     "WriteMode",
     "WriteResult",
     "__version__",
     "dispatch",
+    "export_tar",
+    "import_tar",
     "normalize_path",
     "open_filesystem",
     "register_backend",

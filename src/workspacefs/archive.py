@@ -1,0 +1,134 @@
+"""Portable tar export and import of any filesystem: how a workspace moves between backends.
+
+Both directions stream: file content flows through the backends' own readers and writers in chunks,
+so a tree of any size moves in fixed memory, to or from a pipe. Import is safe by construction:
+names are validated by ``paths.py`` (no absolute names, no ``..``), only regular files and
+directories are accepted (links, devices and FIFOs are refused), and on a snapshotable filesystem a
+refused archive leaves nothing behind (the import is rolled back).
+"""
+
+from __future__ import annotations
+
+import tarfile
+from dataclasses import dataclass
+from typing import IO, Literal
+
+from workspacefs.paths import join, normalize_path, relative_to
+from workspacefs.protocol import Filesystem, SnapshotableFilesystem
+
+__all__ = ["ArchiveStats", "UnsafeArchiveError", "export_tar", "import_tar"]
+
+_COPY_BLOCK = 1024 * 1024
+
+
+class UnsafeArchiveError(ValueError):
+    """An archive member that could leave the target directory, or that is not a file or directory."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveStats:
+    """What moved: files, directories and bytes of content."""
+
+    files: int
+    directories: int
+    bytes: int
+
+
+def _walk(fs: Filesystem, base: str) -> list[tuple[str, bool, int]]:
+    """(path, is_directory, size) below ``base``, parents before children, sorted."""
+    found: list[tuple[str, bool, int]] = []
+    pending = [base]
+    while pending:
+        directory = pending.pop()
+        for entry in fs.list(directory or "."):
+            found.append((entry.path, entry.is_directory, entry.size_bytes or 0))
+            if entry.is_directory:
+                pending.append(entry.path)
+    return sorted(found)
+
+
+def export_tar(
+    fs: Filesystem, stream: IO[bytes], *, path: str = ".", compression: Literal["", "gz"] = ""
+) -> ArchiveStats:
+    """Write the tree under ``path`` to ``stream`` as a tar (streamed: any size, fixed memory).
+
+    Member names are relative to ``path``; empty directories are kept.
+    """
+    base = normalize_path(path, mount_point=fs.mount_point)
+    files = dirs = total = 0
+    mode: Literal["w|", "w|gz"] = "w|gz" if compression == "gz" else "w|"
+    with tarfile.open(fileobj=stream, mode=mode, format=tarfile.PAX_FORMAT) as tar:
+        for member_path, is_directory, _ in _walk(fs, base):
+            name = relative_to(member_path, base)
+            info = tarfile.TarInfo(name)
+            stat = fs.stat(member_path)
+            if stat.modified_at is not None:
+                info.mtime = int(stat.modified_at.timestamp())
+            if is_directory:
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                tar.addfile(info)
+                dirs += 1
+                continue
+            info.mode = 0o644
+            with fs.open_read(member_path) as reader:
+                info.size = reader.size
+                tar.addfile(info, reader)
+            files += 1
+            total += info.size
+    return ArchiveStats(files, dirs, total)
+
+
+def _member_path(member: tarfile.TarInfo, base: str) -> str:
+    name = member.name
+    if name.startswith("/") or ".." in name.replace("\\", "/").split("/"):
+        raise UnsafeArchiveError(f"Refusing archive member {name!r}: absolute names and '..' could leave the target")
+    if not (member.isfile() or member.isdir()):
+        raise UnsafeArchiveError(f"Refusing archive member {name!r}: only files and directories are imported")
+    try:
+        return join(base, normalize_path(name)) if normalize_path(name) else base
+    except (ValueError, PermissionError) as exc:
+        raise UnsafeArchiveError(f"Refusing archive member {name!r}: {exc}") from None
+
+
+def _import(fs: Filesystem, tar: tarfile.TarFile, base: str) -> ArchiveStats:
+    files = dirs = total = 0
+    for member in tar:
+        target = _member_path(member, base)
+        if member.isdir():
+            if target:
+                fs.mkdir(target)
+            dirs += 1
+            continue
+        source = tar.extractfile(member)
+        assert source is not None
+        with fs.open_write(target) as writer:
+            while block := source.read(_COPY_BLOCK):
+                writer.write(block)
+        files += 1
+        total += member.size
+    return ArchiveStats(files, dirs, total)
+
+
+def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".") -> ArchiveStats:
+    """Unpack a tar (plain or compressed, streamed) from ``stream`` under ``path``.
+
+    Raises:
+        UnsafeArchiveError: a member is absolute, climbs with ``..``, or is a link or special file.
+            On a snapshotable filesystem nothing of the archive remains; elsewhere the members
+            before it remain.
+    """
+    base = normalize_path(path, mount_point=fs.mount_point)
+    snapshot = fs.snapshot(tag="before import") if isinstance(fs, SnapshotableFilesystem) else None
+    try:
+        with tarfile.open(fileobj=stream, mode="r|*") as tar:
+            stats = _import(fs, tar, base)
+    except BaseException:
+        if snapshot is not None and isinstance(fs, SnapshotableFilesystem):
+            fs.restore(snapshot)
+        raise
+    finally:
+        discard = getattr(fs, "delete_snapshot", None)
+        if snapshot is not None and discard is not None:
+            discard(snapshot)
+    return stats
