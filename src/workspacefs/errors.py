@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 __all__ = [
+    "PreconditionFailedError",
     "SnapshotCreationError",
     "SnapshotError",
     "SnapshotIncompatibleError",
@@ -47,6 +48,13 @@ class SnapshotNotFoundError(SnapshotError):
 
 class SnapshotIncompatibleError(SnapshotError, ValueError):
     """The snapshot was taken by another kind of filesystem and cannot be restored here."""
+
+
+class PreconditionFailedError(OSError):
+    """A compare-and-set write found another version of the file than the one it was told to expect."""
+
+    def __init__(self, path: str, reason: str = "The file changed since you read it; read it again") -> None:
+        super().__init__(errno.ESTALE, reason, path)
 
 
 def file_not_found(path: str) -> FileNotFoundError:

@@ -34,6 +34,7 @@ __all__ = [
     "normalize_path",
     "parent",
     "relative_to",
+    "strict_path",
 ]
 
 MAX_PATH_DEPTH = 16
@@ -107,6 +108,30 @@ def normalize_cached(path: str, mount_point: str | None) -> str:
     if len(segments) > MAX_PATH_DEPTH:
         raise ValueError(f"Path has more than {MAX_PATH_DEPTH} segments: {path!r}")
     return "/".join(segments)
+
+
+def strict_path(path: str) -> str:
+    """Validate a path that must already be canonical (seed 004: no ``..``, no ``//``) and normalise it.
+
+    For wire protocols, where a client that sends ``a//b`` or ``a/../b`` has a bug worth reporting
+    rather than a path worth guessing at. A leading ``/`` and one trailing ``/`` are accepted.
+
+    Raises:
+        ValueError: anything :func:`normalize_path` refuses, and ``.``/``..``/empty segments.
+    """
+    if not isinstance(path, str):
+        raise TypeError(f"path must be a str, not {type(path).__name__}")
+    body = path[1:] if path.startswith("/") else path
+    body = body.removesuffix("/")
+    if body:
+        for segment in body.split("/"):
+            if segment in ("", ".", ".."):
+                kind = "an empty segment (//)" if not segment else f"a {segment!r} segment"
+                raise ValueError(f"Path must be canonical; {path!r} has {kind}")
+    try:
+        return normalize_path(body)
+    except PermissionError as exc:  # cannot happen without '..', but keep the contract: ValueError only
+        raise ValueError(str(exc)) from None
 
 
 def normalize_mount_point(mount_point: str | None) -> str | None:

@@ -25,10 +25,10 @@ from workspacefs import errors
 from workspacefs.backends.base import BaseFilesystem, Fingerprint
 from workspacefs.backends.sql_schema import CHUNK_SIZE, blob_chunks, chunks, session_files, snapshot_entries, snapshots
 from workspacefs.backends.sql_store import SqlStore
-from workspacefs.errors import SnapshotNotFoundError
-from workspacefs.paths import ROOT, ancestors, basename, parent
+from workspacefs.errors import PreconditionFailedError, SnapshotNotFoundError, name_caller_path
+from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT, ancestors, basename, parent
 from workspacefs.protocol import ByteReader, ByteWriter
-from workspacefs.results import FileEntry, FileStat, WriteMode
+from workspacefs.results import FileEntry, FileStat, WriteMode, WriteResult
 from workspacefs.search import GrepPattern, required_literal
 from workspacefs.snapshots import FilesystemSnapshot
 from workspacefs.streams import StreamReader, StreamWriter
@@ -132,14 +132,20 @@ class _BlobReader(io.RawIOBase):
 class _SqlWriter(StreamWriter):
     """Uploads full 256 KiB chunks as they fill; the file row changes in one transaction on close."""
 
-    __slots__ = ("_base", "_buffer", "_fs", "_hashes", "_mode", "_size", "_upload")
+    __slots__ = ("_base", "_buffer", "_expect", "_fs", "_hashes", "_mode", "_size", "_upload")
 
     def __init__(
-        self, fs: SqlFilesystem, path: str, mode: WriteMode, base: tuple[str | None, list[str], bytes, int]
+        self,
+        fs: SqlFilesystem,
+        path: str,
+        mode: WriteMode,
+        base: tuple[str | None, list[str], bytes, int],
+        expect: str | None = None,
     ) -> None:
         super().__init__(path)
         self._fs = fs
         self._mode = mode
+        self._expect = expect  # the content id the file must still have at commit (If-Match)
         self._base = base  # (blob id, its full chunks, its partial last chunk, its size) when appending
         self._hashes: list[str] = list(base[1])
         self._buffer = bytearray(base[2])
@@ -160,7 +166,13 @@ class _SqlWriter(StreamWriter):
     def _commit(self) -> None:
         self._flush(final=True)
         self._fs._commit_stream(
-            self.path, mode=self._mode, hashes=self._hashes, size=self._size, base=self._base[0], upload=self._upload
+            self.path,
+            mode=self._mode,
+            hashes=self._hashes,
+            size=self._size,
+            base=self._base[0],
+            upload=self._upload,
+            expect=self._expect,
         )
 
     def _discard(self) -> None:
@@ -181,6 +193,7 @@ class SqlFilesystem(BaseFilesystem):
         read_only: bool = False,
         mount_point: str | None = None,
         agent_id: str | None = None,
+        create: bool = True,
     ) -> None:
         super().__init__(read_only=read_only, mount_point=mount_point)
         if not isinstance(session_id, str) or not session_id or len(session_id) > 200 or not session_id.isprintable():
@@ -188,8 +201,9 @@ class SqlFilesystem(BaseFilesystem):
         self._owns_store = isinstance(store, str)
         self._store = SqlStore(store) if isinstance(store, str) else store
         self._session = session_id
-        with self._store.write() as connection:
-            self._store.ensure_session(connection, session_id, agent_id)
+        if create:  # a caller that knows the session exists (the service) skips this write
+            with self._store.write() as connection:
+                self._store.ensure_session(connection, session_id, agent_id)
 
     @property
     def root(self) -> str:
@@ -314,6 +328,10 @@ class SqlFilesystem(BaseFilesystem):
         return row
 
     def _open_reader(self, path: str) -> ByteReader:
+        return self._open_row_reader(path)[1]
+
+    def _open_row_reader(self, path: str) -> tuple[Row[Any], ByteReader]:
+        """A file's row and a reader of exactly the content that row names (one snapshot of both)."""
         connection = self._store.engine.connect()
         if self._store.dialect == "postgresql":
             connection = connection.execution_options(isolation_level="REPEATABLE READ")
@@ -324,7 +342,7 @@ class SqlFilesystem(BaseFilesystem):
         except BaseException:
             connection.close()
             raise
-        return StreamReader(path, _BlobReader(self, connection, hashes, row.size_bytes), row.size_bytes)
+        return row, StreamReader(path, _BlobReader(self, connection, hashes, row.size_bytes), row.size_bytes)
 
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
         with self._store.read_once() as connection:  # one statement: the row and its chunks together
@@ -351,12 +369,21 @@ class SqlFilesystem(BaseFilesystem):
         return _SqlWriter(self, path, mode, base)
 
     def _commit_stream(
-        self, path: str, *, mode: WriteMode, hashes: list[str], size: int, base: str | None, upload: str
+        self,
+        path: str,
+        *,
+        mode: WriteMode,
+        hashes: list[str],
+        size: int,
+        base: str | None,
+        upload: str,
+        expect: str | None = None,
     ) -> None:
         with self._store.write() as connection:
             self._store.finish_upload(connection, upload)
             self._parent_dir(connection, path)
             row = self._row(connection, path, lock=True)
+            _check_expected(row, path, expect)
             self._check_writable_file(row, path, mode)
             if mode == "append" and (row.blob_id if row is not None else None) != base:
                 raise OSError(errno.EAGAIN, "The file changed while it was being appended to; append again", path)
@@ -366,12 +393,13 @@ class SqlFilesystem(BaseFilesystem):
             except _Raced:
                 raise OSError(errno.EAGAIN, "Another writer created the file meanwhile; write it again", path) from None
 
-    def _write_content(self, path: str, data: bytes, mode: WriteMode) -> None:
+    def _write_content(self, path: str, data: bytes, mode: WriteMode, *, expect: str | None = None) -> None:
         for attempt in range(_RETRIES):
             try:
                 with self._store.write() as connection:
                     self._parent_dir(connection, path)
                     row = self._row(connection, path, lock=True)
+                    _check_expected(row, path, expect)
                     self._check_writable_file(row, path, mode)
                     if mode == "append" and row is not None:
                         blob_id, size = self._appended(connection, row, data)
@@ -542,6 +570,52 @@ class SqlFilesystem(BaseFilesystem):
                 return []
             return [r[0] for r in connection.execute(small.union(large))]
 
+    # --- compare-and-set, for editors that must not overwrite each other ----------------------------------
+
+    def content_id(self, path: str) -> str | None:
+        """The id of a file's current content (a hash: equal content, equal id); ``None`` for a directory.
+
+        Use it as an ETag and pass it back as ``expect`` to write only over that exact version.
+        """
+        norm = self._norm(path)
+        with self._store.read_once() as connection:
+            row = connection.execute(_ROW, {"b_session": self._session, "b_path": norm}).first()
+        if row is None:
+            raise errors.file_not_found(path)
+        return None if row.is_directory else str(row.blob_id)
+
+    def write_bytes_if(self, path: str, content: bytes, *, expect: str) -> WriteResult:
+        """Overwrite ``path`` only if its content id is still ``expect`` (``"*"``: it must exist).
+
+        Raises:
+            PreconditionFailedError: the file is missing or holds other content now.
+        """
+        norm = self._norm(path)
+        self._writable(path)
+        if len(content) > MAX_CONVENIENCE_BYTES:
+            raise ValueError(f"Writing {path!r} would exceed the convenience limit; use open_write_if()")
+        try:
+            self._write_content(norm, bytes(content), "overwrite", expect=expect)
+        except OSError as exc:
+            name_caller_path(exc, norm, path)
+            raise
+        return WriteResult(norm, len(content), "overwrite")
+
+    def open_write_if(self, path: str, *, expect: str) -> ByteWriter:
+        """A streaming writer whose commit succeeds only over content id ``expect`` (``"*"``: any)."""
+        norm = self._norm(path)
+        self._writable(path)
+        try:
+            with self._store.read() as connection:
+                self._parent_dir(connection, norm)
+                row = self._row(connection, norm)
+                _check_expected(row, norm, expect)
+                self._check_writable_file(row, norm, "overwrite")
+        except OSError as exc:
+            name_caller_path(exc, norm, path)
+            raise
+        return _SqlWriter(self, norm, "overwrite", (None, [], b"", 0), expect)
+
     # --- per-file read-only flag ------------------------------------------------------------------------
 
     def set_read_only(self, path: str, read_only: bool = True) -> None:
@@ -688,6 +762,16 @@ class SqlFilesystem(BaseFilesystem):
     def __repr__(self) -> str:
         flags = ", read_only=True" if self._read_only else ""
         return f"SqlFilesystem({self._store.dialect}, session={self._session!r}{flags})"
+
+
+def _check_expected(row: Row[Any] | None, path: str, expect: str | None) -> None:
+    """Compare-and-set: refuse unless the row holds the content the caller expects."""
+    if expect is None:
+        return
+    if row is None or row.is_directory:
+        raise PreconditionFailedError(path, "The file no longer exists")
+    if expect not in ("*", row.blob_id):
+        raise PreconditionFailedError(path)
 
 
 def _utc(stamp: datetime) -> datetime:

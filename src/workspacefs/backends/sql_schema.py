@@ -24,6 +24,7 @@ __all__ = [
     "sessions",
     "snapshot_entries",
     "snapshots",
+    "tokens",
     "uploads",
 ]
 
@@ -125,3 +126,14 @@ snapshot_entries = sa.Table(
     sa.Column("created_at", Stamp, nullable=False),
     sa.Column("updated_at", Stamp, nullable=False),
 )
+
+tokens = sa.Table(
+    "wsfs_tokens",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("token_hash", sa.Text, nullable=False, unique=True),
+    sa.Column("agent_id", sa.Text, nullable=True),
+    sa.Column("label", sa.Text, nullable=True),
+    sa.Column("created_at", Stamp, nullable=False),
+)
+"""Bearer tokens of the service, by SHA-256 of the secret; ``agent_id`` NULL means every agent (admin)."""

@@ -82,6 +82,12 @@ _BLOB_DATA = (
     .order_by(blob_chunks.c.seq)
 )
 _INSERT_BLOB_CHUNKS = sa.insert(blob_chunks)
+_SESSION_BY_ID = sa.select(sessions).where(sessions.c.id == sa.bindparam("b_id"))
+
+
+def _utc(stamp: datetime) -> datetime:
+    """SQLite hands back naive timestamps; every stamp the store writes is UTC."""
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -221,18 +227,26 @@ class SqlStore:
 
     def session(self, session_id: str) -> SessionInfo | None:
         """A session by id, or ``None``."""
-        with self.read() as connection:
-            row = connection.execute(sa.select(sessions).where(sessions.c.id == session_id)).first()
-        return None if row is None else SessionInfo(row.id, row.agent_id, row.created_at, row.updated_at)
+        with self.read_once() as connection:
+            row = connection.execute(_SESSION_BY_ID, {"b_id": session_id}).first()
+        return None if row is None else SessionInfo(row.id, row.agent_id, _utc(row.created_at), _utc(row.updated_at))
 
-    def sessions(self, *, agent_id: str | None = None) -> list[SessionInfo]:
-        """Sessions, oldest first; only one agent's when ``agent_id`` is given."""
+    def sessions(self, *, agent_id: str | None = None, unassigned: bool = False) -> list[SessionInfo]:
+        """Sessions, oldest first; only one agent's when ``agent_id`` is given, plus those created without
+        an agent when ``unassigned`` is true."""
         query = sa.select(sessions).order_by(sessions.c.created_at, sessions.c.id)
         if agent_id is not None:
-            query = query.where(sessions.c.agent_id == agent_id)
+            mine = sessions.c.agent_id == agent_id
+            query = query.where(sa.or_(mine, sessions.c.agent_id.is_(None)) if unassigned else mine)
         with self.read() as connection:
             rows = connection.execute(query).all()
-        return [SessionInfo(r.id, r.agent_id, r.created_at, r.updated_at) for r in rows]
+        return [SessionInfo(r.id, r.agent_id, _utc(r.created_at), _utc(r.updated_at)) for r in rows]
+
+    def agents(self) -> list[str | None]:
+        """The distinct agent ids sessions were created for (``None``: sessions without an agent)."""
+        with self.read() as connection:
+            rows = connection.execute(sa.select(sessions.c.agent_id).distinct()).all()
+        return sorted((r[0] for r in rows), key=lambda agent: (agent is not None, agent or ""))
 
     def delete_session(self, session_id: str) -> bool:
         """Delete a session with its files and snapshots; ``False`` if it did not exist."""

@@ -1,0 +1,5 @@
+"""``python -m workspacefs``: the ``workspacefs`` command."""
+
+from workspacefs.cli import main
+
+main()

@@ -1,0 +1,163 @@
+"""``workspacefs`` command group and the service's commands: ``serve``, ``token``, ``db``."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+
+import click
+
+from workspacefs.backends.sql_store import default_database
+
+__all__ = ["main"]
+
+DB_HELP = "Database URL: sqlite:///path/file.db or postgresql://user@host/db (default: a SQLite file in your data dir)."
+
+
+def _database(url: str | None) -> str:
+    return url or default_database()
+
+
+def is_loopback(host: str) -> bool:
+    """True if ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="workspacefs")
+def main() -> None:
+    """workspacefs: one filesystem for the tools of LLM agents."""
+
+
+@main.command()
+@click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--no-auth", is_flag=True, help="Serve without bearer tokens (only allowed on a loopback host).")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["warning", "info", "debug"]))
+def serve(db_url: str | None, host: str, port: int, no_auth: bool, log_level: str) -> None:
+    """Run the REST API and the web file browser."""
+    try:
+        import uvicorn  # noqa: PLC0415 - only this command needs the server extra
+
+        from workspacefs.server import create_app  # noqa: PLC0415
+        from workspacefs.server.tokens import TokenStore  # noqa: PLC0415
+    except ImportError as exc:
+        raise click.ClickException(f"{exc}; install the server extra: pip install 'workspacefs[server]'") from None
+    from workspacefs.backends.sql_store import SqlStore  # noqa: PLC0415
+
+    if no_auth and not is_loopback(host):
+        raise click.UsageError(f"--no-auth is only allowed on a loopback host (127.0.0.1, ::1), not {host!r}")
+    url = _database(db_url)
+    store = SqlStore(url)
+    shown_host = f"[{host}]" if ":" in host else host
+    address = f"http://{shown_host}:{port}/"
+    click.echo(f"workspacefs: storage {store.dialect} at {_redact(url)}", err=True)
+    if no_auth:
+        click.secho(
+            f"WARNING: authentication is OFF. Anyone who can connect to {address} can read and change every session.",
+            fg="yellow",
+            err=True,
+        )
+    else:
+        tokens = TokenStore(store)
+        if not tokens.list():
+            secret, _ = tokens.create(agent_id=None, label="first start (admin)")
+            click.echo("workspacefs: no tokens existed, so an admin token was created (shown only now):", err=True)
+            click.echo(f"    {secret}", err=True)
+            click.echo(f"workspacefs: open {address}#token={secret}", err=True)
+        else:
+            click.echo(
+                "workspacefs: bearer tokens required (create one: workspacefs token create --agent ID)", err=True
+            )
+    click.echo(f"workspacefs: web file browser at {address}, API docs at {address}docs", err=True)
+    app = create_app(store, auth=not no_auth)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug")
+    store.close()
+
+
+def _redact(url: str) -> str:
+    """A URL fit for a log line: the password hidden."""
+    import sqlalchemy as sa  # noqa: PLC0415
+
+    return sa.engine.make_url(url).render_as_string(hide_password=True)
+
+
+@main.group()
+def token() -> None:
+    """Create, list and revoke the service's bearer tokens."""
+
+
+@token.command("create")
+@click.option("--agent", "agent_id", metavar="ID", help="The agent whose sessions the token may use.")
+@click.option("--all-agents", is_flag=True, help="An admin token for every agent (instead of --agent).")
+@click.option("--label", help="A note to recognise the token by.")
+@click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+def token_create(agent_id: str | None, all_agents: bool, label: str | None, db_url: str | None) -> None:
+    """Create a token and print its secret (shown only once; only its hash is stored)."""
+    from workspacefs.backends.sql_store import SqlStore  # noqa: PLC0415
+    from workspacefs.server.tokens import TokenStore  # noqa: PLC0415
+
+    if bool(agent_id) == all_agents:
+        raise click.UsageError("Give exactly one of --agent ID or --all-agents")
+    store = SqlStore(_database(db_url))
+    secret, info = TokenStore(store).create(agent_id=agent_id, label=label)
+    store.close()
+    scope = f"agent {info.agent_id}" if info.agent_id else "every agent"
+    click.echo(f"token {info.token_id} for {scope}:", err=True)
+    click.echo(secret)
+
+
+@token.command("list")
+@click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+def token_list(db_url: str | None) -> None:
+    """List tokens (ids, scopes and labels; never secrets)."""
+    from workspacefs.backends.sql_store import SqlStore  # noqa: PLC0415
+    from workspacefs.server.tokens import TokenStore  # noqa: PLC0415
+
+    store = SqlStore(_database(db_url))
+    for info in TokenStore(store).list():
+        scope = info.agent_id or "*"
+        click.echo(f"{info.token_id}\t{scope}\t{info.created_at:%Y-%m-%d %H:%M}\t{info.label or ''}")
+    store.close()
+
+
+@token.command("revoke")
+@click.argument("token_id")
+@click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+def token_revoke(token_id: str, db_url: str | None) -> None:
+    """Revoke a token by id (running services stop accepting it within seconds)."""
+    from workspacefs.backends.sql_store import SqlStore  # noqa: PLC0415
+    from workspacefs.server.tokens import TokenStore  # noqa: PLC0415
+
+    store = SqlStore(_database(db_url))
+    found = TokenStore(store).revoke(token_id)
+    store.close()
+    if not found:
+        raise click.ClickException(f"No token {token_id}")
+    click.echo(f"revoked {token_id}", err=True)
+
+
+@main.group()
+def db() -> None:
+    """Database maintenance."""
+
+
+@db.command("upgrade")
+@click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+def db_upgrade(db_url: str | None) -> None:
+    """Apply schema migrations (also done automatically when the database is first opened)."""
+    from workspacefs.backends.sql_store import SqlStore  # noqa: PLC0415
+
+    url = _database(db_url)
+    SqlStore(url).close()  # opening a store migrates it (and creates a SQLite file's directory)
+    click.echo(f"{_redact(url)}: schema up to date", err=True)
+
+
+if __name__ == "__main__":  # pragma: no cover - python -m workspacefs.cli._main
+    sys.exit(main())

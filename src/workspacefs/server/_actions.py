@@ -1,0 +1,126 @@
+"""The actions under the reserved ``/fs/_/``: ``stat``, ``move``, ``copy``, ``grep`` (seed 004) and ``glob``.
+
+``grep``'s ``path_pattern`` is a glob over file paths (``*.rs`` matches names at any depth,
+``src/**/*.rs`` paths below the searched directory), never a regex.
+"""
+
+from __future__ import annotations
+
+import anyio.to_thread
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from workspacefs.backends.sql import SqlFilesystem
+from workspacefs.backends.sql_records import file_record
+from workspacefs.server._errors import ApiError, error_responses
+from workspacefs.server._files import PREFIX, target_path
+from workspacefs.server._models import (
+    FileModel,
+    GlobRequest,
+    GlobResponse,
+    GrepFile,
+    GrepLine,
+    GrepRequest,
+    GrepResponse,
+    PathRequest,
+    TransferRequest,
+)
+from workspacefs.server._service import AgentId, CallerDep, ServiceDep, SessionId, file_model, wire_path
+from workspacefs.server._transfer import etag
+
+__all__ = ["router"]
+
+router = APIRouter(prefix=PREFIX + "/_", tags=["actions"])
+
+
+@router.post("/stat", response_model=FileModel, responses=error_responses(404, 422), summary="A file's metadata")
+async def stat(
+    *, body: PathRequest, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> JSONResponse:
+    """Metadata of a file or directory, without content; the ``ETag`` header carries its content id."""
+    norm = wire_path(body.path)
+
+    def work() -> JSONResponse:
+        record = file_record(running.filesystem(who, agent_id, session_id), norm)
+        return JSONResponse(file_model(session_id, record).model_dump(mode="json"), headers=etag(record))
+
+    return await anyio.to_thread.run_sync(work)
+
+
+def _transfer(fs: SqlFilesystem, session_id: str, body: TransferRequest, *, move: bool) -> JSONResponse:
+    source = wire_path(body.src_path)
+    if source == "/":
+        raise ApiError(400, "invalid_path", "The root directory cannot be moved or copied")
+    destination = target_path(body.dst_path)
+    (fs.move if move else fs.copy)(source, destination, overwrite=body.overwrite)
+    record = file_record(fs, destination)
+    return JSONResponse(file_model(session_id, record).model_dump(mode="json"), headers=etag(record))
+
+
+@router.post("/move", response_model=FileModel, responses=error_responses(403, 404, 409, 422), summary="Move")
+async def move(
+    *, body: TransferRequest, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> JSONResponse:
+    """Move or rename a file or directory; missing parents of ``dst_path`` are created. 409 if
+    ``dst_path`` exists, unless ``overwrite`` (which never replaces a directory by a file or back)."""
+
+    def work() -> JSONResponse:
+        return _transfer(running.filesystem(who, agent_id, session_id), session_id, body, move=True)
+
+    return await anyio.to_thread.run_sync(work)
+
+
+@router.post("/copy", response_model=FileModel, responses=error_responses(403, 404, 409, 422), summary="Copy")
+async def copy(
+    *, body: TransferRequest, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> JSONResponse:
+    """Copy a file, or a directory recursively (no content is duplicated in storage)."""
+
+    def work() -> JSONResponse:
+        return _transfer(running.filesystem(who, agent_id, session_id), session_id, body, move=False)
+
+    return await anyio.to_thread.run_sync(work)
+
+
+def _grep(fs: SqlFilesystem, body: GrepRequest) -> GrepResponse:
+    base = wire_path(body.path)
+    file_record(fs, base)  # 404 for a missing directory rather than an empty answer
+    pattern = f"(?i){body.pattern}" if body.case_insensitive else body.pattern
+    found = fs.grep(pattern, path=base, glob=body.path_pattern, max_matches=body.max_matches + 1)
+    truncated = len(found) > body.max_matches
+    grouped: dict[str, list[GrepLine]] = {}
+    for match in found[: body.max_matches]:
+        shown = "/" + match.path
+        grouped.setdefault(shown, []).append(
+            GrepLine(path=shown, line_number=match.line_number, line=match.line_content)
+        )
+    return GrepResponse(data=[GrepFile(path=p, matches=m) for p, m in grouped.items()], truncated=truncated)
+
+
+@router.post("/grep", response_model=GrepResponse, responses=error_responses(404, 422), summary="Search contents")
+async def grep(
+    *, body: GrepRequest, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> GrepResponse:
+    """Lines matching the regex ``pattern`` in files below ``path`` whose path matches the glob
+    ``path_pattern``, grouped by file, sorted by path and line."""
+
+    def work() -> GrepResponse:
+        return _grep(running.filesystem(who, agent_id, session_id), body)
+
+    return await anyio.to_thread.run_sync(work)
+
+
+@router.post("/glob", response_model=GlobResponse, responses=error_responses(404, 422), summary="Find files")
+async def glob(
+    *, body: GlobRequest, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> GlobResponse:
+    """Files below ``path`` whose path relative to it matches the glob ``pattern`` (``**`` crosses
+    directories), sorted."""
+    base = wire_path(body.path)
+
+    def work() -> GlobResponse:
+        fs = running.filesystem(who, agent_id, session_id)
+        file_record(fs, base)
+        return GlobResponse(data=["/" + m.path for m in fs.glob(body.pattern, path=base)])
+
+    return await anyio.to_thread.run_sync(work)

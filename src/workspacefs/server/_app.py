@@ -1,0 +1,111 @@
+"""``create_app``: the FastAPI application of the workspace service and its web file browser."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+import workspacefs
+from workspacefs.backends.sql_store import SqlStore, default_database
+from workspacefs.server import _actions, _files, _sessions
+from workspacefs.server._errors import ASGIApp, BodyLimit, Message, Receive, Scope, Send, install_error_handlers
+from workspacefs.server._service import Service
+
+__all__ = ["DEFAULT_MAX_JSON_BYTES", "DEFAULT_MAX_UPLOAD_BYTES", "create_app"]
+
+DEFAULT_MAX_JSON_BYTES = 48 * 1024 * 1024
+"""A JSON body may carry a 32 MiB file as base64 (4/3 larger) and some change."""
+DEFAULT_MAX_UPLOAD_BYTES = 8 * 1024**3
+"""Raw uploads stream in fixed memory; this only bounds what one request may store."""
+_UI_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; "
+    "form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+)
+"""The browser UI runs only its own script: even a name that slipped into HTML could run nothing."""
+
+_DESCRIPTION = """Session filesystems for agents (seed 004 of workspacefs), with snapshots, streaming,
+ETag/If-Match compare-and-set and a web file browser at `/`. Authenticate with
+`Authorization: Bearer <token>` (`workspacefs token create --agent ID`)."""
+
+
+class _SecurityHeaders:
+    """Adds ``nosniff`` everywhere and the strict content security policy to the browser UI's pages."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope.get("path", "")
+        ui = path == "/" or path.startswith("/static/")
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((b"x-content-type-options", b"nosniff"))
+                headers.append((b"referrer-policy", b"no-referrer"))
+                if ui:
+                    headers.append((b"content-security-policy", _UI_POLICY.encode()))
+                    headers.append((b"x-frame-options", b"DENY"))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _static_dir() -> Path:
+    return Path(str(resources.files("workspacefs.server") / "static"))
+
+
+def create_app(
+    store: SqlStore | str | None = None,
+    *,
+    auth: bool = True,
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+) -> FastAPI:
+    """The service over ``store`` (a :class:`SqlStore`, a database URL, or ``None`` for the default
+    SQLite file). ``auth=False`` serves without tokens: only bind that to loopback."""
+    owned = not isinstance(store, SqlStore)
+    sql_store = store if isinstance(store, SqlStore) else SqlStore(store or default_database())
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if owned:
+            sql_store.close()
+
+    app = FastAPI(
+        title="workspacefs",
+        version=workspacefs.__version__,
+        description=_DESCRIPTION,
+        lifespan=lifespan,
+        openapi_tags=[
+            {"name": "files", "description": "Read, create, update and delete by path"},
+            {"name": "actions", "description": "stat, move, copy, grep, glob"},
+            {"name": "sessions", "description": "Agents, sessions and snapshots"},
+        ],
+    )
+    app.state.workspacefs = Service(sql_store, auth=auth, max_upload_bytes=max_upload_bytes)
+    install_error_handlers(app)
+    app.include_router(_sessions.router)
+    app.include_router(_actions.router)  # before the files router: its catch-all would take /fs/_/…
+    app.include_router(_files.router)
+    static = _static_dir()
+    app.mount("/static", StaticFiles(directory=static), name="static")
+
+    @app.get("/", include_in_schema=False)
+    async def browser() -> Response:
+        return FileResponse(static / "index.html", media_type="text/html")
+
+    app.add_middleware(BodyLimit, max_bytes=max_json_bytes)
+    app.add_middleware(_SecurityHeaders)
+    return app

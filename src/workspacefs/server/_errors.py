@@ -1,0 +1,214 @@
+"""One error shape for every failure, ``{"error": {"code", "message"}}``, and the status it maps to.
+
+Filesystem exceptions become statuses here and nowhere else; the body-size limit is enforced here
+before FastAPI reads a body into memory.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from workspacefs.errors import PreconditionFailedError, SnapshotError, SnapshotNotFoundError
+
+__all__ = ["ApiError", "BodyLimit", "error_responses", "install_error_handlers", "translate"]
+
+log = logging.getLogger("workspacefs.server")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class ApiError(Exception):
+    """An error response: HTTP status, stable code, human message."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The JSON response of an error."""
+    return JSONResponse(_body(code, message), status_code=status, headers=headers)
+
+
+def _describe(exc: OSError, fallback: str) -> str:
+    reason = exc.strerror or fallback
+    return f"{reason}: {exc.filename}" if exc.filename else reason
+
+
+_BY_KIND: tuple[tuple[type[BaseException], int, str, str], ...] = (
+    (PreconditionFailedError, 412, "precondition_failed", "The file changed"),
+    (FileNotFoundError, 404, "not_found", "No such file or directory"),
+    (FileExistsError, 409, "already_exists", "Already exists"),
+    (IsADirectoryError, 409, "is_a_directory", "Is a directory"),
+    (NotADirectoryError, 409, "not_a_directory", "Not a directory"),
+    (PermissionError, 403, "read_only", "Not allowed"),
+)
+"""Filesystem exceptions in the order they are tested (subclasses before their bases)."""
+_BY_ERRNO = {
+    errno.ENOTEMPTY: (409, "directory_not_empty", "Directory not empty"),
+    errno.EAGAIN: (409, "conflict", "Changed concurrently; try again"),
+}
+
+
+def translate(exc: BaseException) -> ApiError | None:
+    """The response for a filesystem exception, or ``None`` if it is not a caller's error (a bug: 500)."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, SnapshotNotFoundError):
+        return ApiError(404, "snapshot_not_found", str(exc))
+    if isinstance(exc, SnapshotError):
+        return ApiError(409, "snapshot_failed", str(exc))
+    for kind, status, code, fallback in _BY_KIND:
+        if isinstance(exc, kind):
+            assert isinstance(exc, OSError)
+            return ApiError(status, code, _describe(exc, fallback))
+    if isinstance(exc, OSError) and exc.errno in _BY_ERRNO:
+        status, code, fallback = _BY_ERRNO[exc.errno]
+        return ApiError(status, code, _describe(exc, fallback))
+    if isinstance(exc, ValueError):  # invalid paths, globs and regexes (the only ValueErrors callers cause)
+        return ApiError(400, "bad_request", str(exc))
+    return None
+
+
+async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return error_response(exc.status, exc.code, exc.message, headers)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = exc.errors()
+    in_body = any(p.get("loc", ("",))[0] == "body" for p in problems)
+    parts = []
+    for problem in problems[:5]:
+        where = ".".join(str(x) for x in problem.get("loc", ()) if x != "body") or "body"
+        parts.append(f"{where}: {problem.get('msg', 'invalid')}")
+    message = "; ".join(parts) or "Invalid request"
+    if in_body:
+        return error_response(422, "invalid_body", message)
+    return error_response(400, "bad_request", message)
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    codes = {404: "not_found", 405: "method_not_allowed", 400: "bad_request", 413: "too_large", 401: "unauthorized"}
+    return error_response(
+        exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail), dict(exc.headers or {})
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    mapped = translate(exc)
+    if mapped is not None:
+        return await _api_error(request, mapped)
+    log.exception("Unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", "The service failed; the error has been logged")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Route every exception to the one error shape."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    for kind in (OSError, ValueError, SnapshotError):
+        app.add_exception_handler(kind, _unexpected)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the error statuses an endpoint can return (every one has the same shape)."""
+    descriptions = {
+        400: "Bad path, pattern or parameter",
+        401: "Missing or unknown bearer token",
+        403: "Read-only file",
+        404: "No such agent, session, file or snapshot",
+        409: "Exists, not empty, or a conflicting change",
+        412: "If-Match did not match the current content",
+        413: "Body or file too large for this request",
+        422: "Invalid request body",
+    }
+    return {s: {"model": _error_model(), "description": descriptions[s]} for s in (401, 400, *statuses)}
+
+
+def _error_model() -> Any:
+    from workspacefs.server._models import ErrorResponse  # noqa: PLC0415 - keeps this module model-free
+
+    return ErrorResponse
+
+
+class BodyLimit:
+    """ASGI middleware: refuse (413) a non-streaming request body over ``max_bytes`` before reading it all.
+
+    Raw uploads (``application/octet-stream``) are exempt; the upload endpoints count those themselves.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        if headers.get(b"content-type", b"").split(b";")[0].strip().lower() == b"application/octet-stream":
+            await self.app(scope, receive, send)
+            return
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await self._refuse(send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send: Send) -> None:
+        payload = json.dumps(
+            _body("too_large", f"Request body exceeds {self.max_bytes} bytes; upload large files as octet-stream")
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})

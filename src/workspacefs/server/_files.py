@@ -1,0 +1,293 @@
+"""``/v1/agents/{agent_id}/sessions/{session_id}/fs``: read, create, update and delete by path (seed 004).
+
+Each handler does its database work in one hop to the thread pool. Only ``_`` as the first segment is
+reserved (for the actions in ``_actions.py``); ``_config`` and ``__init__.py`` are ordinary names.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from workspacefs.backends.sql import SqlFilesystem
+from workspacefs.backends.sql_records import FileRecord, child_records, file_record, open_record, read_record
+from workspacefs.paths import MAX_CONVENIENCE_BYTES
+from workspacefs.protocol import ByteReader, ByteWriter
+from workspacefs.server._errors import ApiError, error_responses
+from workspacefs.server._models import CreateFileRequest, FileList, FileModel, UpdateFileRequest
+from workspacefs.server._service import (
+    AgentId,
+    CallerDep,
+    ServiceDep,
+    SessionId,
+    decode_content,
+    file_model,
+    wire_path,
+)
+from workspacefs.server._transfer import (
+    etag,
+    expected_version,
+    is_raw,
+    parse_json,
+    raw_download,
+    receive_upload,
+    wants_raw,
+)
+
+__all__ = ["PREFIX", "router", "target_path"]
+
+PREFIX = "/v1/agents/{agent_id}/sessions/{session_id}/fs"
+router = APIRouter(prefix=PREFIX, tags=["files"])
+_INLINE_DOWNLOAD = 1024 * 1024
+"""Raw downloads up to this size are read in one statement; larger ones stream."""
+
+IfMatch = Annotated[str | None, Header(description='Write only over this ETag ("*": any existing file)')]
+Recursive = Annotated[bool, Query(description="Delete a non-empty directory and everything in it")]
+FilePath = Annotated[str, "the file's path below /fs/"]
+
+
+def _body_schema(model: type[Any]) -> dict[str, Any]:
+    """An endpoint that takes either a JSON body or raw bytes (OpenAPI ``requestBody``)."""
+    return {
+        "requestBody": {
+            "required": False,
+            "content": {
+                "application/json": {"schema": model.model_json_schema(ref_template="#/components/schemas/{model}")},
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            },
+        }
+    }
+
+
+def _json(model: FileModel | FileList, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(model.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def target_path(path: str) -> str:
+    """A path that may be created or changed: not the root, not under the reserved ``_``."""
+    norm = wire_path(path)
+    if norm == "/":
+        raise ApiError(400, "invalid_path", "The root directory cannot be created, replaced or deleted")
+    if norm.split("/", 2)[1] == "_":
+        raise ApiError(400, "reserved_path", "Paths under /_ are reserved for actions such as /_/grep")
+    return norm
+
+
+def _resolve_expect(fs: SqlFilesystem, norm: str, tags: list[str] | None) -> str:
+    """The one content id a write must find: the current one if If-Match lists it, else a failing one."""
+    record = file_record(fs, norm)
+    if record.is_directory:
+        raise ApiError(409, "is_a_directory", f"Is a directory: {norm}")
+    if tags is None or tags == ["*"]:
+        return "*"
+    if record.content_id in tags:
+        return record.content_id
+    return tags[0]
+
+
+# --- read -------------------------------------------------------------------------------------------------
+
+_READ_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "A file (with its content) or a directory listing; raw bytes for "
+        "`Accept: application/octet-stream`",
+        "content": {
+            "application/json": {
+                "schema": {
+                    "anyOf": [{"$ref": "#/components/schemas/FileModel"}, {"$ref": "#/components/schemas/FileList"}]
+                }
+            },
+            "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+        },
+    },
+    **error_responses(404, 413),
+}
+
+
+def _listing(fs: SqlFilesystem, session_id: str, norm: str) -> JSONResponse:
+    _, children = child_records(fs, norm)
+    return _json(FileList(data=[file_model(session_id, child) for child in children]))
+
+
+@router.get("", response_model=FileList, responses=error_responses(404), summary="List the root directory")
+async def list_root(*, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep) -> JSONResponse:
+    """The root directory's entries."""
+
+    def work() -> JSONResponse:
+        return _listing(running.filesystem(who, agent_id, session_id), session_id, "/")
+
+    return await anyio.to_thread.run_sync(work)
+
+
+def _read(fs: SqlFilesystem, session_id: str, norm: str, raw: bool) -> Response:
+    record, content = read_record(fs, norm, max_bytes=_INLINE_DOWNLOAD if raw else MAX_CONVENIENCE_BYTES)
+    if record.is_directory:
+        return _listing(fs, session_id, norm)
+    if raw:
+        reader: ByteReader | None = None
+        if content is None:
+            record, reader = open_record(fs, norm)
+        return raw_download(record, content, reader)
+    if content is None:
+        raise ApiError(
+            413, "too_large", f"Files over {MAX_CONVENIENCE_BYTES} bytes are read with Accept: application/octet-stream"
+        )
+    return _json(file_model(session_id, record, content), headers=etag(record))
+
+
+@router.get("/{path:path}", responses=_READ_RESPONSES, summary="Read a file or list a directory")
+async def read(
+    *, request: Request, path: FilePath, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> Response:
+    """A file as JSON (text or base64 content), its raw bytes, or a directory as ``{"data": [...]}``."""
+    raw = wants_raw(request)
+
+    def work() -> Response:
+        fs = running.filesystem(who, agent_id, session_id)
+        return _read(fs, session_id, wire_path(path), raw)
+
+    return await anyio.to_thread.run_sync(work)
+
+
+# --- create -----------------------------------------------------------------------------------------------
+
+
+def _create_json(fs: SqlFilesystem, session_id: str, norm: str, body: CreateFileRequest) -> JSONResponse:
+    if body.is_directory:
+        if body.content is not None or body.is_readonly:
+            raise ApiError(422, "invalid_body", "A directory has no content and cannot be read-only")
+        fs.mkdir(norm, parents=True, exist_ok=False)
+        return _json(file_model(session_id, file_record(fs, norm)), status=201)
+    data = decode_content(body.content or "", body.encoding)
+    fs.write_bytes(norm, data, mode="create")
+    if body.is_readonly:
+        fs.set_read_only(norm)
+    record = file_record(fs, norm)
+    return _json(file_model(session_id, record, data), status=201, headers=etag(record))
+
+
+@router.post(
+    "/{path:path}",
+    status_code=201,
+    response_model=FileModel,
+    responses=error_responses(403, 409, 413, 422),
+    openapi_extra=_body_schema(CreateFileRequest),
+    summary="Create a file or directory",
+)
+async def create(
+    *, request: Request, path: FilePath, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> JSONResponse:
+    """Create a file (JSON ``content`` or a raw body) or, with ``is_directory``, a directory; parents are
+    created as needed. 409 if something is already there."""
+    norm = target_path(path)
+    fs = await anyio.to_thread.run_sync(running.filesystem, who, agent_id, session_id)
+    if is_raw(request):
+
+        def open_new() -> ByteWriter:
+            return fs.open_write(norm, mode="create")
+
+        await receive_upload(request, open_new, running.max_upload_bytes)
+        record = await anyio.to_thread.run_sync(file_record, fs, norm)
+        return _json(file_model(session_id, record), status=201, headers=etag(record))
+    body = parse_json(CreateFileRequest, await request.body())
+    return await anyio.to_thread.run_sync(_create_json, fs, session_id, norm, body)
+
+
+# --- update -----------------------------------------------------------------------------------------------
+
+
+def _update_json(
+    fs: SqlFilesystem, session_id: str, norm: str, body: UpdateFileRequest, tags: list[str] | None
+) -> JSONResponse:
+    if body.content is None and body.is_readonly is None:
+        raise ApiError(422, "invalid_body", "Nothing to update: send content and/or is_readonly")
+    data = None if body.content is None else decode_content(body.content, body.encoding)
+    expect = _resolve_expect(fs, norm, tags)
+    if body.is_readonly is False:
+        fs.set_read_only(norm, False)
+    if data is not None:
+        fs.write_bytes_if(norm, data, expect=expect)
+    elif expect != "*" and file_record(fs, norm).content_id != expect:
+        raise ApiError(412, "precondition_failed", f"The file changed since you read it: {norm}")
+    if body.is_readonly:
+        fs.set_read_only(norm, True)
+    record, content = read_record(fs, norm, max_bytes=MAX_CONVENIENCE_BYTES)
+    return _json(file_model(session_id, record, content), headers=etag(record))
+
+
+@router.put(
+    "/{path:path}",
+    response_model=FileModel,
+    responses=error_responses(403, 404, 409, 412, 413, 422),
+    openapi_extra=_body_schema(UpdateFileRequest),
+    summary="Replace a file's content",
+)
+async def update(
+    *,
+    request: Request,
+    path: FilePath,
+    agent_id: AgentId,
+    session_id: SessionId,
+    who: CallerDep,
+    running: ServiceDep,
+    if_match: IfMatch = None,
+) -> JSONResponse:
+    """Replace an existing file's content (JSON or raw body) and/or its read-only flag. With ``If-Match``
+    the write happens only if the file still has that ETag (412 otherwise), so editors never clobber."""
+    norm = target_path(path)
+    tags = expected_version(if_match)
+    fs = await anyio.to_thread.run_sync(running.filesystem, who, agent_id, session_id)
+    if is_raw(request):
+
+        def open_existing() -> ByteWriter:
+            return fs.open_write_if(norm, expect=_resolve_expect(fs, norm, tags))
+
+        await receive_upload(request, open_existing, running.max_upload_bytes)
+        record = await anyio.to_thread.run_sync(file_record, fs, norm)
+        return _json(file_model(session_id, record), headers=etag(record))
+    body = parse_json(UpdateFileRequest, await request.body())
+    return await anyio.to_thread.run_sync(_update_json, fs, session_id, norm, body, tags)
+
+
+# --- delete -----------------------------------------------------------------------------------------------
+
+
+def _delete(fs: SqlFilesystem, norm: str, recursive: bool, tags: list[str] | None) -> None:
+    record: FileRecord = file_record(fs, norm)
+    if tags is not None and tags != ["*"] and record.content_id not in tags:
+        raise ApiError(412, "precondition_failed", f"The file changed since you read it: {norm}")
+    try:
+        fs.delete(norm, recursive=recursive)
+    except IsADirectoryError:
+        raise ApiError(
+            409, "directory_not_empty", f"{norm} is not empty; delete with ?recursive=true to remove it all"
+        ) from None
+
+
+@router.delete(
+    "/{path:path}", status_code=204, responses=error_responses(404, 409, 412), summary="Delete a file or directory"
+)
+async def delete(
+    *,
+    path: FilePath,
+    agent_id: AgentId,
+    session_id: SessionId,
+    who: CallerDep,
+    running: ServiceDep,
+    recursive: Recursive = False,
+    if_match: IfMatch = None,
+) -> Response:
+    """Delete a file (read-only files too) or an empty directory; ``?recursive=true`` for a whole tree."""
+    norm = wire_path(path)
+    if norm == "/":
+        raise ApiError(400, "invalid_path", "The root directory cannot be deleted")
+    tags = expected_version(if_match)
+
+    def work() -> None:
+        _delete(running.filesystem(who, agent_id, session_id), norm, recursive, tags)
+
+    await anyio.to_thread.run_sync(work)
+    return Response(status_code=204)

@@ -1,0 +1,190 @@
+"""What every route shares: the store, who is asking, which session they may touch, and how a file
+row becomes seed 004's JSON.
+
+A session belongs to one agent. Sessions created through the library without an agent belong to the
+agent ``default``, so a workspace made in Python can be browsed in the web UI.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Annotated
+
+import anyio.to_thread
+from fastapi import Depends, Header, Path, Request
+
+from workspacefs.backends.sql import SqlFilesystem
+from workspacefs.backends.sql_records import FileRecord
+from workspacefs.backends.sql_store import SessionInfo, SqlStore
+from workspacefs.paths import MAX_CONVENIENCE_BYTES, strict_path
+from workspacefs.server._errors import ApiError
+from workspacefs.server._models import ID_PATTERN, FileModel, SessionModel
+from workspacefs.server.tokens import TokenInfo, TokenStore
+
+__all__ = [
+    "DEFAULT_AGENT",
+    "AgentId",
+    "Caller",
+    "Service",
+    "SessionId",
+    "caller",
+    "decode_content",
+    "encode_content",
+    "file_model",
+    "service",
+    "session_model",
+    "uuid7",
+    "wire_path",
+]
+
+DEFAULT_AGENT = "default"
+"""The agent that owns sessions created without one."""
+BINARY_SNIFF_BYTES = 8192
+"""A NUL byte within this many leading bytes marks a file as binary (seed 004)."""
+
+AgentId = Annotated[str, Path(pattern=ID_PATTERN, description="Agent id")]
+SessionId = Annotated[str, Path(pattern=ID_PATTERN, description="Session id")]
+_FILE_IDS = uuid.UUID("6f1c9a52-4d8e-4c1b-9a57-3f0e7b2d5c11")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking: a token's record, or ``None`` when the service runs without auth."""
+
+    token: TokenInfo | None
+
+    def allows(self, agent_id: str) -> bool:
+        """True if the caller may see ``agent_id``'s sessions."""
+        return self.token is None or self.token.allows(agent_id)
+
+
+class Service:
+    """The state of one running service."""
+
+    def __init__(self, store: SqlStore, *, auth: bool, max_upload_bytes: int) -> None:
+        self.store = store
+        self.tokens = TokenStore(store)
+        self.auth = auth
+        self.max_upload_bytes = max_upload_bytes
+
+    def owner(self, info: SessionInfo) -> str:
+        """The agent a session belongs to."""
+        return info.agent_id or DEFAULT_AGENT
+
+    def session(self, who: Caller, agent_id: str, session_id: str) -> SessionInfo:
+        """A session the caller may see, else 404 (never 403: existence must not leak across agents)."""
+        info = self.store.session(session_id) if who.allows(agent_id) else None
+        if info is None or self.owner(info) != agent_id:
+            raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
+        return info
+
+    def filesystem(self, who: Caller, agent_id: str, session_id: str) -> SqlFilesystem:
+        """The filesystem of a session the caller may see (404 otherwise)."""
+        self.session(who, agent_id, session_id)
+        return SqlFilesystem(self.store, session_id, create=False)
+
+
+def service(request: Request) -> Service:
+    """The running service (a FastAPI dependency)."""
+    found: Service = request.app.state.workspacefs
+    return found
+
+
+async def caller(
+    request: Request,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Caller:
+    """Authenticate the bearer token (a FastAPI dependency): 401 without a valid one, unless auth is off."""
+    running = service(request)
+    if not running.auth:
+        return Caller(None)
+    if not authorization or not authorization.lower().startswith("bearer "):
+        raise ApiError(401, "unauthorized", "Send 'Authorization: Bearer <token>' (workspacefs token create)")
+    secret = authorization[7:].strip()
+    info = await anyio.to_thread.run_sync(running.tokens.verify, secret) if secret.isascii() else None
+    if info is None:
+        raise ApiError(401, "unauthorized", "Unknown or revoked token")
+    return Caller(info)
+
+
+CallerDep = Annotated[Caller, Depends(caller)]
+ServiceDep = Annotated[Service, Depends(service)]
+
+
+def wire_path(path: str) -> str:
+    """A path from a URL or body, validated strictly (400 for ``..``, ``//``, NUL …), in the absolute form
+    the API shows (``/`` is the root), so error messages name paths the way the client does."""
+    try:
+        return "/" + strict_path(path)
+    except (ValueError, TypeError) as exc:
+        raise ApiError(400, "invalid_path", str(exc)) from None
+
+
+def shown(path: str) -> str:
+    """A root-relative path as the API shows it: absolute."""
+    return "/" + path
+
+
+def encode_content(data: bytes) -> tuple[str, str]:
+    """Content as JSON text: UTF-8 text unless a NUL is in the first 8 KiB or it is not UTF-8 (base64)."""
+    if b"\x00" not in data[:BINARY_SNIFF_BYTES]:
+        try:
+            return data.decode("utf-8"), "text"
+        except UnicodeDecodeError:
+            pass
+    return base64.b64encode(data).decode("ascii"), "base64"
+
+
+def decode_content(content: str, encoding: str) -> bytes:
+    """The bytes of a request's ``content`` (400 for bad base64, 413 over the JSON limit)."""
+    if encoding == "base64":
+        try:
+            data = base64.b64decode(content, validate=True)
+        except (binascii.Error, ValueError):
+            raise ApiError(400, "invalid_base64", "content is not valid base64") from None
+    else:
+        data = content.encode("utf-8")
+    if len(data) > MAX_CONVENIENCE_BYTES:
+        raise ApiError(
+            413, "too_large", f"JSON content is limited to {MAX_CONVENIENCE_BYTES} bytes; PUT application/octet-stream"
+        )
+    return data
+
+
+def file_model(session_id: str, record: FileRecord, content: bytes | None = None) -> FileModel:
+    """Seed 004's file JSON for a row (and its content, when the response carries it)."""
+    text, encoding = encode_content(content) if content is not None else (None, None)
+    return FileModel(
+        id=str(uuid.uuid5(_FILE_IDS, f"{session_id}\0{record.path}")),
+        session_id=session_id,
+        path=shown(record.path),
+        name=record.name,
+        content=text,
+        encoding=encoding,
+        is_directory=record.is_directory,
+        is_readonly=record.is_readonly,
+        size_bytes=record.size_bytes,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+def session_model(running: Service, info: SessionInfo) -> SessionModel:
+    """A session's JSON."""
+    return SessionModel(
+        id=info.session_id, agent_id=running.owner(info), created_at=info.created_at, updated_at=info.updated_at
+    )
+
+
+def uuid7() -> str:
+    """A time-ordered UUID (version 7), as seed 004 uses for ids; Python 3.11 has no ``uuid.uuid7``."""
+    millis = time.time_ns() // 1_000_000
+    raw = bytearray(millis.to_bytes(6, "big") + os.urandom(10))
+    raw[6] = (raw[6] & 0x0F) | 0x70
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    return str(uuid.UUID(bytes=bytes(raw)))

@@ -1,0 +1,254 @@
+"""Agents, sessions and snapshots as resources.
+
+``/v1/agents`` lists the agents a caller may see; sessions are created, listed, read and deleted
+(their files and snapshots go with them); each session can be snapshotted with a tag, restored and
+diffed, which the seed left out and agents need most.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+import anyio.to_thread
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from workspacefs.backends.sql import SqlFilesystem
+from workspacefs.errors import SnapshotNotFoundError
+from workspacefs.server._errors import ApiError, error_responses
+from workspacefs.server._models import (
+    ID_PATTERN,
+    AgentList,
+    CreateSessionRequest,
+    CreateSnapshotRequest,
+    DiffResponse,
+    SessionList,
+    SessionModel,
+    SnapshotList,
+    SnapshotModel,
+)
+from workspacefs.server._service import (
+    DEFAULT_AGENT,
+    AgentId,
+    CallerDep,
+    ServiceDep,
+    SessionId,
+    session_model,
+    uuid7,
+)
+from workspacefs.server._transfer import parse_json
+from workspacefs.snapshots import FilesystemSnapshot
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["sessions"])
+SESSION = "/agents/{agent_id}/sessions/{session_id}"
+SnapshotId = Annotated[str, "a snapshot id"]
+Against = Annotated[str | None, Query(pattern=ID_PATTERN, description="Compare with this snapshot (default: now)")]
+
+
+@router.get("/agents", response_model=AgentList, responses=error_responses(), summary="List agents")
+async def list_agents(*, who: CallerDep, running: ServiceDep) -> AgentList:
+    """Agents that have sessions; a token scoped to one agent sees only that agent."""
+    if who.token is not None and who.token.agent_id is not None:
+        return AgentList(data=[who.token.agent_id])
+    agents = await anyio.to_thread.run_sync(running.store.agents)
+    names = sorted({agent or DEFAULT_AGENT for agent in agents})
+    return AgentList(data=names)
+
+
+@router.get("/agents/{agent_id}/sessions", response_model=SessionList, responses=error_responses(404))
+async def list_sessions(*, agent_id: AgentId, who: CallerDep, running: ServiceDep) -> SessionList:
+    """An agent's sessions, oldest first."""
+    if not who.allows(agent_id):
+        return SessionList(data=[])
+    found = await anyio.to_thread.run_sync(
+        lambda: running.store.sessions(agent_id=agent_id, unassigned=agent_id == DEFAULT_AGENT)
+    )
+    return SessionList(data=[session_model(running, info) for info in found])
+
+
+@router.post(
+    "/agents/{agent_id}/sessions",
+    status_code=201,
+    response_model=SessionModel,
+    responses=error_responses(404, 409, 422),
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {"application/json": {"schema": CreateSessionRequest.model_json_schema()}},
+        }
+    },
+)
+async def create_session(*, request: Request, agent_id: AgentId, who: CallerDep, running: ServiceDep) -> SessionModel:
+    """Create a session (an empty filesystem); the id is a new UUIDv7 unless the body gives one."""
+    body = parse_json(CreateSessionRequest, await request.body())
+    if not who.allows(agent_id):
+        raise ApiError(404, "agent_not_found", f"No agent {agent_id!r}")
+    session_id = body.id or uuid7()
+
+    def work() -> SessionModel:
+        try:
+            info = running.store.create_session(session_id, agent_id=agent_id)
+        except FileExistsError:
+            raise ApiError(409, "already_exists", f"Session {session_id!r} already exists") from None
+        return session_model(running, info)
+
+    return await anyio.to_thread.run_sync(work)
+
+
+@router.get(SESSION, response_model=SessionModel, responses=error_responses(404))
+async def get_session(*, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep) -> SessionModel:
+    """One session."""
+    info = await anyio.to_thread.run_sync(running.session, who, agent_id, session_id)
+    return session_model(running, info)
+
+
+@router.delete(SESSION, status_code=204, responses=error_responses(404))
+async def delete_session(*, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep) -> Response:
+    """Delete a session with all its files and snapshots."""
+
+    def work() -> None:
+        running.session(who, agent_id, session_id)
+        running.store.delete_session(session_id)
+
+    await anyio.to_thread.run_sync(work)
+    return Response(status_code=204)
+
+
+# --- snapshots --------------------------------------------------------------------------------------------
+
+
+def _snapshot_model(session_id: str, snapshot: FilesystemSnapshot) -> SnapshotModel:
+    return SnapshotModel(
+        id=str(snapshot.snapshot_id),
+        session_id=session_id,
+        tag=snapshot.tag,
+        parent_id=str(snapshot.parent_id) if snapshot.parent_id else None,
+        file_count=snapshot.file_count,
+        total_bytes=snapshot.total_bytes,
+        created_at=snapshot.created_at,
+    )
+
+
+def _find(fs: SqlFilesystem, snapshot_id: str) -> FilesystemSnapshot:
+    try:
+        wanted = uuid.UUID(snapshot_id)
+    except ValueError:
+        wanted = None
+    for snapshot in fs.snapshots():
+        if snapshot.snapshot_id == wanted:
+            return snapshot
+    raise ApiError(404, "snapshot_not_found", f"No snapshot {snapshot_id!r} in this session")
+
+
+@router.post(
+    SESSION + "/snapshots",
+    status_code=201,
+    response_model=SnapshotModel,
+    responses=error_responses(404, 422),
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {"application/json": {"schema": CreateSnapshotRequest.model_json_schema()}},
+        }
+    },
+)
+async def create_snapshot(
+    *, request: Request, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> SnapshotModel:
+    """Capture the session's files (no content is copied), optionally with a ``tag``."""
+    body = parse_json(CreateSnapshotRequest, await request.body())
+
+    def work() -> SnapshotModel:
+        fs = running.filesystem(who, agent_id, session_id)
+        return _snapshot_model(session_id, fs.snapshot(tag=body.tag))
+
+    return await anyio.to_thread.run_sync(work)
+
+
+@router.get(SESSION + "/snapshots", response_model=SnapshotList, responses=error_responses(404))
+async def list_snapshots(
+    *, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> SnapshotList:
+    """The session's snapshots, oldest first."""
+
+    def work() -> SnapshotList:
+        fs = running.filesystem(who, agent_id, session_id)
+        return SnapshotList(data=[_snapshot_model(session_id, s) for s in fs.snapshots()])
+
+    return await anyio.to_thread.run_sync(work)
+
+
+@router.get(SESSION + "/snapshots/{snapshot_id}", response_model=SnapshotModel, responses=error_responses(404))
+async def get_snapshot(
+    *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> SnapshotModel:
+    """One snapshot."""
+
+    def work() -> SnapshotModel:
+        return _snapshot_model(session_id, _find(running.filesystem(who, agent_id, session_id), snapshot_id))
+
+    return await anyio.to_thread.run_sync(work)
+
+
+@router.post(SESSION + "/snapshots/{snapshot_id}/restore", response_model=SnapshotModel, responses=error_responses(404))
+async def restore_snapshot(
+    *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> SnapshotModel:
+    """Put the session's files back as they were in the snapshot (later snapshots are kept)."""
+
+    def work() -> SnapshotModel:
+        fs = running.filesystem(who, agent_id, session_id)
+        snapshot = _find(fs, snapshot_id)
+        fs.restore(snapshot)
+        return _snapshot_model(session_id, snapshot)
+
+    return await anyio.to_thread.run_sync(work)
+
+
+@router.get(SESSION + "/snapshots/{snapshot_id}/diff", response_model=DiffResponse, responses=error_responses(404))
+async def diff_snapshot(
+    *,
+    snapshot_id: SnapshotId,
+    agent_id: AgentId,
+    session_id: SessionId,
+    who: CallerDep,
+    running: ServiceDep,
+    against: Against = None,
+) -> DiffResponse:
+    """What changed from the snapshot to now, or to the snapshot ``against``."""
+
+    def work() -> DiffResponse:
+        fs = running.filesystem(who, agent_id, session_id)
+        base = _find(fs, snapshot_id)
+        target = _find(fs, against) if against else None
+        try:
+            changes = fs.diff(base, target)
+        except SnapshotNotFoundError:
+            raise ApiError(404, "snapshot_not_found", "The snapshot was deleted meanwhile") from None
+        return DiffResponse(
+            base=snapshot_id,
+            target=against,
+            added=["/" + p for p in changes.added],
+            modified=["/" + p for p in changes.modified],
+            deleted=["/" + p for p in changes.deleted],
+            unchanged_count=changes.unchanged_count,
+        )
+
+    return await anyio.to_thread.run_sync(work)
+
+
+@router.delete(SESSION + "/snapshots/{snapshot_id}", status_code=204, responses=error_responses(404))
+async def delete_snapshot(
+    *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+) -> Response:
+    """Forget a snapshot; content only it held is collected."""
+
+    def work() -> None:
+        fs = running.filesystem(who, agent_id, session_id)
+        fs.delete_snapshot(_find(fs, snapshot_id))
+
+    await anyio.to_thread.run_sync(work)
+    return Response(status_code=204)

@@ -1,0 +1,143 @@
+"""Moving bytes over HTTP in fixed memory: raw downloads, raw uploads, ETags and If-Match.
+
+Blocking database work runs in the thread pool; the event loop only shuttles buffers. An upload is
+written through a streaming writer that commits when the body ends and leaves the old content when
+anything fails, so a dropped connection never stores half a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+from urllib.parse import quote
+
+import anyio
+import anyio.to_thread
+from fastapi import Request
+from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel, ValidationError
+from starlette.background import BackgroundTask
+from starlette.requests import ClientDisconnect
+
+from workspacefs.backends.sql_records import FileRecord
+from workspacefs.protocol import ByteReader, ByteWriter
+from workspacefs.server._errors import ApiError
+
+__all__ = [
+    "DOWNLOAD_CHUNK",
+    "etag",
+    "expected_version",
+    "is_raw",
+    "parse_json",
+    "raw_download",
+    "receive_upload",
+    "wants_raw",
+]
+
+DOWNLOAD_CHUNK = 256 * 1024
+"""Bytes per streamed piece of a download: one SQL chunk."""
+_UPLOAD_BATCH = 1024 * 1024
+"""Upload bytes gathered on the event loop before one hop to a thread writes them."""
+M = TypeVar("M", bound=BaseModel)
+_NEVER = "\x00weak"
+"""Stands for a weak ETag in If-Match: RFC 9110 compares If-Match strongly, so it never matches."""
+
+
+def etag(record: FileRecord) -> dict[str, str]:
+    """The ``ETag`` header of a file (directories have none)."""
+    return {} if record.content_id is None else {"ETag": f'"{record.content_id}"'}
+
+
+def expected_version(header: str | None) -> list[str] | None:
+    """The content ids an ``If-Match`` header accepts (``["*"]``: any existing file; ``None``: no header)."""
+    if header is None:
+        return None
+    value = header.strip()
+    if value == "*":
+        return ["*"]
+    tags: list[str] = []
+    for raw in value.split(","):
+        part = raw.strip()
+        if len(part) >= 2 and part[0] == part[-1] == '"':
+            tags.append(part[1:-1])
+        elif part.startswith('W/"') and part.endswith('"'):
+            tags.append(_NEVER)
+        else:
+            raise ApiError(400, "bad_if_match", 'If-Match takes "*" or quoted ETags such as "\\"abc…\\""')
+    return tags
+
+
+def wants_raw(request: Request) -> bool:
+    """True if the client asked for raw bytes (``Accept: application/octet-stream``) and not JSON."""
+    accept = request.headers.get("accept", "").lower()
+    return "application/octet-stream" in accept and "application/json" not in accept
+
+
+def is_raw(request: Request) -> bool:
+    """True if the request body is raw bytes (``Content-Type: application/octet-stream``)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return kind == "application/octet-stream"
+
+
+def parse_json(model: type[M], body: bytes) -> M:
+    """A request body as ``model`` (empty means ``{}``); 422 with the reasons otherwise."""
+    try:
+        return model.model_validate_json(body or b"{}")
+    except ValidationError as exc:
+        problems = [
+            f"{'.'.join(str(x) for x in problem['loc']) or 'body'}: {problem['msg']}" for problem in exc.errors()[:5]
+        ]
+        raise ApiError(422, "invalid_body", "; ".join(problems)) from None
+
+
+def _disposition(name: str) -> str:
+    ascii_name = name.encode("ascii", "replace").decode().replace('"', "_").replace("\\", "_")
+    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
+def raw_download(record: FileRecord, content: bytes | None, reader: ByteReader | None) -> Response:
+    """The raw bytes of a file: inline when small, otherwise streamed from ``reader`` (closed afterwards)."""
+    headers = {**etag(record), "Content-Disposition": _disposition(record.name)}
+    if content is not None:
+        return Response(content, media_type="application/octet-stream", headers=headers)
+    assert reader is not None
+    headers["Content-Length"] = str(record.size_bytes)
+
+    def pieces() -> Iterator[bytes]:
+        while piece := reader.read(DOWNLOAD_CHUNK):
+            yield piece
+
+    return StreamingResponse(
+        pieces(), media_type="application/octet-stream", headers=headers, background=BackgroundTask(reader.close)
+    )
+
+
+async def receive_upload(request: Request, open_writer: Callable[[], ByteWriter], limit: int) -> int:
+    """Stream the request body into a writer opened (in a thread) by ``open_writer``; commit at the end.
+
+    Returns the bytes stored. Over ``limit`` bytes is 413 and stores nothing.
+    """
+    writer = await anyio.to_thread.run_sync(open_writer)
+    total = 0
+    try:
+        buffered = bytearray()
+        try:
+            async for piece in request.stream():
+                total += len(piece)
+                if total > limit:
+                    raise ApiError(413, "too_large", f"Uploads are limited to {limit} bytes")
+                buffered += piece
+                if len(buffered) >= _UPLOAD_BATCH:
+                    batch = bytes(buffered)
+                    buffered.clear()
+                    await anyio.to_thread.run_sync(writer.write, batch)
+        except ClientDisconnect:
+            raise ApiError(400, "incomplete_body", "The client went away before the body ended") from None
+        if buffered:
+            await anyio.to_thread.run_sync(writer.write, bytes(buffered))
+        await anyio.to_thread.run_sync(writer.close)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(writer.abort)
+        raise
+    return total

@@ -1,0 +1,591 @@
+// The workspacefs file browser: plain DOM, no framework, no network beyond this service.
+// Every name and every byte of content reaches the page through textContent or a form value,
+// never through innerHTML, so nothing a file or a model wrote can become markup or script.
+"use strict";
+
+(() => {
+  const MAX_LINES_SHOWN = 20000;
+  const $ = (id) => document.getElementById(id);
+
+  const state = {
+    token: sessionStorage.getItem("wsfs-token") || "",
+    agent: "",
+    session: "",
+    cwd: "/",
+    file: null, // {path, name, etag, readonly, encoding, text, size}
+    editing: false,
+  };
+
+  // --- HTTP ---------------------------------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  function encodePath(path) {
+    return path.split("/").filter(Boolean).map(encodeURIComponent).join("/");
+  }
+
+  function sessionUrl(suffix) {
+    const agent = encodeURIComponent(state.agent);
+    const session = encodeURIComponent(state.session);
+    return `/v1/agents/${agent}/sessions/${session}${suffix}`;
+  }
+
+  function fsUrl(path) {
+    const encoded = encodePath(path);
+    return sessionUrl(encoded ? `/fs/${encoded}` : "/fs");
+  }
+
+  async function api(method, url, { json, headers = {}, raw = false } = {}) {
+    const init = { method, headers: { ...headers } };
+    if (state.token) init.headers.Authorization = `Bearer ${state.token}`;
+    if (json !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(json);
+    }
+    if (raw) init.headers.Accept = "application/octet-stream";
+    const response = await fetch(url, init);
+    if (!response.ok) {
+      let code = "http_error";
+      let message = `${response.status} ${response.statusText}`;
+      try {
+        const body = await response.json();
+        if (body && body.error) ({ code, message } = body.error);
+      } catch (_) { /* not JSON */ }
+      if (response.status === 401) openTokenDialog();
+      throw new ApiError(response.status, code, message);
+    }
+    if (raw) return { blob: await response.blob(), response };
+    if (response.status === 204) return { body: null, response };
+    return { body: await response.json(), response };
+  }
+
+  // --- small DOM helpers --------------------------------------------------------------------------
+
+  function el(tag, { text, cls, attrs = {}, on = {} } = {}, children = []) {
+    const node = document.createElement(tag);
+    if (text !== undefined) node.textContent = text;
+    if (cls) node.className = cls;
+    for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+    for (const [name, handler] of Object.entries(on)) node.addEventListener(name, handler);
+    for (const child of children) node.append(child);
+    return node;
+  }
+
+  function show(node, visible) { node.hidden = !visible; }
+
+  let statusTimer = 0;
+  function status(message, kind = "info") {
+    const box = $("status");
+    box.textContent = message;
+    box.className = kind;
+    show(box, true);
+    clearTimeout(statusTimer);
+    if (kind !== "error") statusTimer = setTimeout(() => show(box, false), 4000);
+  }
+
+  function fail(error) {
+    status(error instanceof ApiError ? error.message : String(error), "error");
+  }
+
+  function size(bytes) {
+    if (bytes === null || bytes === undefined) return "";
+    const units = ["B", "KiB", "MiB", "GiB"];
+    let value = bytes;
+    let unit = 0;
+    while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1; }
+    return unit ? `${value.toFixed(1)} ${units[unit]}` : `${value} B`;
+  }
+
+  function when(stamp) { return stamp ? new Date(stamp).toLocaleString() : ""; }
+
+  function join(dir, name) { return dir === "/" ? `/${name}` : `${dir}/${name}`; }
+
+  function parentOf(path) {
+    const cut = path.lastIndexOf("/");
+    return cut <= 0 ? "/" : path.slice(0, cut);
+  }
+
+  // --- location: #agent/session/path so reloads and the back button work --------------------------
+
+  function saveLocation() {
+    const parts = [state.agent, state.session].map(encodeURIComponent);
+    const target = state.file ? state.file.path : state.cwd;
+    history.replaceState(null, "", `#${parts.join("/")}/${encodePath(target)}`);
+  }
+
+  function readLocation() {
+    const [agent = "", session = "", ...rest] = location.hash.slice(1).split("/");
+    return {
+      agent: decodeURIComponent(agent),
+      session: decodeURIComponent(session),
+      path: "/" + rest.map(decodeURIComponent).join("/"),
+    };
+  }
+
+  // --- agents and sessions ------------------------------------------------------------------------
+
+  function fillSelect(select, values, chosen) {
+    select.replaceChildren(...values.map((value) => el("option", { text: value, attrs: { value } })));
+    if (values.includes(chosen)) select.value = chosen;
+  }
+
+  async function loadAgents(wanted) {
+    const { body } = await api("GET", "/v1/agents");
+    const agents = body.data.length ? body.data : ["default"];
+    state.agent = agents.includes(wanted) ? wanted : agents[0];
+    fillSelect($("agent"), agents, state.agent);
+  }
+
+  async function loadSessions(wanted) {
+    const { body } = await api("GET", `/v1/agents/${encodeURIComponent(state.agent)}/sessions`);
+    const ids = body.data.map((s) => s.id);
+    state.session = ids.includes(wanted) ? wanted : ids[ids.length - 1] || "";
+    fillSelect($("session"), ids, state.session);
+    $("delete-session").disabled = !state.session;
+  }
+
+  async function newSession() {
+    const { body } = await api("POST", `/v1/agents/${encodeURIComponent(state.agent)}/sessions`, { json: {} });
+    await loadSessions(body.id);
+    await openSession("/");
+    status(`Created session ${body.id}`);
+  }
+
+  async function deleteSession() {
+    if (!state.session) return;
+    if (!(await confirmAction(`Delete session ${state.session} with all its files and snapshots?`))) return;
+    await api("DELETE", sessionUrl(""));
+    status(`Deleted session ${state.session}`);
+    await loadSessions("");
+    await openSession("/");
+  }
+
+  async function openSession(path) {
+    closeFile();
+    state.cwd = "/";
+    const ready = Boolean(state.session);
+    for (const id of ["new-file", "new-folder", "refresh"]) $(id).disabled = !ready;
+    $("snapshot-form").querySelector("button").disabled = !ready;
+    if (!ready) {
+      $("entries").replaceChildren();
+      $("crumbs").replaceChildren(el("span", { text: "No session yet: create one." }));
+      $("snapshot-list").replaceChildren();
+      return;
+    }
+    await Promise.all([openPath(path), loadSnapshots()]);
+  }
+
+  // --- directory listing --------------------------------------------------------------------------
+
+  function renderCrumbs() {
+    const nav = $("crumbs");
+    const parts = state.cwd.split("/").filter(Boolean);
+    const items = [el("a", { text: state.session || "/", attrs: { href: "#", "data-path": "/" } })];
+    let path = "";
+    for (const part of parts) {
+      path += `/${part}`;
+      items.push(el("span", { text: "/", cls: "sep" }));
+      items.push(el("a", { text: part, attrs: { href: "#", "data-path": path } }));
+    }
+    nav.replaceChildren(...items);
+  }
+
+  function renderEntries(entries) {
+    const rows = entries.map((entry) => {
+      const name = el("a", {
+        text: entry.is_directory ? `${entry.name}/` : entry.name,
+        cls: entry.is_directory ? "dir" : "file",
+        attrs: { href: "#", "data-path": entry.path, "data-testid": "entry" },
+      });
+      const badge = entry.is_readonly ? [el("span", { text: "read-only", cls: "badge" })] : [];
+      const remove = el("button", {
+        text: "Delete",
+        cls: "danger small",
+        attrs: { type: "button", "data-testid": "delete-entry", "aria-label": `Delete ${entry.name}` },
+        on: { click: (event) => { event.stopPropagation(); removePath(entry.path, entry.is_directory).catch(fail); } },
+      });
+      return el("tr", {}, [
+        el("td", {}, [name, ...badge]),
+        el("td", { text: entry.is_directory ? "" : size(entry.size_bytes), cls: "num" }),
+        el("td", { text: when(entry.updated_at) }),
+        el("td", {}, [remove]),
+      ]);
+    });
+    $("entries").replaceChildren(...rows);
+    show($("empty"), entries.length === 0);
+  }
+
+  async function listDirectory(path) {
+    const { body } = await api("GET", fsUrl(path));
+    state.cwd = path;
+    renderCrumbs();
+    renderEntries(body.data);
+  }
+
+  // Open a path: a directory lists, a file opens in the viewer (and its folder lists beside it).
+  async function openPath(path) {
+    const { body, response } = await api("GET", fsUrl(path));
+    if ("data" in body) {
+      closeFile();
+      state.cwd = path;
+      renderCrumbs();
+      renderEntries(body.data);
+    } else {
+      await listDirectory(parentOf(path));
+      showFile(body, response.headers.get("ETag"));
+    }
+    saveLocation();
+  }
+
+  // --- viewer and editor --------------------------------------------------------------------------
+
+  function closeFile() {
+    state.file = null;
+    state.editing = false;
+    show($("file"), false);
+    show($("no-file"), true);
+  }
+
+  function showFile(file, etag) {
+    const text = file.encoding === "text" ? file.content : null;
+    state.file = {
+      path: file.path, name: file.name, etag, readonly: file.is_readonly,
+      encoding: file.encoding, text, size: file.size_bytes,
+    };
+    state.editing = false;
+    $("file-name").textContent = file.path;
+    $("file-meta").textContent = `${size(file.size_bytes)} · modified ${when(file.updated_at)}`;
+    show($("file-badge"), file.is_readonly);
+    $("toggle-readonly").textContent = file.is_readonly ? "Make writable" : "Make read-only";
+    const canEdit = text !== null && !file.is_readonly;
+    $("edit").disabled = !canEdit;
+    $("edit").title = file.is_readonly ? "Read-only files cannot be edited" : (text === null ? "Binary file" : "");
+    show($("conflict"), false);
+    show($("editor"), false);
+    show($("save"), false);
+    show($("cancel"), false);
+    show($("edit"), true);
+    if (text === null) {
+      show($("code"), false);
+      show($("truncated"), false);
+      $("binary").textContent = `Binary file (${size(file.size_bytes)}). Use Download to get it.`;
+      show($("binary"), true);
+    } else {
+      show($("binary"), false);
+      renderText(text);
+    }
+    show($("no-file"), false);
+    show($("file"), true);
+  }
+
+  function renderText(text) {
+    let lines = text.split("\n");
+    if (lines.length > 1 && lines[lines.length - 1] === "") lines.pop();
+    const total = lines.length;
+    if (total > MAX_LINES_SHOWN) lines = lines.slice(0, MAX_LINES_SHOWN);
+    const numbers = [];
+    for (let i = 1; i <= lines.length; i += 1) numbers.push(String(i));
+    $("gutter").textContent = numbers.join("\n");
+    $("text").textContent = lines.join("\n");
+    $("truncated").textContent = `Showing the first ${MAX_LINES_SHOWN} of ${total} lines; download the file for the rest.`;
+    show($("truncated"), total > MAX_LINES_SHOWN);
+    show($("code"), true);
+  }
+
+  function startEditing() {
+    if (!state.file || state.file.text === null || state.file.readonly) return;
+    state.editing = true;
+    $("editor").value = state.file.text;
+    show($("code"), false);
+    show($("editor"), true);
+    show($("save"), true);
+    show($("cancel"), true);
+    show($("edit"), false);
+    $("editor").focus();
+  }
+
+  async function save({ force = false } = {}) {
+    const file = state.file;
+    const headers = force ? {} : { "If-Match": file.etag };
+    try {
+      const { body, response } = await api("PUT", fsUrl(file.path), {
+        json: { content: $("editor").value, encoding: "text" }, headers,
+      });
+      showFile(body, response.headers.get("ETag"));
+      status(`Saved ${file.path}`);
+      await listDirectory(state.cwd);
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 412) {
+        show($("conflict"), true);
+        status("Not saved: the file changed meanwhile", "error");
+        return;
+      }
+      throw error;
+    }
+  }
+
+  async function reloadFile() {
+    if (state.file) await openPath(state.file.path);
+  }
+
+  async function download() {
+    const file = state.file;
+    const { blob } = await api("GET", fsUrl(file.path), { raw: true });
+    const url = URL.createObjectURL(blob);
+    const link = el("a", { attrs: { href: url, download: file.name } });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  }
+
+  async function toggleReadOnly() {
+    const file = state.file;
+    const { body, response } = await api("PUT", fsUrl(file.path), { json: { is_readonly: !file.readonly } });
+    showFile(body, response.headers.get("ETag"));
+    await listDirectory(state.cwd);
+  }
+
+  // --- create and delete --------------------------------------------------------------------------
+
+  function askName(title) {
+    return new Promise((resolve) => {
+      const dialog = $("name-dialog");
+      $("name-title").textContent = title;
+      $("name-input").value = "";
+      show($("name-error"), false);
+      const done = (value) => { dialog.close(); cleanup(); resolve(value); };
+      const ok = (event) => {
+        event.preventDefault();
+        const name = $("name-input").value.trim();
+        if (!name || name.includes("/") || name === "." || name === "..") {
+          $("name-error").textContent = "Enter a name without '/'.";
+          show($("name-error"), true);
+          return;
+        }
+        done(name);
+      };
+      const cancel = () => done(null);
+      const cleanup = () => {
+        $("name-ok").removeEventListener("click", ok);
+        $("name-cancel").removeEventListener("click", cancel);
+        dialog.removeEventListener("cancel", cancel);
+      };
+      $("name-ok").addEventListener("click", ok);
+      $("name-cancel").addEventListener("click", cancel);
+      dialog.addEventListener("cancel", cancel);
+      dialog.showModal();
+      $("name-input").focus();
+    });
+  }
+
+  function confirmAction(message) {
+    return new Promise((resolve) => {
+      const dialog = $("confirm-dialog");
+      $("confirm-text").textContent = message;
+      const done = (value) => { dialog.close(); cleanup(); resolve(value); };
+      const ok = (event) => { event.preventDefault(); done(true); };
+      const cancel = () => done(false);
+      const cleanup = () => {
+        $("confirm-ok").removeEventListener("click", ok);
+        $("confirm-cancel").removeEventListener("click", cancel);
+        dialog.removeEventListener("cancel", cancel);
+      };
+      $("confirm-ok").addEventListener("click", ok);
+      $("confirm-cancel").addEventListener("click", cancel);
+      dialog.addEventListener("cancel", cancel);
+      dialog.showModal();
+    });
+  }
+
+  async function create(directory) {
+    const name = await askName(directory ? "New folder" : "New file");
+    if (name === null) return;
+    const path = join(state.cwd, name);
+    const json = directory ? { is_directory: true } : { content: "", encoding: "text" };
+    const { body, response } = await api("POST", fsUrl(path), { json });
+    await listDirectory(state.cwd);
+    if (directory) {
+      status(`Created folder ${path}`);
+    } else {
+      showFile(body, response.headers.get("ETag"));
+      saveLocation();
+      status(`Created ${path}`);
+    }
+  }
+
+  async function removePath(path, directory) {
+    const what = directory ? `the folder ${path} and everything in it` : path;
+    if (!(await confirmAction(`Delete ${what}?`))) return;
+    await api("DELETE", fsUrl(path) + (directory ? "?recursive=true" : ""));
+    if (state.file && (state.file.path === path || state.file.path.startsWith(`${path}/`))) closeFile();
+    await listDirectory(state.cwd);
+    saveLocation();
+    status(`Deleted ${path}`);
+  }
+
+  // --- snapshots ----------------------------------------------------------------------------------
+
+  async function loadSnapshots() {
+    const { body } = await api("GET", sessionUrl("/snapshots"));
+    const items = body.data.slice().reverse().map((snap) => {
+      const label = snap.tag ? `${snap.tag}` : snap.id.slice(0, 8);
+      const restore = el("button", {
+        text: "Restore", cls: "small", attrs: { type: "button", "data-testid": "restore-snapshot" },
+        on: { click: () => restoreSnapshot(snap).catch(fail) },
+      });
+      const diff = el("button", {
+        text: "Diff", cls: "small", attrs: { type: "button", "data-testid": "diff-snapshot" },
+        on: { click: () => showDiff(snap).catch(fail) },
+      });
+      return el("li", { attrs: { "data-testid": "snapshot" } }, [
+        el("span", { text: label, cls: "tag" }),
+        el("span", { text: `${snap.file_count} files · ${when(snap.created_at)}`, cls: "muted" }),
+        diff, restore,
+      ]);
+    });
+    $("snapshot-list").replaceChildren(...items);
+  }
+
+  async function createSnapshot(event) {
+    event.preventDefault();
+    const tag = $("snapshot-tag").value.trim();
+    await api("POST", sessionUrl("/snapshots"), { json: tag ? { tag } : {} });
+    $("snapshot-tag").value = "";
+    await loadSnapshots();
+    status(tag ? `Snapshot ${tag} taken` : "Snapshot taken");
+  }
+
+  async function restoreSnapshot(snap) {
+    const label = snap.tag || snap.id;
+    if (!(await confirmAction(`Restore snapshot ${label}? Changes made since it will be undone.`))) return;
+    await api("POST", sessionUrl(`/snapshots/${encodeURIComponent(snap.id)}/restore`));
+    status(`Restored ${label}`);
+    show($("diff"), false);
+    const keep = state.file ? state.file.path : state.cwd;
+    try {
+      await openPath(keep);
+    } catch (_) {
+      await openPath("/");
+    }
+  }
+
+  async function showDiff(snap) {
+    const { body } = await api("GET", sessionUrl(`/snapshots/${encodeURIComponent(snap.id)}/diff`));
+    $("diff-title").textContent = `Since ${snap.tag || snap.id.slice(0, 8)}`;
+    const rows = [
+      ...body.added.map((p) => ["added", p]),
+      ...body.modified.map((p) => ["modified", p]),
+      ...body.deleted.map((p) => ["deleted", p]),
+    ].map(([kind, path]) => el("li", { cls: kind, attrs: { "data-testid": "diff-entry" } }, [
+      el("span", { text: kind, cls: "kind" }), el("span", { text: path }),
+    ]));
+    if (!rows.length) rows.push(el("li", { text: "No changes.", cls: "muted" }));
+    $("diff-list").replaceChildren(...rows);
+    show($("diff"), true);
+  }
+
+  // --- token --------------------------------------------------------------------------------------
+
+  let tokenDialogOpen = false;
+  function openTokenDialog() {
+    if (tokenDialogOpen) return;
+    tokenDialogOpen = true;
+    const dialog = $("token-dialog");
+    $("token-input").value = "";
+    dialog.showModal();
+  }
+
+  function bindTokenDialog() {
+    const dialog = $("token-dialog");
+    $("token-ok").addEventListener("click", (event) => {
+      event.preventDefault();
+      state.token = $("token-input").value.trim();
+      sessionStorage.setItem("wsfs-token", state.token);
+      dialog.close();
+      tokenDialogOpen = false;
+      start().catch(fail);
+    });
+    $("token-cancel").addEventListener("click", () => { dialog.close(); tokenDialogOpen = false; });
+    dialog.addEventListener("cancel", () => { tokenDialogOpen = false; });
+  }
+
+  // --- wiring -------------------------------------------------------------------------------------
+
+  function guard(handler) {
+    return (event) => { Promise.resolve(handler(event)).catch(fail); };
+  }
+
+  function bind() {
+    $("agent").addEventListener("change", guard(async () => {
+      state.agent = $("agent").value;
+      await loadSessions("");
+      await openSession("/");
+    }));
+    $("session").addEventListener("change", guard(async () => {
+      state.session = $("session").value;
+      show($("diff"), false);
+      await openSession("/");
+    }));
+    $("new-session").addEventListener("click", guard(newSession));
+    $("delete-session").addEventListener("click", guard(deleteSession));
+    $("sign-in").addEventListener("click", openTokenDialog);
+    $("crumbs").addEventListener("click", guard(async (event) => {
+      const link = event.target.closest("a[data-path]");
+      if (!link) return;
+      event.preventDefault();
+      await openPath(link.dataset.path);
+    }));
+    $("entries").addEventListener("click", guard(async (event) => {
+      const link = event.target.closest("a[data-path]");
+      if (!link) return;
+      event.preventDefault();
+      await openPath(link.dataset.path);
+    }));
+    $("new-file").addEventListener("click", guard(() => create(false)));
+    $("new-folder").addEventListener("click", guard(() => create(true)));
+    $("refresh").addEventListener("click", guard(() => openPath(state.file ? state.file.path : state.cwd)));
+    $("edit").addEventListener("click", startEditing);
+    $("cancel").addEventListener("click", guard(reloadFile));
+    $("save").addEventListener("click", guard(() => save()));
+    $("conflict-reload").addEventListener("click", guard(reloadFile));
+    $("conflict-overwrite").addEventListener("click", guard(() => save({ force: true })));
+    $("download").addEventListener("click", guard(download));
+    $("toggle-readonly").addEventListener("click", guard(toggleReadOnly));
+    $("delete-file").addEventListener("click", guard(() => removePath(state.file.path, false)));
+    $("snapshot-form").addEventListener("submit", guard(createSnapshot));
+    bindTokenDialog();
+  }
+
+  function takeTokenFromLocation() {
+    // `workspacefs serve` prints a URL ending in #token=…: keep it for this tab, then drop it from the bar.
+    if (!location.hash.startsWith("#token=")) return;
+    state.token = decodeURIComponent(location.hash.slice(7));
+    sessionStorage.setItem("wsfs-token", state.token);
+    history.replaceState(null, "", location.pathname);
+  }
+
+  async function start() {
+    const wanted = readLocation();
+    await loadAgents(wanted.agent);
+    await loadSessions(wanted.session);
+    const path = state.session === wanted.session ? wanted.path : "/";
+    try {
+      await openSession(path);
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.status !== 404) throw error;
+      await openSession("/");
+    }
+    document.body.dataset.ready = "true";
+  }
+
+  bind();
+  takeTokenFromLocation();
+  start().catch(fail);
+})();
