@@ -49,3 +49,12 @@ def postgres_url() -> Iterator[str]:
 def anyio_backend() -> str:
     """Async tests run on asyncio (anyio's pytest plugin)."""
     return "asyncio"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def service_url(request: pytest.FixtureRequest, fast_tmp: Path) -> str:
+    """A database URL for the workspace service: a fresh SQLite file, or the shared real PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tempfile.mkdtemp(dir=fast_tmp)}/service.db"
+    url: str = request.getfixturevalue("postgres_url")
+    return url

@@ -13,6 +13,7 @@ import errno
 import functools
 import re
 from collections.abc import Iterator
+from typing import Literal
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -35,6 +36,7 @@ __all__ = [
     "parent",
     "relative_to",
     "strict_path",
+    "strict_path_pattern",
 ]
 
 MAX_PATH_DEPTH = 16
@@ -122,7 +124,10 @@ def strict_path(path: str) -> str:
     if not isinstance(path, str):
         raise TypeError(f"path must be a str, not {type(path).__name__}")
     body = path[1:] if path.startswith("/") else path
-    body = body.removesuffix("/")
+    if body.endswith("/"):
+        body = body[:-1]
+        if not body:
+            raise ValueError(f"Path must be canonical; {path!r} has an empty segment (//)")
     if body:
         for segment in body.split("/"):
             if segment in ("", ".", ".."):
@@ -132,6 +137,40 @@ def strict_path(path: str) -> str:
         return normalize_path(body)
     except PermissionError as exc:  # cannot happen without '..', but keep the contract: ValueError only
         raise ValueError(str(exc)) from None
+
+
+def strict_path_pattern(
+    *, slash: Literal["required", "optional", "forbidden"], allow_root: bool = True, reserved: str | None = None
+) -> str:
+    """A regular expression (no lookarounds, so JSON Schema tools can generate from it) for exactly the
+    paths :func:`strict_path` accepts: 1 to 16 segments of 1 to 80 characters, none ``.`` or ``..``,
+    no control character, one optional trailing ``/``. ``reserved``: a first segment that is refused.
+
+    It documents the rule in API schemas; :func:`strict_path` stays the one that enforces it.
+    """
+    controls = r"\x00-\x1f\x7f"
+    char = rf"[^/{controls}]"
+    longest = MAX_SEGMENT_LENGTH
+
+    def segment(excluded: str = "") -> str:
+        # anything but "." and "..": a first character that is not a dot, or a dot then a non-dot, or two
+        # dots then more; a reserved first character only with more after it
+        alternatives = [
+            rf"[^/.{re.escape(excluded)}{controls}]{char}{{0,{longest - 1}}}",
+            rf"\.[^/.{controls}]{char}{{0,{longest - 2}}}",
+            rf"\.\.{char}{{1,{longest - 2}}}",
+        ]
+        if excluded:
+            alternatives.append(rf"{re.escape(excluded)}{char}{{1,{longest - 1}}}")
+        return "(?:" + "|".join(alternatives) + ")"
+
+    if reserved is not None and (len(reserved) != 1 or reserved in "./" or _CONTROL.match(reserved)):
+        raise ValueError("reserved must be one ordinary character")
+    first = segment(reserved or "")
+    rest = segment()
+    body = f"{first}(?:/{rest}){{0,{MAX_PATH_DEPTH - 1}}}/?"
+    lead = {"required": "/", "optional": "/?", "forbidden": ""}[slash]
+    return f"^{lead}(?:{body})?$" if allow_root else f"^{lead}{body}$"
 
 
 def normalize_mount_point(mount_point: str | None) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import anyio.to_thread
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from starlette.convertors import Convertor, register_url_convertor
 
 from workspacefs.backends.sql import SqlFilesystem
 from workspacefs.backends.sql_records import file_record
@@ -31,6 +32,32 @@ from workspacefs.server._transfer import etag
 __all__ = ["router"]
 
 router = APIRouter(prefix=PREFIX + "/_", tags=["actions"])
+ACTIONS = ("stat", "move", "copy", "grep", "glob")
+
+
+class _ActionName(Convertor[str]):
+    """Matches only the actions' names, so other paths under ``_/`` reach the files router."""
+
+    regex = "|".join(ACTIONS)
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("wsfs_action", _ActionName())
+
+
+@router.api_route(
+    "/{action:wsfs_action}",
+    methods=["GET", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS"],
+    include_in_schema=False,
+)
+async def not_an_action_method(action: str) -> None:
+    """Actions are POSTed; without this the catch-all file routes would answer other methods here."""
+    raise ApiError(405, "method_not_allowed", f"/_/{action} is an action: POST to it", {"Allow": "POST"})
 
 
 @router.post("/stat", response_model=FileModel, responses=error_responses(404, 422), summary="A file's metadata")

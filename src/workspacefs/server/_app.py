@@ -6,8 +6,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
@@ -61,6 +63,28 @@ class _SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+def _document_bearer_auth(app: FastAPI) -> None:
+    """Declare the bearer scheme in the OpenAPI document (so /docs offers "Authorize" and clients know)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+                tags=app.openapi_tags,
+            )
+            document.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer", "description": "workspacefs token create --agent ID"}
+            }
+            document["security"] = [{"bearer": []}]
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def _static_dir() -> Path:
     return Path(str(resources.files("workspacefs.server") / "static"))
 
@@ -106,6 +130,8 @@ def create_app(
     async def browser() -> Response:
         return FileResponse(static / "index.html", media_type="text/html")
 
+    if auth:
+        _document_bearer_auth(app)
     app.add_middleware(BodyLimit, max_bytes=max_json_bytes)
     app.add_middleware(_SecurityHeaders)
     return app

@@ -31,13 +31,14 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class ApiError(Exception):
-    """An error response: HTTP status, stable code, human message."""
+    """An error response: HTTP status, stable code, human message (and any headers it needs)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers or {}
 
 
 def _body(code: str, message: str) -> dict[str, Any]:
@@ -91,8 +92,8 @@ def translate(exc: BaseException) -> ApiError | None:
 
 async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
-    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-    return error_response(exc.status, exc.code, exc.message, headers)
+    headers = {"WWW-Authenticate": "Bearer", **exc.headers} if exc.status == 401 else exc.headers
+    return error_response(exc.status, exc.code, exc.message, headers or None)
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -109,12 +110,25 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(400, "bad_request", message)
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+def _allowed_methods(request: Request) -> str:
+    """Every method some route serves at this path (Starlette names only the first route's)."""
+    path = request.url.path
+    methods: set[str] = set()
+    for route in request.app.routes:
+        pattern = getattr(route, "path_regex", None)
+        documented = getattr(route, "include_in_schema", True)
+        if pattern is not None and documented and getattr(route, "methods", None) and pattern.match(path):
+            methods.update(route.methods)
+    return ", ".join(sorted(methods))
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     codes = {404: "not_found", 405: "method_not_allowed", 400: "bad_request", 413: "too_large", 401: "unauthorized"}
-    return error_response(
-        exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail), dict(exc.headers or {})
-    )
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        headers["Allow"] = _allowed_methods(request)
+    return error_response(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail), headers)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -145,9 +159,11 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         409: "Exists, not empty, or a conflicting change",
         412: "If-Match did not match the current content",
         413: "Body or file too large for this request",
+        405: "Method not allowed here (see the Allow header)",
         422: "Invalid request body",
     }
-    return {s: {"model": _error_model(), "description": descriptions[s]} for s in (401, 400, *statuses)}
+    every = sorted({400, 401, 404, 422, *statuses})  # any request can be malformed, unauthenticated or lost
+    return {s: {"model": _error_model(), "description": descriptions[s]} for s in every}
 
 
 def _error_model() -> Any:

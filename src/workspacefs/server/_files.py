@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import anyio.to_thread
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.convertors import Convertor, register_url_convertor
 
 from workspacefs.backends.sql import SqlFilesystem
 from workspacefs.backends.sql_records import FileRecord, child_records, file_record, open_record, read_record
-from workspacefs.paths import MAX_CONVENIENCE_BYTES
+from workspacefs.paths import MAX_CONVENIENCE_BYTES, strict_path_pattern
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.server._errors import ApiError, error_responses
 from workspacefs.server._models import CreateFileRequest, FileList, FileModel, UpdateFileRequest
@@ -28,6 +29,7 @@ from workspacefs.server._service import (
     wire_path,
 )
 from workspacefs.server._transfer import (
+    IF_MATCH_PATTERN,
     etag,
     expected_version,
     is_raw,
@@ -39,14 +41,54 @@ from workspacefs.server._transfer import (
 
 __all__ = ["PREFIX", "router", "target_path"]
 
+
+class _AnyPath(Convertor[str]):
+    """Starlette's ``path`` convertor stops at a newline (``.*``); this one takes every character, so a
+    path with a control character reaches the validator and gets its 400 instead of a routing 404."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("wsfs_path", _AnyPath())
+
 PREFIX = "/v1/agents/{agent_id}/sessions/{session_id}/fs"
 router = APIRouter(prefix=PREFIX, tags=["files"])
 _INLINE_DOWNLOAD = 1024 * 1024
 """Raw downloads up to this size are read in one statement; larger ones stream."""
 
-IfMatch = Annotated[str | None, Header(description='Write only over this ETag ("*": any existing file)')]
+
+def _if_match_schema(schema: dict[str, Any]) -> None:
+    """A header is a string or absent, never JSON null: document it as the pattern it must match."""
+    schema.pop("anyOf", None)
+    schema.update(type="string", pattern=IF_MATCH_PATTERN)
+
+
+IfMatch = Annotated[
+    str | None,
+    Header(description='Write only over this ETag ("*": any existing file)', json_schema_extra=_if_match_schema),
+]
 Recursive = Annotated[bool, Query(description="Delete a non-empty directory and everything in it")]
-FilePath = Annotated[str, "the file's path below /fs/"]
+
+
+def _path_parameter(description: str, **rule: Any) -> Any:
+    """The ``{path}`` parameter, its rule documented in the schema (``wire_path`` enforces it)."""
+    return Path(description=description, json_schema_extra={"pattern": strict_path_pattern(slash="forbidden", **rule)})
+
+
+AnyPath = Annotated[str, _path_parameter("A file or directory below /fs/ (empty: the root)")]
+TargetPath = Annotated[
+    str,
+    _path_parameter(
+        "A path to create or change: not the root, not under the reserved _/", allow_root=False, reserved="_"
+    ),
+]
+ExistingPath = Annotated[str, _path_parameter("A file or directory (not the root)", allow_root=False)]
 
 
 def _body_schema(model: type[Any]) -> dict[str, Any]:
@@ -138,9 +180,9 @@ def _read(fs: SqlFilesystem, session_id: str, norm: str, raw: bool) -> Response:
     return _json(file_model(session_id, record, content), headers=etag(record))
 
 
-@router.get("/{path:path}", responses=_READ_RESPONSES, summary="Read a file or list a directory")
+@router.get("/{path:wsfs_path}", responses=_READ_RESPONSES, summary="Read a file or list a directory")
 async def read(
-    *, request: Request, path: FilePath, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, request: Request, path: AnyPath, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
 ) -> Response:
     """A file as JSON (text or base64 content), its raw bytes, or a directory as ``{"data": [...]}``."""
     raw = wants_raw(request)
@@ -170,7 +212,7 @@ def _create_json(fs: SqlFilesystem, session_id: str, norm: str, body: CreateFile
 
 
 @router.post(
-    "/{path:path}",
+    "/{path:wsfs_path}",
     status_code=201,
     response_model=FileModel,
     responses=error_responses(403, 409, 413, 422),
@@ -178,7 +220,7 @@ def _create_json(fs: SqlFilesystem, session_id: str, norm: str, body: CreateFile
     summary="Create a file or directory",
 )
 async def create(
-    *, request: Request, path: FilePath, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, request: Request, path: TargetPath, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
 ) -> JSONResponse:
     """Create a file (JSON ``content`` or a raw body) or, with ``is_directory``, a directory; parents are
     created as needed. 409 if something is already there."""
@@ -202,8 +244,6 @@ async def create(
 def _update_json(
     fs: SqlFilesystem, session_id: str, norm: str, body: UpdateFileRequest, tags: list[str] | None
 ) -> JSONResponse:
-    if body.content is None and body.is_readonly is None:
-        raise ApiError(422, "invalid_body", "Nothing to update: send content and/or is_readonly")
     data = None if body.content is None else decode_content(body.content, body.encoding)
     expect = _resolve_expect(fs, norm, tags)
     if body.is_readonly is False:
@@ -219,7 +259,7 @@ def _update_json(
 
 
 @router.put(
-    "/{path:path}",
+    "/{path:wsfs_path}",
     response_model=FileModel,
     responses=error_responses(403, 404, 409, 412, 413, 422),
     openapi_extra=_body_schema(UpdateFileRequest),
@@ -228,7 +268,7 @@ def _update_json(
 async def update(
     *,
     request: Request,
-    path: FilePath,
+    path: TargetPath,
     agent_id: AgentId,
     session_id: SessionId,
     who: CallerDep,
@@ -268,11 +308,11 @@ def _delete(fs: SqlFilesystem, norm: str, recursive: bool, tags: list[str] | Non
 
 
 @router.delete(
-    "/{path:path}", status_code=204, responses=error_responses(404, 409, 412), summary="Delete a file or directory"
+    "/{path:wsfs_path}", status_code=204, responses=error_responses(404, 409, 412), summary="Delete a file or directory"
 )
 async def delete(
     *,
-    path: FilePath,
+    path: ExistingPath,
     agent_id: AgentId,
     session_id: SessionId,
     who: CallerDep,

@@ -7,9 +7,11 @@ against them, so a field added here is a field the service promises.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from workspacefs.paths import strict_path_pattern
 
 __all__ = [
     "AgentList",
@@ -49,9 +51,21 @@ def _unicode(value: str) -> str:
     return value
 
 
+def _path_rule(**rule: Any) -> Any:
+    """A path field's constraints, its rule documented in the schema (the service's ``wire_path`` enforces it)."""
+    return Field(max_length=4096, json_schema_extra={"pattern": strict_path_pattern(slash="optional", **rule)})
+
+
 Text = Annotated[str, AfterValidator(_unicode)]
-PathText = Annotated[str, Field(max_length=4096), AfterValidator(_unicode)]
+PathText = Annotated[str, _path_rule(), AfterValidator(_unicode)]
+SourcePath = Annotated[str, _path_rule(allow_root=False), AfterValidator(_unicode)]
+TargetPath = Annotated[str, _path_rule(allow_root=False, reserved="_"), AfterValidator(_unicode)]
 Encoding = Literal["text", "base64"]
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+BASE64_RULE: dict[str, Any] = {  # documents what the service checks when it decodes ``content``
+    "if": {"properties": {"encoding": {"const": "base64"}}, "required": ["encoding"]},
+    "then": {"properties": {"content": {"anyOf": [{"type": "string", "pattern": BASE64_PATTERN}, {"type": "null"}]}}},
+}
 
 
 class _Request(BaseModel):
@@ -96,6 +110,19 @@ class FileList(BaseModel):
 class CreateFileRequest(_Request):
     """``POST /fs/{path}``: a file with ``content``, or a directory with ``is_directory: true``."""
 
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "allOf": [
+                {  # a directory has no content and cannot be read-only
+                    "if": {"properties": {"is_directory": {"const": True}}, "required": ["is_directory"]},
+                    "then": {"properties": {"content": {"type": "null"}, "is_readonly": {"const": False}}},
+                },
+                BASE64_RULE,
+            ]
+        },
+    )
+
     content: Text | None = None
     encoding: Encoding = "text"
     is_directory: bool = False
@@ -104,6 +131,8 @@ class CreateFileRequest(_Request):
 
 class UpdateFileRequest(_Request):
     """``PUT /fs/{path}``: new ``content``, and/or a new read-only flag."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": [BASE64_RULE]})
 
     content: Text | None = None
     encoding: Encoding = "text"
@@ -119,8 +148,8 @@ class PathRequest(_Request):
 class TransferRequest(_Request):
     """Move or copy ``src_path`` to ``dst_path``."""
 
-    src_path: PathText
-    dst_path: PathText
+    src_path: SourcePath
+    dst_path: TargetPath
     overwrite: bool = False
 
 

@@ -7,6 +7,7 @@ anything fails, so a dropped connection never stores half a file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 from urllib.parse import quote
@@ -25,6 +26,7 @@ from workspacefs.server._errors import ApiError
 
 __all__ = [
     "DOWNLOAD_CHUNK",
+    "IF_MATCH_PATTERN",
     "etag",
     "expected_version",
     "is_raw",
@@ -48,23 +50,25 @@ def etag(record: FileRecord) -> dict[str, str]:
     return {} if record.content_id is None else {"ETag": f'"{record.content_id}"'}
 
 
+_ETAG = r'(?:W/)?"[!#-~]*"'
+IF_MATCH_PATTERN = rf"^ *(?:\*|{_ETAG}(?: *, *{_ETAG})*) *$"
+"""``If-Match`` as RFC 9110 writes it: ``*`` or a list of (possibly weak) quoted entity tags."""
+_IF_MATCH = re.compile(IF_MATCH_PATTERN)
+_TAG = re.compile(_ETAG)
+
+
 def expected_version(header: str | None) -> list[str] | None:
-    """The content ids an ``If-Match`` header accepts (``["*"]``: any existing file; ``None``: no header)."""
+    """The content ids an ``If-Match`` header accepts (``["*"]``: any existing file; ``None``: no header).
+
+    Weak tags never match: If-Match compares strongly (RFC 9110 §13.1.1).
+    """
     if header is None:
         return None
-    value = header.strip()
-    if value == "*":
+    if not _IF_MATCH.match(header):
+        raise ApiError(400, "bad_if_match", 'If-Match takes "*" or quoted ETags such as "\\"abc…\\""')
+    if header.strip() == "*":
         return ["*"]
-    tags: list[str] = []
-    for raw in value.split(","):
-        part = raw.strip()
-        if len(part) >= 2 and part[0] == part[-1] == '"':
-            tags.append(part[1:-1])
-        elif part.startswith('W/"') and part.endswith('"'):
-            tags.append(_NEVER)
-        else:
-            raise ApiError(400, "bad_if_match", 'If-Match takes "*" or quoted ETags such as "\\"abc…\\""')
-    return tags
+    return [_NEVER if tag.startswith("W/") else tag[1:-1] for tag in _TAG.findall(header)]
 
 
 def wants_raw(request: Request) -> bool:
