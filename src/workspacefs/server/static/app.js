@@ -197,7 +197,9 @@
   }
 
   function renderEntries(entries) {
-    const rows = entries.map((entry) => {
+    // folders first, each group in the server's (bytewise) name order; Array.sort is stable
+    const ordered = entries.slice().sort((a, b) => Number(b.is_directory) - Number(a.is_directory));
+    const rows = ordered.map((entry) => {
       const name = el("a", {
         text: entry.is_directory ? `${entry.name}/` : entry.name,
         cls: entry.is_directory ? "dir" : "file",

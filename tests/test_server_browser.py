@@ -1,0 +1,297 @@
+"""The web file browser in a real headless Chromium (Debian's ``chromium``), driven by Playwright.
+
+Each test works in its own session of one running service and checks what the page shows against what
+the API stores. A screenshot of the browser is saved under ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+from conftest import missing
+from playwright import sync_api as playwright_api
+from playwright.sync_api import Page, expect
+
+from workspacefs.testing._service import ServiceProcess, running_service
+
+CHROMIUM_FLAGS = [
+    "--no-sandbox",  # the tests run as root in CI, where Chromium's sandbox cannot start
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ARTIFACTS = Path(os.environ.get("WORKSPACEFS_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
+AGENT = "browser-agent"
+
+
+def chromium_path() -> str | None:
+    """Debian's Chromium (``apt-get install chromium``), or one named by ``WORKSPACEFS_CHROMIUM``."""
+    for candidate in (os.environ.get("WORKSPACEFS_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceProcess]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'browser.db'}"
+    with running_service(url) as running:
+        assert running.token is not None
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    executable = chromium_path()
+    if executable is None:
+        missing("Chromium is not installed (apt-get install chromium)")
+    with playwright_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+class Workspace:
+    """One session of the service, seen through the API (to arrange and to check) and through a page."""
+
+    def __init__(self, service: ServiceProcess, page: Page) -> None:
+        self.service = service
+        self.page = page
+        self.api = httpx.Client(base_url=service.url, headers=service.headers(), timeout=30)
+        self.session = f"ui-{uuid.uuid4().hex[:10]}"
+        assert self.api.post(f"/v1/agents/{AGENT}/sessions", json={"id": self.session}).status_code == 201
+        self.dialogs: list[str] = []
+        page.on("dialog", self._dialog)
+
+    def _dialog(self, dialog: object) -> None:
+        self.dialogs.append(getattr(dialog, "message", "?"))
+        dialog.dismiss()  # type: ignore[attr-defined]
+
+    def fs(self, path: str) -> str:
+        return f"/v1/agents/{AGENT}/sessions/{self.session}/fs/{quote(path.lstrip('/'), safe='/')}"
+
+    def put_file(self, path: str, content: str | bytes, **extra: object) -> None:
+        if isinstance(content, bytes):
+            body = {"content": base64.b64encode(content).decode(), "encoding": "base64", **extra}
+        else:
+            body = {"content": content, **extra}
+        response = self.api.post(self.fs(path), json=body)
+        assert response.status_code == 201, response.text
+
+    def content(self, path: str) -> str | None:
+        response = self.api.get(self.fs(path))
+        return response.json()["content"] if response.status_code == 200 else None
+
+    def open(self, path: str = "/") -> None:
+        """Load the browser on this session at ``path``."""
+        token = self.service.token
+        self.page.add_init_script(f"sessionStorage.setItem('wsfs-token', {token!r});")
+        self.page.goto(f"{self.service.url}/#{AGENT}/{self.session}{path}")
+        expect(self.page.locator("body[data-ready=true]")).to_have_count(1)
+
+    def entry(self, name: str) -> object:
+        return self.page.get_by_test_id("entry").filter(has_text=name).first
+
+    def entry_names(self) -> list[str]:
+        return self.page.get_by_test_id("entry").all_inner_texts()
+
+    def expect_entries(self, names: list[str]) -> None:
+        """Wait until the listing shows exactly ``names``, in order."""
+        expect(self.page.get_by_test_id("entry")).to_have_text(names)
+
+
+@pytest.fixture
+def ws(service: ServiceProcess, browser: object) -> Iterator[Workspace]:
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1400, "height": 900})  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    workspace = Workspace(service, page)
+    yield workspace
+    workspace.api.close()
+    context.close()
+
+
+def test_the_printed_token_url_signs_the_tab_in(service: ServiceProcess, browser: object) -> None:
+    context = browser.new_context()  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.goto(f"{service.url}/#token={service.token}")
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    assert "token" not in page.evaluate("location.href")  # taken out of the address bar at once
+    assert page.evaluate("sessionStorage.getItem('wsfs-token')") == service.token
+    assert page.get_by_test_id("token-dialog").is_visible() is False
+    context.close()
+
+
+def test_without_a_token_the_page_asks_for_one(service: ServiceProcess, browser: object) -> None:
+    context = browser.new_context()  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.goto(service.url + "/")
+    expect(page.get_by_test_id("token-dialog")).to_be_visible()
+    page.get_by_test_id("token-input").fill(service.token or "")
+    page.get_by_test_id("token-ok").click()
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    expect(page.get_by_test_id("token-dialog")).to_be_hidden()
+    context.close()
+
+
+def test_browse_directories_and_view_a_file_with_line_numbers(ws: Workspace) -> None:
+    ws.put_file("/src/app/main.py", "import os\n\nprint(os.getcwd())\n")
+    ws.put_file("/README.md", "# Demo\n")
+    ws.open()
+    ws.expect_entries(["src/", "README.md"])
+    ws.entry("src/").click()
+    expect(ws.page.get_by_test_id("breadcrumbs")).to_contain_text("src")
+    ws.entry("app/").click()
+    expect(ws.page.get_by_test_id("breadcrumbs")).to_have_text(f"{ws.session}/src/app")
+    ws.entry("main.py").click()
+    expect(ws.page.get_by_test_id("file-name")).to_have_text("/src/app/main.py")
+    expect(ws.page.locator("#gutter")).to_have_text("1\n2\n3")
+    expect(ws.page.get_by_test_id("content")).to_have_text("import os\n\nprint(os.getcwd())")
+    ws.page.get_by_test_id("breadcrumbs").get_by_text("src", exact=True).click()
+    ws.expect_entries(["app/"])
+    ws.page.get_by_test_id("breadcrumbs").get_by_text(ws.session, exact=True).click()
+    ws.expect_entries(["src/", "README.md"])
+    ws.page.reload()  # the address keeps the place
+    expect(ws.page.locator("body[data-ready=true]")).to_have_count(1)
+    ws.expect_entries(["src/", "README.md"])
+    assert ws.dialogs == []
+
+
+def test_create_a_file_edit_and_save_it(ws: Workspace) -> None:
+    ws.open()
+    ws.page.get_by_test_id("new-file").click()
+    ws.page.get_by_test_id("name-input").fill("notes.txt")
+    ws.page.get_by_test_id("name-ok").click()
+    expect(ws.page.get_by_test_id("file-name")).to_have_text("/notes.txt")
+    assert ws.content("/notes.txt") == ""
+    ws.page.get_by_test_id("edit").click()
+    ws.page.get_by_test_id("editor").fill("first line\nsecond line\n")
+    ws.page.get_by_test_id("save").click()
+    expect(ws.page.get_by_test_id("status")).to_contain_text("Saved /notes.txt")
+    expect(ws.page.get_by_test_id("content")).to_have_text("first line\nsecond line")
+    assert ws.content("/notes.txt") == "first line\nsecond line\n"
+    ws.page.get_by_test_id("new-folder").click()
+    ws.page.get_by_test_id("name-input").fill("assets")
+    ws.page.get_by_test_id("name-ok").click()
+    expect(ws.entry("assets/")).to_be_visible()
+    assert ws.api.post(f"{ws.fs('/')[:-1]}/_/stat", json={"path": "/assets"}).json()["is_directory"] is True
+
+
+def test_a_conflicting_save_is_shown_not_overwritten(ws: Workspace) -> None:
+    ws.put_file("/shared.md", "original\n")
+    ws.open("/shared.md")
+    expect(ws.page.get_by_test_id("file-name")).to_have_text("/shared.md")
+    ws.page.get_by_test_id("edit").click()
+    ws.page.get_by_test_id("editor").fill("my edit\n")
+    changed = ws.api.put(ws.fs("/shared.md"), json={"content": "someone else's edit\n"})
+    assert changed.status_code == 200
+    ws.page.get_by_test_id("save").click()
+    expect(ws.page.get_by_test_id("conflict")).to_be_visible()
+    assert ws.content("/shared.md") == "someone else's edit\n"
+    assert ws.page.get_by_test_id("editor").input_value() == "my edit\n"  # nothing typed is lost
+    ws.page.get_by_test_id("conflict-reload").click()
+    expect(ws.page.get_by_test_id("content")).to_have_text("someone else's edit")
+    expect(ws.page.get_by_test_id("conflict")).to_be_hidden()
+
+
+def test_delete_asks_first(ws: Workspace) -> None:
+    ws.put_file("/old.log", "x")
+    ws.put_file("/dir/inner.txt", "y")
+    ws.open()
+    ws.page.get_by_test_id("delete-entry").nth(1).click()  # old.log (folders are listed first)
+    expect(ws.page.get_by_test_id("confirm-dialog")).to_contain_text("/old.log")
+    ws.page.get_by_test_id("confirm-cancel").click()
+    assert ws.content("/old.log") == "x"
+    ws.page.get_by_test_id("delete-entry").nth(1).click()
+    ws.page.get_by_test_id("confirm-ok").click()
+    expect(ws.entry("old.log")).to_have_count(0)
+    assert ws.content("/old.log") is None
+    ws.page.get_by_test_id("delete-entry").first.click()
+    expect(ws.page.get_by_test_id("confirm-dialog")).to_contain_text("everything in it")
+    ws.page.get_by_test_id("confirm-ok").click()
+    expect(ws.page.get_by_test_id("entry")).to_have_count(0)
+    assert ws.api.get(ws.fs("/dir")).status_code == 404
+
+
+def test_read_only_files_are_marked_and_not_editable(ws: Workspace) -> None:
+    ws.put_file("/locked.cfg", "keep=1\n", is_readonly=True)
+    ws.open("/locked.cfg")
+    expect(ws.page.get_by_test_id("readonly-badge")).to_be_visible()
+    expect(ws.page.get_by_test_id("edit")).to_be_disabled()
+    ws.page.get_by_test_id("toggle-readonly").click()
+    expect(ws.page.get_by_test_id("readonly-badge")).to_be_hidden()
+    expect(ws.page.get_by_test_id("edit")).to_be_enabled()
+    assert ws.api.post(f"{ws.fs('/')[:-1]}/_/stat", json={"path": "/locked.cfg"}).json()["is_readonly"] is False
+
+
+def test_binary_files_are_offered_as_a_download(ws: Workspace) -> None:
+    payload = b"\x89PNG\r\n\x1a\n\x00\x00" + os.urandom(2048)
+    ws.put_file("/image.png", payload)
+    ws.open("/image.png")
+    expect(ws.page.get_by_test_id("binary")).to_contain_text("Binary file")
+    expect(ws.page.get_by_test_id("viewer")).to_be_hidden()
+    expect(ws.page.get_by_test_id("edit")).to_be_disabled()
+    with ws.page.expect_download() as download_info:
+        ws.page.get_by_test_id("download").click()
+    download = download_info.value
+    assert download.suggested_filename == "image.png"
+    assert Path(download.path()).read_bytes() == payload
+
+
+def test_snapshot_diff_and_restore(ws: Workspace) -> None:
+    ws.put_file("/plan.md", "step one\n")
+    ws.open("/plan.md")
+    ws.page.get_by_test_id("snapshot-tag").fill("before-edit")
+    ws.page.get_by_test_id("create-snapshot").click()
+    expect(ws.page.get_by_test_id("snapshot")).to_have_count(1)
+    expect(ws.page.get_by_test_id("snapshot-list")).to_contain_text("before-edit")
+    ws.page.get_by_test_id("edit").click()
+    ws.page.get_by_test_id("editor").fill("step one\nstep two\n")
+    ws.page.get_by_test_id("save").click()
+    expect(ws.page.get_by_test_id("content")).to_have_text("step one\nstep two")
+    ws.put_file("/extra.txt", "added later")
+    ws.page.get_by_test_id("diff-snapshot").click()
+    expect(ws.page.get_by_test_id("diff-entry")).to_have_count(2)
+    expect(ws.page.get_by_test_id("diff")).to_contain_text("modified/plan.md")
+    expect(ws.page.get_by_test_id("diff")).to_contain_text("added/extra.txt")
+    ws.page.get_by_test_id("restore-snapshot").click()
+    ws.page.get_by_test_id("confirm-ok").click()
+    expect(ws.page.get_by_test_id("content")).to_have_text("step one")
+    assert ws.content("/plan.md") == "step one\n"
+    assert ws.content("/extra.txt") is None
+
+
+def test_names_and_contents_are_never_html(ws: Workspace) -> None:
+    name = "<img src=x onerror=alert(1)>"
+    hostile = "<script>alert(2)</script><img src=y onerror=alert(3)>\n"
+    ws.put_file(f"/{name}", hostile)
+    ws.put_file("/<b>bold<b>/<i>x<i>.txt", "plain")  # names hold no '/', so no closing tags here
+    tag = "<img src=z onerror=alert(4)>"
+    assert ws.api.post(f"/v1/agents/{AGENT}/sessions/{ws.session}/snapshots", json={"tag": tag}).status_code == 201
+    ws.open()
+    expect(ws.entry(name)).to_have_text(name)
+    ws.expect_entries(["<b>bold<b>/", name])
+    ws.entry(name).click()
+    expect(ws.page.get_by_test_id("file-name")).to_have_text(f"/{name}")
+    expect(ws.page.get_by_test_id("content")).to_have_text(hostile.rstrip("\n"))
+    expect(ws.page.get_by_test_id("snapshot-list")).to_contain_text(tag)
+    ws.page.get_by_test_id("breadcrumbs").get_by_text(ws.session, exact=True).click()
+    ws.entry("<b>bold<b>/").click()
+    expect(ws.page.get_by_test_id("breadcrumbs")).to_contain_text("<b>bold<b>")
+    assert ws.page.locator("img, script:not([src]), b, i").count() == 0  # no element came from a name or content
+    assert ws.dialogs == []  # and nothing ran
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ws.entry("<i>x<i>.txt").click()
+    ws.page.screenshot(path=str(ARTIFACTS / "browser.png"), full_page=True)
+    assert (ARTIFACTS / "browser.png").stat().st_size > 10_000
