@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint typecheck unit bench clean
+.PHONY: install run quickstart test lint typecheck unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The main job: the workspace service and its web file browser on the embedded SQLite default.
 run: $(STAMP)
+	$(BIN)/workspacefs serve
+
+quickstart: $(STAMP)
 	$(BIN)/python examples/quickstart.py
 
 lint: $(STAMP)
@@ -32,6 +36,8 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python bench/bench_memory.py
 	$(BIN)/python bench/bench_host.py
+	$(BIN)/python bench/bench_sql.py
+	$(BIN)/python bench/bench_server.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

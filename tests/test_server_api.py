@@ -217,7 +217,8 @@ def test_update(api: Api) -> None:
     assert error_of(api.client.put(api.fs("/missing.txt"), json={"content": "x"})) == (404, "not_found")
     api.client.post(api.fs("/dir"), json={"is_directory": True})
     assert error_of(api.client.put(api.fs("/dir"), json={"content": "x"})) == (409, "is_a_directory")
-    assert error_of(api.client.put(api.fs("/a.txt"), json={})) == (422, "invalid_body")
+    unchanged = api.client.put(api.fs("/a.txt"), json={})  # nothing to change is not an error
+    assert unchanged.status_code == 200 and unchanged.json()["content"] == "two"
 
 
 def test_read_only_files_cannot_change_but_can_be_deleted(api: Api) -> None:
@@ -256,7 +257,10 @@ def test_only_underscore_itself_is_reserved(api: Api) -> None:
         assert api.client.put(api.fs(name), json={"content": "new"}).status_code == 200
     assert error_of(api.client.post(api.fs("/_/x.txt"), json={"content": ""})) == (400, "reserved_path")
     assert error_of(api.client.post(api.fs("/_"), json={"is_directory": True})) == (400, "reserved_path")
-    assert error_of(api.client.put(api.fs("/_/stat"), json={"content": ""})) == (400, "reserved_path")
+    assert error_of(api.client.put(api.fs("/_/other"), json={"content": ""})) == (400, "reserved_path")
+    not_post = api.client.put(api.fs("/_/stat"), json={"content": ""})
+    assert error_of(not_post) == (405, "method_not_allowed") and not_post.headers["allow"] == "POST"
+    assert error_of(api.client.get(api.fs("/_/grep"))) == (405, "method_not_allowed")
     assert error_of(api.action("move", src_path="/_config", dst_path="/_/x")) == (400, "reserved_path")
     assert error_of(api.action("nope", path="/")) == (400, "reserved_path")
 

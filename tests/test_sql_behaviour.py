@@ -231,8 +231,32 @@ def test_migrations_are_applied_and_idempotent(fast_tmp: Path) -> None:
     migrate(url)
     engine = sa.create_engine(url)
     with engine.connect() as connection:
-        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0001"
+        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0002"
     engine.dispose()
+
+
+def test_a_database_at_an_older_revision_upgrades_with_its_data(fast_tmp: Path) -> None:
+    from importlib import resources
+
+    from alembic import command
+    from alembic.config import Config
+
+    url = f"sqlite:///{fast_tmp / f'old-{next(_ids)}.db'}"
+    engine = sa.create_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("workspacefs.backends") / "sql_migrations"))
+    with engine.connect() as connection, connection.begin():
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+        now = "2026-01-01 00:00:00"
+        connection.exec_driver_sql(f"INSERT INTO wsfs_sessions VALUES ('old', NULL, '{now}', '{now}')")
+        assert "wsfs_tokens" not in sa.inspect(connection).get_table_names()
+    engine.dispose()
+    store = SqlStore(url)  # opening migrates to the newest revision
+    assert store.session("old") is not None
+    with store.read() as connection:
+        assert "wsfs_tokens" in sa.inspect(connection).get_table_names()
+    store.close()
 
 
 def test_open_filesystem_urls(fast_tmp: Path) -> None:

@@ -14,6 +14,7 @@ from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host import HostFilesystem
 from workspacefs.backends.memory import InMemoryFilesystem
 from workspacefs.errors import (
+    PreconditionFailedError,
     SnapshotCreationError,
     SnapshotError,
     SnapshotIncompatibleError,
@@ -68,6 +69,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "SqlFilesystem": ("workspacefs.backends.sql", "pip install 'workspacefs[sql]'"),
     "SqlStore": ("workspacefs.backends.sql_store", "pip install 'workspacefs[sql]'"),
+    "create_app": ("workspacefs.server._app", "pip install 'workspacefs[server]'"),
+    "TokenStore": ("workspacefs.server.tokens", "pip install 'workspacefs[sql]'"),
 }
 
 
@@ -113,6 +116,7 @@ __all__ = [
     "InMemoryFilesystem",
     "InMemorySnapshotStore",
     "PathConstraints",
+    "PreconditionFailedError",
     "ReadBytesResult",
     "ReadResult",
     "ReadState",
@@ -127,6 +131,7 @@ __all__ = [
     "SqlFilesystem",
     "SqlStore",
     "TextReader",
+    "TokenStore",
     "Tool",
     "ToolContext",
     "ToolResult",
@@ -134,6 +139,7 @@ __all__ = [
     "WriteMode",
     "WriteResult",
     "__version__",
+    "create_app",
     "dispatch",
     "export_tar",
     "import_tar",

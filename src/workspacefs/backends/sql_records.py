@@ -28,10 +28,11 @@ _PATH: Any = sa.bindparam("b_path")
 _COLUMNS = (F.c.path, F.c.name, F.c.is_directory, F.c.is_readonly, F.c.size_bytes, F.c.created_at, F.c.updated_at)
 _ROW = sa.select(*_COLUMNS, F.c.blob_id).where(F.c.session_id == _SESSION, F.c.path == _PATH)
 _CHILDREN = sa.select(*_COLUMNS, F.c.blob_id).where(F.c.session_id == _SESSION, F.c.parent == _PATH).order_by(F.c.name)
-_WITH_CONTENT = (
+_LIMIT: Any = sa.bindparam("b_limit")
+_WITH_CONTENT = (  # the row, and its chunks only when the file is small enough to be read whole
     sa.select(*_COLUMNS, F.c.blob_id, chunks.c.data)
     .select_from(F)
-    .outerjoin(blob_chunks, blob_chunks.c.blob_id == F.c.blob_id)
+    .outerjoin(blob_chunks, sa.and_(blob_chunks.c.blob_id == F.c.blob_id, F.c.size_bytes <= _LIMIT))
     .outerjoin(chunks, chunks.c.hash == blob_chunks.c.chunk_hash)
     .where(F.c.session_id == _SESSION, F.c.path == _PATH)
     .order_by(blob_chunks.c.seq)
@@ -99,18 +100,13 @@ def child_records(fs: SqlFilesystem, path: str) -> tuple[FileRecord, list[FileRe
 def read_record(fs: SqlFilesystem, path: str, *, max_bytes: int) -> tuple[FileRecord, bytes | None]:
     """A row and, for a file of at most ``max_bytes``, its content, in one statement (``None``: too big,
     or a directory). Larger files are read with :func:`open_record`."""
-    key = _key(fs, path)
+    key = {**_key(fs, path), "b_limit": max_bytes}
     with fs.store.read_once() as connection:
-        first = connection.execute(_ROW, key).first()
-        if first is None:
-            raise errors.file_not_found(path)
-        if first.is_directory or first.size_bytes > max_bytes:
-            return _record(first), None
         rows = connection.execute(_WITH_CONTENT, key).all()
-    if not rows:  # deleted between the two statements
+    if not rows:
         raise errors.file_not_found(path)
     record = _record(rows[0])
-    if record.is_directory or record.size_bytes > max_bytes:  # replaced between the two statements
+    if record.is_directory or record.size_bytes > max_bytes:
         return record, None
     return record, b"".join(bytes(r.data) for r in rows if r.data is not None)
 

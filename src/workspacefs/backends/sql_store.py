@@ -83,6 +83,24 @@ _BLOB_DATA = (
 )
 _INSERT_BLOB_CHUNKS = sa.insert(blob_chunks)
 _SESSION_BY_ID = sa.select(sessions).where(sessions.c.id == sa.bindparam("b_id"))
+_DELETE_UNUSED_BLOB = (
+    sa.delete(blobs)
+    .where(
+        blobs.c.id == _BLOB,
+        ~sa.exists().where(session_files.c.blob_id == blobs.c.id),
+        ~sa.exists().where(snapshot_entries.c.blob_id == blobs.c.id),
+    )
+    .returning(blobs.c.id)
+)
+_DELETE_UNUSED_CHUNKS = (
+    sa.delete(chunks)
+    .where(
+        chunks.c.hash.in_(sa.bindparam("b_hashes", expanding=True)),
+        ~sa.exists().where(blob_chunks.c.chunk_hash == chunks.c.hash),
+        ~sa.exists().where(uploads.c.chunk_hash == chunks.c.hash),
+    )
+    .returning(chunks.c.hash)
+)
 
 
 def _utc(stamp: datetime) -> datetime:
@@ -345,45 +363,46 @@ class SqlStore:
     def release(self, connection: Connection, blob_ids: Iterable[str | None]) -> None:
         """Delete the given blobs if nothing refers to them any more, then their orphaned chunks.
 
-        Foreign keys keep this safe against a concurrent writer: a delete that would orphan a row
-        fails inside its savepoint and the content stays.
+        Each delete carries its own "unreferenced" condition, so checking and deleting is one statement.
+        On PostgreSQL foreign keys also guard against a concurrent writer: if a delete would orphan a row
+        it fails, the savepoint around this collection rolls back, and the content stays (``gc`` collects
+        it later). SQLite's writers run one at a time, so there is no such race there.
         """
-        candidates = {b for b in blob_ids if b}
-        orphans: set[str] = set()
-        for blob_id in candidates:
-            if self._referenced(connection, blob_id):
-                continue
-            hashes = self.chunk_hashes(connection, blob_id)
-            try:
-                with connection.begin_nested():
-                    connection.execute(sa.delete(blobs).where(blobs.c.id == blob_id))
-            except IntegrityError:
-                continue
-            orphans.update(hashes)
-        self._drop_chunks(connection, orphans)
+        candidates = sorted({b for b in blob_ids if b})
+        if not candidates:
+            return
+        if self.dialect != "postgresql":
+            self._collect(connection, candidates)
+            return
+        try:
+            with connection.begin_nested():
+                self._collect(connection, candidates)
+        except IntegrityError:
+            return
 
-    def _referenced(self, connection: Connection, blob_id: str) -> bool:
-        in_files = sa.select(session_files.c.blob_id).where(session_files.c.blob_id == blob_id).limit(1)
-        in_snapshots = sa.select(snapshot_entries.c.blob_id).where(snapshot_entries.c.blob_id == blob_id).limit(1)
-        return bool(connection.execute(in_files).first() or connection.execute(in_snapshots).first())
+    def _collect(self, connection: Connection, blob_ids: Sequence[str]) -> None:
+        orphans: set[str] = set()
+        for blob_id in blob_ids:
+            hashes = self.chunk_hashes(connection, blob_id)
+            if connection.execute(_DELETE_UNUSED_BLOB, {"b_blob": blob_id}).first() is not None:
+                orphans.update(hashes)
+        self._drop_unused_chunks(connection, orphans)
+
+    def _drop_unused_chunks(self, connection: Connection, hashes: Iterable[str]) -> None:
+        wanted = sorted(set(hashes))
+        for start in range(0, len(wanted), 500):  # bounded IN lists
+            connection.execute(_DELETE_UNUSED_CHUNKS, {"b_hashes": wanted[start : start + 500]})
 
     def _drop_chunks(self, connection: Connection, hashes: Iterable[str]) -> None:
-        for digest in set(hashes):
-            used = (
-                connection.execute(
-                    sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.chunk_hash == digest).limit(1)
-                ).first()
-                or connection.execute(
-                    sa.select(uploads.c.chunk_hash).where(uploads.c.chunk_hash == digest).limit(1)
-                ).first()
-            )
-            if used is not None:
-                continue
-            try:
-                with connection.begin_nested():
-                    connection.execute(sa.delete(chunks).where(chunks.c.hash == digest))
-            except IntegrityError:
-                continue  # someone started using it meanwhile
+        """Delete the chunks among ``hashes`` nothing uses (in a savepoint on PostgreSQL, as above)."""
+        if self.dialect != "postgresql":
+            self._drop_unused_chunks(connection, hashes)
+            return
+        try:
+            with connection.begin_nested():
+                self._drop_unused_chunks(connection, hashes)
+        except IntegrityError:
+            return
 
     def gc(self, *, grace: timedelta = UPLOAD_GRACE) -> int:
         """Collect everything nothing refers to: blobs, chunks, and uploads abandoned longer than

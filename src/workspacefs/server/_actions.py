@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import anyio.to_thread
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from starlette.convertors import Convertor, register_url_convertor
@@ -71,7 +70,7 @@ async def stat(
         record = file_record(running.filesystem(who, agent_id, session_id), norm)
         return JSONResponse(file_model(session_id, record).model_dump(mode="json"), headers=etag(record))
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 def _transfer(fs: SqlFilesystem, session_id: str, body: TransferRequest, *, move: bool) -> JSONResponse:
@@ -94,7 +93,7 @@ async def move(
     def work() -> JSONResponse:
         return _transfer(running.filesystem(who, agent_id, session_id), session_id, body, move=True)
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 @router.post("/copy", response_model=FileModel, responses=error_responses(403, 404, 409, 422), summary="Copy")
@@ -106,7 +105,7 @@ async def copy(
     def work() -> JSONResponse:
         return _transfer(running.filesystem(who, agent_id, session_id), session_id, body, move=False)
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 def _grep(fs: SqlFilesystem, body: GrepRequest) -> GrepResponse:
@@ -134,7 +133,7 @@ async def grep(
     def work() -> GrepResponse:
         return _grep(running.filesystem(who, agent_id, session_id), body)
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 @router.post("/glob", response_model=GlobResponse, responses=error_responses(404, 422), summary="Find files")
@@ -150,4 +149,4 @@ async def glob(
         file_record(fs, base)
         return GlobResponse(data=["/" + m.path for m in fs.glob(body.pattern, path=base)])
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)

@@ -6,15 +6,17 @@ reserved (for the actions in ``_actions.py``); ``_config`` and ``__init__.py`` a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
-import anyio.to_thread
 from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.convertors import Convertor, register_url_convertor
 
 from workspacefs.backends.sql import SqlFilesystem
 from workspacefs.backends.sql_records import FileRecord, child_records, file_record, open_record, read_record
+from workspacefs.errors import PreconditionFailedError
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, strict_path_pattern
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.server._errors import ApiError, error_responses
@@ -119,15 +121,27 @@ def target_path(path: str) -> str:
 
 
 def _resolve_expect(fs: SqlFilesystem, norm: str, tags: list[str] | None) -> str:
-    """The one content id a write must find: the current one if If-Match lists it, else a failing one."""
+    """The one content id a write must find: ``*`` without If-Match (the write itself then checks that
+    the file exists), the current id if If-Match lists it, else one that makes the write fail (412)."""
+    if tags is None or tags == ["*"]:
+        return "*"
     record = file_record(fs, norm)
     if record.is_directory:
         raise ApiError(409, "is_a_directory", f"Is a directory: {norm}")
-    if tags is None or tags == ["*"]:
-        return "*"
-    if record.content_id in tags:
-        return record.content_id
-    return tags[0]
+    return record.content_id if record.content_id in tags else tags[0]
+
+
+@contextmanager
+def _explained(fs: SqlFilesystem, norm: str, expect: str) -> Iterator[None]:
+    """A write over ``*`` that finds no file: say why (404 missing, 409 a directory), not 412."""
+    try:
+        yield
+    except PreconditionFailedError:
+        if expect != "*":
+            raise
+        if file_record(fs, norm).is_directory:  # raises FileNotFoundError (404) when it is missing
+            raise ApiError(409, "is_a_directory", f"Is a directory: {norm}") from None
+        raise
 
 
 # --- read -------------------------------------------------------------------------------------------------
@@ -161,7 +175,7 @@ async def list_root(*, agent_id: AgentId, session_id: SessionId, who: CallerDep,
     def work() -> JSONResponse:
         return _listing(running.filesystem(who, agent_id, session_id), session_id, "/")
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 def _read(fs: SqlFilesystem, session_id: str, norm: str, raw: bool) -> Response:
@@ -191,7 +205,7 @@ async def read(
         fs = running.filesystem(who, agent_id, session_id)
         return _read(fs, session_id, wire_path(path), raw)
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 # --- create -----------------------------------------------------------------------------------------------
@@ -225,17 +239,17 @@ async def create(
     """Create a file (JSON ``content`` or a raw body) or, with ``is_directory``, a directory; parents are
     created as needed. 409 if something is already there."""
     norm = target_path(path)
-    fs = await anyio.to_thread.run_sync(running.filesystem, who, agent_id, session_id)
+    fs = await running.run(running.filesystem, who, agent_id, session_id)
     if is_raw(request):
 
         def open_new() -> ByteWriter:
             return fs.open_write(norm, mode="create")
 
-        await receive_upload(request, open_new, running.max_upload_bytes)
-        record = await anyio.to_thread.run_sync(file_record, fs, norm)
+        await receive_upload(request, open_new, running.max_upload_bytes, running.limiter)
+        record = await running.run(file_record, fs, norm)
         return _json(file_model(session_id, record), status=201, headers=etag(record))
     body = parse_json(CreateFileRequest, await request.body())
-    return await anyio.to_thread.run_sync(_create_json, fs, session_id, norm, body)
+    return await running.run(_create_json, fs, session_id, norm, body)
 
 
 # --- update -----------------------------------------------------------------------------------------------
@@ -249,12 +263,15 @@ def _update_json(
     if body.is_readonly is False:
         fs.set_read_only(norm, False)
     if data is not None:
-        fs.write_bytes_if(norm, data, expect=expect)
+        with _explained(fs, norm, expect):
+            fs.write_bytes_if(norm, data, expect=expect)
     elif expect != "*" and file_record(fs, norm).content_id != expect:
         raise ApiError(412, "precondition_failed", f"The file changed since you read it: {norm}")
     if body.is_readonly:
         fs.set_read_only(norm, True)
     record, content = read_record(fs, norm, max_bytes=MAX_CONVENIENCE_BYTES)
+    if record.is_directory:
+        raise ApiError(409, "is_a_directory", f"Is a directory: {norm}")
     return _json(file_model(session_id, record, content), headers=etag(record))
 
 
@@ -279,17 +296,19 @@ async def update(
     the write happens only if the file still has that ETag (412 otherwise), so editors never clobber."""
     norm = target_path(path)
     tags = expected_version(if_match)
-    fs = await anyio.to_thread.run_sync(running.filesystem, who, agent_id, session_id)
+    fs = await running.run(running.filesystem, who, agent_id, session_id)
     if is_raw(request):
 
         def open_existing() -> ByteWriter:
-            return fs.open_write_if(norm, expect=_resolve_expect(fs, norm, tags))
+            expect = _resolve_expect(fs, norm, tags)
+            with _explained(fs, norm, expect):
+                return fs.open_write_if(norm, expect=expect)
 
-        await receive_upload(request, open_existing, running.max_upload_bytes)
-        record = await anyio.to_thread.run_sync(file_record, fs, norm)
+        await receive_upload(request, open_existing, running.max_upload_bytes, running.limiter)
+        record = await running.run(file_record, fs, norm)
         return _json(file_model(session_id, record), headers=etag(record))
     body = parse_json(UpdateFileRequest, await request.body())
-    return await anyio.to_thread.run_sync(_update_json, fs, session_id, norm, body, tags)
+    return await running.run(_update_json, fs, session_id, norm, body, tags)
 
 
 # --- delete -----------------------------------------------------------------------------------------------
@@ -329,5 +348,5 @@ async def delete(
     def work() -> None:
         _delete(running.filesystem(who, agent_id, session_id), norm, recursive, tags)
 
-    await anyio.to_thread.run_sync(work)
+    await running.run(work)
     return Response(status_code=204)

@@ -12,9 +12,11 @@ import binascii
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
+import anyio
 import anyio.to_thread
 from fastapi import Depends, Header, Path, Request
 
@@ -47,6 +49,10 @@ DEFAULT_AGENT = "default"
 BINARY_SNIFF_BYTES = 8192
 """A NUL byte within this many leading bytes marks a file as binary (seed 004)."""
 
+OWNER_CACHE_SECONDS = 5.0
+"""How long a session's owner is remembered without asking the database (like tokens: seconds)."""
+T = TypeVar("T")
+
 AgentId = Annotated[str, Path(pattern=ID_PATTERN, description="Agent id")]
 SessionId = Annotated[str, Path(pattern=ID_PATTERN, description="Session id")]
 _FILE_IDS = uuid.UUID("6f1c9a52-4d8e-4c1b-9a57-3f0e7b2d5c11")
@@ -66,11 +72,19 @@ class Caller:
 class Service:
     """The state of one running service."""
 
-    def __init__(self, store: SqlStore, *, auth: bool, max_upload_bytes: int) -> None:
+    def __init__(self, store: SqlStore, *, auth: bool, max_upload_bytes: int, db_threads: int = 8) -> None:
         self.store = store
         self.tokens = TokenStore(store)
         self.auth = auth
         self.max_upload_bytes = max_upload_bytes
+        # Few threads on purpose: many Python threads fighting for the GIL starve the event loop that
+        # parses every request. SQLite writes one at a time anyway; PostgreSQL waits release the GIL.
+        self.limiter = anyio.CapacityLimiter(db_threads)
+        self._owners: dict[str, tuple[float, str]] = {}
+
+    async def run(self, function: Callable[..., T], *args: Any) -> T:
+        """Run blocking (database) work in the service's thread pool."""
+        return await anyio.to_thread.run_sync(function, *args, limiter=self.limiter)
 
     def owner(self, info: SessionInfo) -> str:
         """The agent a session belongs to."""
@@ -81,11 +95,24 @@ class Service:
         info = self.store.session(session_id) if who.allows(agent_id) else None
         if info is None or self.owner(info) != agent_id:
             raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
+        self._owners[session_id] = (time.monotonic() + OWNER_CACHE_SECONDS, agent_id)
         return info
 
+    def forget(self, session_id: str) -> None:
+        """Drop a deleted session from the ownership cache."""
+        self._owners.pop(session_id, None)
+
     def filesystem(self, who: Caller, agent_id: str, session_id: str) -> SqlFilesystem:
-        """The filesystem of a session the caller may see (404 otherwise)."""
-        self.session(who, agent_id, session_id)
+        """The filesystem of a session the caller may see (404 otherwise).
+
+        Which agent owns a session is cached for a few seconds: it never changes while the session lives,
+        and the file operations themselves find nothing once a session is deleted.
+        """
+        cached = self._owners.get(session_id)
+        if cached is None or cached[0] < time.monotonic() or cached[1] != agent_id or not who.allows(agent_id):
+            if len(self._owners) > 100_000:
+                self._owners.clear()
+            self.session(who, agent_id, session_id)
         return SqlFilesystem(self.store, session_id, create=False)
 
 
@@ -106,7 +133,7 @@ async def caller(
     if not authorization or not authorization.lower().startswith("bearer "):
         raise ApiError(401, "unauthorized", "Send 'Authorization: Bearer <token>' (workspacefs token create)")
     secret = authorization[7:].strip()
-    info = await anyio.to_thread.run_sync(running.tokens.verify, secret) if secret.isascii() else None
+    info = await running.run(running.tokens.verify, secret) if secret.isascii() else None
     if info is None:
         raise ApiError(401, "unauthorized", "Unknown or revoked token")
     return Caller(info)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
@@ -53,7 +52,7 @@ async def list_agents(*, who: CallerDep, running: ServiceDep) -> AgentList:
     """Agents that have sessions; a token scoped to one agent sees only that agent."""
     if who.token is not None and who.token.agent_id is not None:
         return AgentList(data=[who.token.agent_id])
-    agents = await anyio.to_thread.run_sync(running.store.agents)
+    agents = await running.run(running.store.agents)
     names = sorted({agent or DEFAULT_AGENT for agent in agents})
     return AgentList(data=names)
 
@@ -63,9 +62,7 @@ async def list_sessions(*, agent_id: AgentId, who: CallerDep, running: ServiceDe
     """An agent's sessions, oldest first."""
     if not who.allows(agent_id):
         return SessionList(data=[])
-    found = await anyio.to_thread.run_sync(
-        lambda: running.store.sessions(agent_id=agent_id, unassigned=agent_id == DEFAULT_AGENT)
-    )
+    found = await running.run(lambda: running.store.sessions(agent_id=agent_id, unassigned=agent_id == DEFAULT_AGENT))
     return SessionList(data=[session_model(running, info) for info in found])
 
 
@@ -95,13 +92,13 @@ async def create_session(*, request: Request, agent_id: AgentId, who: CallerDep,
             raise ApiError(409, "already_exists", f"Session {session_id!r} already exists") from None
         return session_model(running, info)
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 @router.get(SESSION, response_model=SessionModel, responses=error_responses(404))
 async def get_session(*, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep) -> SessionModel:
     """One session."""
-    info = await anyio.to_thread.run_sync(running.session, who, agent_id, session_id)
+    info = await running.run(running.session, who, agent_id, session_id)
     return session_model(running, info)
 
 
@@ -111,9 +108,11 @@ async def delete_session(*, agent_id: AgentId, session_id: SessionId, who: Calle
 
     def work() -> None:
         running.session(who, agent_id, session_id)
-        running.store.delete_session(session_id)
+        running.forget(session_id)
+        if not running.store.delete_session(session_id):
+            raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
 
-    await anyio.to_thread.run_sync(work)
+    await running.run(work)
     return Response(status_code=204)
 
 
@@ -165,7 +164,7 @@ async def create_snapshot(
         fs = running.filesystem(who, agent_id, session_id)
         return _snapshot_model(session_id, fs.snapshot(tag=body.tag))
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 @router.get(SESSION + "/snapshots", response_model=SnapshotList, responses=error_responses(404))
@@ -178,7 +177,7 @@ async def list_snapshots(
         fs = running.filesystem(who, agent_id, session_id)
         return SnapshotList(data=[_snapshot_model(session_id, s) for s in fs.snapshots()])
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 @router.get(SESSION + "/snapshots/{snapshot_id}", response_model=SnapshotModel, responses=error_responses(404))
@@ -190,7 +189,7 @@ async def get_snapshot(
     def work() -> SnapshotModel:
         return _snapshot_model(session_id, _find(running.filesystem(who, agent_id, session_id), snapshot_id))
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 @router.post(SESSION + "/snapshots/{snapshot_id}/restore", response_model=SnapshotModel, responses=error_responses(404))
@@ -205,7 +204,7 @@ async def restore_snapshot(
         fs.restore(snapshot)
         return _snapshot_model(session_id, snapshot)
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 @router.get(SESSION + "/snapshots/{snapshot_id}/diff", response_model=DiffResponse, responses=error_responses(404))
@@ -237,7 +236,7 @@ async def diff_snapshot(
             unchanged_count=changes.unchanged_count,
         )
 
-    return await anyio.to_thread.run_sync(work)
+    return await running.run(work)
 
 
 @router.delete(SESSION + "/snapshots/{snapshot_id}", status_code=204, responses=error_responses(404))
@@ -250,5 +249,5 @@ async def delete_snapshot(
         fs = running.filesystem(who, agent_id, session_id)
         fs.delete_snapshot(_find(fs, snapshot_id))
 
-    await anyio.to_thread.run_sync(work)
+    await running.run(work)
     return Response(status_code=204)

@@ -116,12 +116,18 @@ def raw_download(record: FileRecord, content: bytes | None, reader: ByteReader |
     )
 
 
-async def receive_upload(request: Request, open_writer: Callable[[], ByteWriter], limit: int) -> int:
+async def receive_upload(
+    request: Request, open_writer: Callable[[], ByteWriter], limit: int, limiter: anyio.CapacityLimiter
+) -> int:
     """Stream the request body into a writer opened (in a thread) by ``open_writer``; commit at the end.
 
     Returns the bytes stored. Over ``limit`` bytes is 413 and stores nothing.
     """
-    writer = await anyio.to_thread.run_sync(open_writer)
+
+    async def run(function: Callable[..., object], *args: object) -> object:
+        return await anyio.to_thread.run_sync(function, *args, limiter=limiter)
+
+    writer: ByteWriter = await anyio.to_thread.run_sync(open_writer, limiter=limiter)
     total = 0
     try:
         buffered = bytearray()
@@ -134,14 +140,14 @@ async def receive_upload(request: Request, open_writer: Callable[[], ByteWriter]
                 if len(buffered) >= _UPLOAD_BATCH:
                     batch = bytes(buffered)
                     buffered.clear()
-                    await anyio.to_thread.run_sync(writer.write, batch)
+                    await run(writer.write, batch)
         except ClientDisconnect:
             raise ApiError(400, "incomplete_body", "The client went away before the body ended") from None
         if buffered:
-            await anyio.to_thread.run_sync(writer.write, bytes(buffered))
-        await anyio.to_thread.run_sync(writer.close)
+            await run(writer.write, bytes(buffered))
+        await run(writer.close)
     except BaseException:
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(writer.abort)
+            await run(writer.abort)
         raise
     return total

@@ -1,0 +1,181 @@
+"""The workspace service under load: 50 concurrent clients on loopback, SQLite vs PostgreSQL.
+
+``workspacefs serve`` runs as users run it (one uvicorn process, bearer auth on). Fifty keep-alive HTTP/1.1
+connections, driven by a minimal asyncio client (so the client costs little of the machine's CPU), send:
+
+- ``floor``: ``GET /v1/agents`` with an agent-scoped token, which touches no table: the framework's own cost
+  per authenticated request, the ceiling the file operations are measured against;
+- ``read``: ``GET /fs/{path}`` of a random 1 KiB file (JSON with content and ETag);
+- ``write``: ``PUT /fs/{path}`` of new 1 KiB content, each client over its own 20 files.
+
+It prints requests per second, p50 and p99 latency, errors (any non-2xx answer or a broken connection;
+there must be none), and each row's throughput as a ratio of the floor. PostgreSQL runs on a throwaway
+local server (``fsync=off``, like the tests); the SQLite file lives in a temporary directory on disk.
+
+Run: ``python bench/bench_server.py [--clients 50] [--requests 4000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from workspacefs import SqlFilesystem, SqlStore
+from workspacefs.server.tokens import TokenStore
+from workspacefs.testing._postgres import running_postgres
+from workspacefs.testing._service import running_service
+
+AGENT = "bench"
+SESSION = "bench-session"
+FILES = 1000
+BODY = "x" * 1000 + "\n"
+
+
+@dataclass
+class Result:
+    """One phase of one backend."""
+
+    requests: int
+    seconds: float
+    latencies: list[float]
+    errors: int
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds
+
+    def percentile(self, fraction: float) -> float:
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] * 1000
+
+
+async def _read_response(reader: asyncio.StreamReader) -> int:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    length = 0
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    if length:
+        await reader.readexactly(length)
+    return status
+
+
+RequestMaker = Callable[[int, int], bytes]
+
+
+async def _client(port: int, make: RequestMaker, client: int, count: int, latencies: list[float]) -> int:
+    errors = 0
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        for n in range(count):
+            request = make(client, n)
+            started = time.perf_counter()
+            writer.write(request)
+            try:
+                status = await _read_response(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                errors += 1
+                writer.close()
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                continue
+            latencies.append(time.perf_counter() - started)
+            if not 200 <= status < 300:
+                errors += 1
+    finally:
+        writer.close()
+    return errors
+
+
+async def _phase(port: int, make: RequestMaker, clients: int, total: int) -> Result:
+    per_client = max(1, total // clients)
+    latencies: list[float] = []
+    started = time.perf_counter()
+    errors = await asyncio.gather(*(_client(port, make, c, per_client, latencies) for c in range(clients)))
+    elapsed = time.perf_counter() - started
+    return Result(per_client * clients, elapsed, latencies, sum(errors))
+
+
+def _request(method: str, path: str, token: str, body: bytes = b"") -> bytes:
+    head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Authorization: Bearer {token}", "Connection: keep-alive"]
+    if body:
+        head += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def _seed(url: str) -> str:
+    """The session the load runs in, with FILES small files; returns an agent-scoped token."""
+    store = SqlStore(url)
+    if store.session(SESSION) is None:
+        store.create_session(SESSION, agent_id=AGENT)
+    fs = SqlFilesystem(store, SESSION, create=False)
+    for index in range(FILES):
+        fs.write(f"data/d{index % 10}/f{index:04d}.txt", BODY)
+    token, _ = TokenStore(store).create(agent_id=AGENT, label="bench")
+    store.close()
+    return token
+
+
+def run_backend(name: str, url: str, clients: int, total: int) -> dict[str, Result]:
+    token = _seed(url)
+    base = f"/v1/agents/{AGENT}/sessions/{SESSION}/fs"
+    rng = random.Random(7)
+
+    def floor(_client: int, _n: int) -> bytes:
+        return _request("GET", "/v1/agents", token)
+
+    def read(_client: int, _n: int) -> bytes:
+        index = rng.randrange(FILES)
+        return _request("GET", f"{base}/data/d{index % 10}/f{index:04d}.txt", token)
+
+    def write(client: int, n: int) -> bytes:
+        index = client * 20 + n % 20
+        payload = json.dumps({"content": f"{client}:{n}:" + BODY}).encode()  # new content every time
+        return _request("PUT", f"{base}/data/d{index % 10}/f{index:04d}.txt", token, payload)
+
+    results: dict[str, Result] = {}
+    with running_service(url) as service:
+        port = int(service.url.rsplit(":", 1)[1])
+        asyncio.run(_phase(port, read, clients, min(total, 1000)))  # warm up: connections, caches, pools
+        for label, make in (("floor", floor), ("read", read), ("write", write)):
+            results[label] = asyncio.run(_phase(port, make, clients, total))
+            row = results[label]
+            print(
+                f"{name:<11} {label:<6} {row.requests:>7} {row.rps:>9.0f} {row.percentile(0.5):>8.1f}"
+                f" {row.percentile(0.99):>8.1f} {row.errors:>7} {row.rps / results['floor'].rps:>8.2f}",
+                flush=True,
+            )
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--requests", type=int, default=4000, help="requests per phase")
+    parser.add_argument("--skip-postgres", action="store_true")
+    args = parser.parse_args()
+    print(f"{args.clients} concurrent keep-alive clients, {args.requests} requests per phase, 1 KiB files")
+    print(f"{'backend':<11} {'op':<6} {'reqs':>7} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'÷floor':>8}")
+    errors = 0
+    with tempfile.TemporaryDirectory(prefix="wsfs-bench-server-", dir=str(Path.home())) as scratch:
+        for row in run_backend("sqlite", f"sqlite:///{scratch}/service.db", args.clients, args.requests).values():
+            errors += row.errors
+    if not args.skip_postgres:
+        with running_postgres("wsfs_bench_server") as pg_url:
+            for row in run_backend("postgresql", pg_url, args.clients, args.requests).values():
+                errors += row.errors
+    if errors:
+        raise SystemExit(f"{errors} requests failed")
+
+
+if __name__ == "__main__":
+    main()
