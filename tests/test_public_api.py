@@ -16,6 +16,8 @@ EXPECTED = {
     "ALL_TOOLS",
     "EXTRA_TOOLS",
     "FILESYSTEM_TOOLS",
+    "SNAPSHOT_TOOLS",
+    "tools_for",
     "ReadState",
     "Tool",
     "ToolContext",

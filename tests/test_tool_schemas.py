@@ -10,7 +10,15 @@ import jsonschema
 import pytest
 
 from workspacefs import InMemoryFilesystem
-from workspacefs.tools import ALL_TOOLS, ToolContext, dispatch, portable_schema, to_anthropic_tools, to_openai_tools
+from workspacefs.tools import (
+    ALL_TOOLS,
+    SNAPSHOT_TOOLS,
+    ToolContext,
+    dispatch,
+    portable_schema,
+    to_anthropic_tools,
+    to_openai_tools,
+)
 
 # OpenAI function calling, strict mode (structured outputs): supported keywords, and every object must
 # list all of its properties as required and set additionalProperties to false.
@@ -50,8 +58,8 @@ def check_openai_strict(node: Any, where: str = "parameters") -> None:
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
 def test_openai_definitions_are_valid_in_strict_mode(api: str) -> None:
-    definitions = to_openai_tools(api=api)
-    assert len(definitions) == len(ALL_TOOLS)
+    assert len(to_openai_tools(api=api)) == len(ALL_TOOLS)
+    definitions = to_openai_tools(ALL_TOOLS + SNAPSHOT_TOOLS, api=api)
     for definition in definitions:
         function = definition["function"] if api == "chat" else definition
         assert definition["type"] == "function"
@@ -85,13 +93,15 @@ def test_optional_parameters_are_nullable_in_strict_mode_and_absent_elsewhere() 
     assert portable["properties"]["limit"]["default"] == 2000
 
 
-@pytest.mark.parametrize("tool", ALL_TOOLS, ids=lambda t: t.name)
+@pytest.mark.parametrize("tool", ALL_TOOLS + SNAPSHOT_TOOLS, ids=lambda t: t.name)
 def test_calls_shaped_by_each_schema_are_accepted(tool: Any) -> None:
     """A strict-mode call (every key, nulls for optional) and a minimal call both dispatch."""
     fs = InMemoryFilesystem()
     fs.write("a.txt", "alpha\n")
     context = ToolContext(filesystem=fs, read_before_write=False)
-    strict = next(d["function"]["parameters"] for d in to_openai_tools() if d["function"]["name"] == tool.name)
+    context.snapshots.add(fs.snapshot(tag="s1"))
+    every = to_openai_tools(ALL_TOOLS + SNAPSHOT_TOOLS)
+    strict = next(d["function"]["parameters"] for d in every if d["function"]["name"] == tool.name)
     samples = {
         "path": "a.txt",
         "src": "a.txt",
@@ -100,6 +110,8 @@ def test_calls_shaped_by_each_schema_are_accepted(tool: Any) -> None:
         "content": "x",
         "old_string": "alpha",
         "new_string": "beta",
+        "snapshot_id": "s1",
+        "tag": "t",
     }
     full = {name: samples.get(name) for name in strict["properties"]}
     if tool.name in ("ls", "mkdir"):

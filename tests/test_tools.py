@@ -15,7 +15,16 @@ from hypothesis import strategies as st
 
 from workspacefs import BaseFilesystem, HostFilesystem, InMemoryFilesystem
 from workspacefs.protocol import Filesystem
-from workspacefs.tools import ALL_TOOLS, FILESYSTEM_TOOLS, Tool, ToolContext, ToolResult, dispatch
+from workspacefs.tools import (
+    ALL_TOOLS,
+    FILESYSTEM_TOOLS,
+    SNAPSHOT_TOOLS,
+    Tool,
+    ToolContext,
+    ToolResult,
+    dispatch,
+    tools_for,
+)
 
 _count = itertools.count()
 
@@ -398,3 +407,48 @@ def test_handlers_never_raise(name: str, arguments: Any) -> None:
     result = dispatch(name, arguments, ToolContext(filesystem=fs))
     assert isinstance(result, ToolResult)
     assert isinstance(result.message, str) and result.message
+
+
+# --- snapshot, restore, diff ------------------------------------------------------------------------
+
+
+def test_snapshot_tools_take_compare_and_restore(ctx: ToolContext, fs: Filesystem) -> None:
+    seed(fs, {"plan.md": "v1\n", "keep.txt": "k\n"})
+    taken = call(ctx, "snapshot", tag="before edits")
+    assert taken.success and "before edits" in taken.message and "2 files" in taken.message
+    snapshot_id = taken.value["snapshot_id"]
+    assert call(ctx, "read_file", path="plan.md").success
+    assert call(ctx, "write_file", path="plan.md", content="v2\n").success
+    assert call(ctx, "write_file", path="new.txt", content="n\n").success
+    assert call(ctx, "rm", path="keep.txt").success
+    changes = call(ctx, "diff", snapshot_id=snapshot_id)
+    assert changes.success
+    assert changes.message.splitlines()[1:] == ["A new.txt", "M plan.md", "D keep.txt"]
+    by_prefix = call(ctx, "diff", snapshot_id=snapshot_id[:8])
+    assert by_prefix.message == changes.message
+    restored = call(ctx, "restore", snapshot_id="before edits")
+    assert restored.success and "3 files changed back" in restored.message
+    assert fs.read("plan.md").content == "v1\n" and fs.exists("keep.txt") and not fs.exists("new.txt")
+    refused = call(ctx, "write_file", path="plan.md", content="v3\n")  # the model must read it again
+    assert not refused.success and "read" in refused.message.lower()
+    assert "Nothing changed" in call(ctx, "diff", snapshot_id=snapshot_id).message
+
+
+def test_snapshot_tools_explain_mistakes(ctx: ToolContext) -> None:
+    none_yet = call(ctx, "restore", snapshot_id="anything")
+    assert not none_yet.success and "none has been taken yet" in none_yet.message
+    call(ctx, "snapshot", tag="one")
+    unknown = call(ctx, "diff", snapshot_id="two")
+    assert not unknown.success and "one" in unknown.message and "Recent ones" in unknown.message
+    assert not call(ctx, "diff", snapshot_id="one", other_snapshot_id="nope").success
+    no_fs = dispatch("snapshot", {}, ToolContext(filesystem=None), tools=SNAPSHOT_TOOLS)
+    assert not no_fs.success and "cannot take snapshots" in no_fs.message
+
+
+def test_tools_for_fits_the_filesystem() -> None:
+    writable = InMemoryFilesystem()
+    assert [t.name for t in tools_for(writable)][-3:] == ["snapshot", "restore", "diff"]
+    read_only = InMemoryFilesystem(read_only=True)
+    assert {t.name for t in tools_for(read_only)} == {"ls", "read_file", "glob", "grep", "stat", "diff"}
+    assert {t.name for t in tools_for(writable, read_only=True)} == {"ls", "read_file", "glob", "grep", "stat", "diff"}
+    assert tools_for(None) == ALL_TOOLS  # nothing that can snapshot: the file tools only

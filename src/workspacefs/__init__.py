@@ -55,6 +55,7 @@ from workspacefs.tools import (
     ALL_TOOLS,
     EXTRA_TOOLS,
     FILESYSTEM_TOOLS,
+    SNAPSHOT_TOOLS,
     ReadState,
     Tool,
     ToolContext,
@@ -62,6 +63,7 @@ from workspacefs.tools import (
     dispatch,
     to_anthropic_tools,
     to_openai_tools,
+    tools_for,
 )
 
 __version__ = "0.1.0"
@@ -96,6 +98,7 @@ __all__ = [
     "MAX_CONVENIENCE_BYTES",
     "MAX_PATH_DEPTH",
     "MAX_SEGMENT_LENGTH",
+    "SNAPSHOT_TOOLS",
     "ArchiveStats",
     "AsyncFilesystem",
     "BaseFilesystem",
@@ -149,4 +152,5 @@ __all__ = [
     "registered_backends",
     "to_anthropic_tools",
     "to_openai_tools",
+    "tools_for",
 ]

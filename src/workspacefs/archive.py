@@ -10,15 +10,32 @@ refused archive leaves nothing behind (the import is rolled back).
 from __future__ import annotations
 
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Literal
 
 from workspacefs.paths import join, normalize_path, relative_to
-from workspacefs.protocol import Filesystem, SnapshotableFilesystem
+from workspacefs.protocol import ByteReader, Filesystem, SnapshotableFilesystem
 
 __all__ = ["ArchiveStats", "UnsafeArchiveError", "export_tar", "import_tar"]
 
 _COPY_BLOCK = 1024 * 1024
+
+Progress = Callable[[int, "int | None"], None]
+"""Called as content moves: ``(bytes so far, total bytes or None when unknown)``."""
+
+
+class _Counted:
+    """A reader that reports what passes through it (tar pulls file content from this)."""
+
+    def __init__(self, reader: ByteReader, report: Callable[[int], None]) -> None:
+        self._reader = reader
+        self._report = report
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._reader.read(size)
+        self._report(len(data))
+        return data
 
 
 class UnsafeArchiveError(ValueError):
@@ -48,17 +65,33 @@ def _walk(fs: Filesystem, base: str) -> list[tuple[str, bool, int]]:
 
 
 def export_tar(
-    fs: Filesystem, stream: IO[bytes], *, path: str = ".", compression: Literal["", "gz"] = ""
+    fs: Filesystem,
+    stream: IO[bytes],
+    *,
+    path: str = ".",
+    compression: Literal["", "gz"] = "",
+    progress: Progress | None = None,
 ) -> ArchiveStats:
     """Write the tree under ``path`` to ``stream`` as a tar (streamed: any size, fixed memory).
 
-    Member names are relative to ``path``; empty directories are kept.
+    Member names are relative to ``path``; empty directories are kept. ``progress`` hears about every
+    block of content, with the total known from the listing taken first.
     """
     base = normalize_path(path, mount_point=fs.mount_point)
     files = dirs = total = 0
     mode: Literal["w|", "w|gz"] = "w|gz" if compression == "gz" else "w|"
+    members = _walk(fs, base)
+    expected = sum(size for _, is_directory, size in members if not is_directory)
+    moved = 0
+
+    def report(count: int) -> None:
+        nonlocal moved
+        moved += count
+        if progress is not None:
+            progress(moved, max(expected, moved))
+
     with tarfile.open(fileobj=stream, mode=mode, format=tarfile.PAX_FORMAT) as tar:
-        for member_path, is_directory, _ in _walk(fs, base):
+        for member_path, is_directory, _ in members:
             name = relative_to(member_path, base)
             info = tarfile.TarInfo(name)
             stat = fs.stat(member_path)
@@ -73,7 +106,7 @@ def export_tar(
             info.mode = 0o644
             with fs.open_read(member_path) as reader:
                 info.size = reader.size
-                tar.addfile(info, reader)
+                tar.addfile(info, _Counted(reader, report))
             files += 1
             total += info.size
     return ArchiveStats(files, dirs, total)
@@ -91,8 +124,8 @@ def _member_path(member: tarfile.TarInfo, base: str) -> str:
         raise UnsafeArchiveError(f"Refusing archive member {name!r}: {exc}") from None
 
 
-def _import(fs: Filesystem, tar: tarfile.TarFile, base: str) -> ArchiveStats:
-    files = dirs = total = 0
+def _import(fs: Filesystem, tar: tarfile.TarFile, base: str, progress: Progress | None) -> ArchiveStats:
+    files = dirs = total = moved = 0
     for member in tar:
         target = _member_path(member, base)
         if member.isdir():
@@ -105,13 +138,17 @@ def _import(fs: Filesystem, tar: tarfile.TarFile, base: str) -> ArchiveStats:
         with fs.open_write(target) as writer:
             while block := source.read(_COPY_BLOCK):
                 writer.write(block)
+                moved += len(block)
+                if progress is not None:
+                    progress(moved, None)
         files += 1
         total += member.size
     return ArchiveStats(files, dirs, total)
 
 
-def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".") -> ArchiveStats:
-    """Unpack a tar (plain or compressed, streamed) from ``stream`` under ``path``.
+def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".", progress: Progress | None = None) -> ArchiveStats:
+    """Unpack a tar (plain or compressed, streamed) from ``stream`` under ``path``; ``progress`` hears
+    about every block written (the total of a stream is not known ahead).
 
     Raises:
         UnsafeArchiveError: a member is absolute, climbs with ``..``, or is a link or special file.
@@ -122,7 +159,7 @@ def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".") -> Archive
     snapshot = fs.snapshot(tag="before import") if isinstance(fs, SnapshotableFilesystem) else None
     try:
         with tarfile.open(fileobj=stream, mode="r|*") as tar:
-            stats = _import(fs, tar, base)
+            stats = _import(fs, tar, base, progress)
     except BaseException:
         if snapshot is not None and isinstance(fs, SnapshotableFilesystem):
             fs.restore(snapshot)

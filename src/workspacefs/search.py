@@ -13,10 +13,12 @@ a search that would take longer is refused with ``ValueError`` instead of hangin
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import re2  # google-re2
 import regex
@@ -36,6 +38,7 @@ __all__ = [
     "required_literal",
     "rewrite_text_anchors",
     "search_content",
+    "text_or_base64",
 ]
 
 BINARY_SNIFF_BYTES = 8192
@@ -61,6 +64,16 @@ def _re2_options() -> re2.Options:
 def is_binary(head: bytes) -> bool:
     """True if a NUL byte occurs in the first 8 KiB."""
     return b"\x00" in head[:BINARY_SNIFF_BYTES]
+
+
+def text_or_base64(data: bytes) -> tuple[str, Literal["text", "base64"]]:
+    """Content for a JSON wire: UTF-8 text, or base64 when it is binary (above) or not valid UTF-8."""
+    if not is_binary(data):
+        try:
+            return data.decode("utf-8"), "text"
+        except UnicodeDecodeError:
+            pass
+    return base64.b64encode(data).decode("ascii"), "base64"
 
 
 # --- glob -----------------------------------------------------------------------------------------

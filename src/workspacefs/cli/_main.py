@@ -8,6 +8,7 @@ import sys
 import click
 
 from workspacefs.backends.sql_store import default_database
+from workspacefs.cli import _files, _workspace
 
 __all__ = ["main"]
 
@@ -28,13 +29,31 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+EPILOG = """\b
+Examples:
+  workspacefs serve                                   the REST API and web browser on SQLite
+  export WORKSPACEFS_FS=file:///srv/agent-workspace   (or pass --fs URL to each command)
+  echo 'print(1)' | workspacefs write src/app.py
+  workspacefs grep 'def \\w+' --glob '*.py' --json
+  workspacefs export --fs file:///srv/ws | workspacefs import --fs 'sqlite:///ws.db?session=a'
+  workspacefs mcp --fs file:///srv/agent-workspace     tools for an MCP client, over stdio
+
+\b
+Exit codes: 0 ok; 1 failed (grep: no match); 2 bad usage; 3 not found;
+4 exists, not empty or wrong kind; 5 not allowed; 6 invalid input."""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}, epilog=EPILOG)
 @click.version_option(package_name="workspacefs")
 def main() -> None:
-    """workspacefs: one filesystem for the tools of LLM agents."""
+    """workspacefs: one filesystem for the tools of LLM agents.
+
+    File commands work on any backend given by --fs URL: memory://, file:///dir,
+    sqlite:///file.db?session=ID, postgresql://user@host/db?session=ID.
+    """
 
 
-@main.command()
+@main.command(short_help="Run the REST API and the web file browser.")
 @click.option("--db", "db_url", metavar="URL", help=DB_HELP)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
@@ -88,7 +107,28 @@ def _redact(url: str) -> str:
     return sa.engine.make_url(url).render_as_string(hide_password=True)
 
 
-@main.group()
+@main.command("mcp", short_help="Serve the file tools to an MCP client over stdio.")
+@click.option("--fs", "fs_url", metavar="URL", envvar="WORKSPACEFS_FS", required=True, help="The workspace URL.")
+@click.option("--read-only", is_flag=True, help="Offer only the tools that change nothing.")
+@click.option("--tools", "tool_names", metavar="NAMES", help="Comma-separated tools to offer (default: all that fit).")
+def mcp_command(fs_url: str, read_only: bool, tool_names: str | None) -> None:
+    """Serve the workspace's tools (ls, read_file, write_file, edit_file, glob, grep, rm, mkdir, mv, cp,
+    stat, and snapshot/restore/diff where the backend snapshots) to an MCP client over stdio.
+
+    MCP roots from the client can narrow access to part of the workspace, never widen it.
+    """
+    try:
+        from workspacefs.mcp import run_stdio  # noqa: PLC0415 - only this command needs the mcp extra
+    except ImportError as exc:
+        raise click.ClickException(f"{exc}; install the mcp extra: pip install 'workspacefs[mcp]'") from None
+    names = [name.strip() for name in tool_names.split(",") if name.strip()] if tool_names else None
+    try:
+        run_stdio(fs_url, read_only=read_only, tool_names=names)
+    except (ValueError, ImportError) as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+@main.group(short_help="Create, list and revoke API tokens.")
 def token() -> None:
     """Create, list and revoke the service's bearer tokens."""
 
@@ -143,7 +183,7 @@ def token_revoke(token_id: str, db_url: str | None) -> None:
     click.echo(f"revoked {token_id}", err=True)
 
 
-@main.group()
+@main.group(short_help="Database maintenance.")
 def db() -> None:
     """Database maintenance."""
 
@@ -157,6 +197,10 @@ def db_upgrade(db_url: str | None) -> None:
     url = _database(db_url)
     SqlStore(url).close()  # opening a store migrates it (and creates a SQLite file's directory)
     click.echo(f"{_redact(url)}: schema up to date", err=True)
+
+
+_files.register(main)
+_workspace.register(main)
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m workspacefs.cli._main

@@ -24,6 +24,7 @@ from workspacefs.backends.sql import SqlFilesystem
 from workspacefs.backends.sql_records import FileRecord
 from workspacefs.backends.sql_store import SessionInfo, SqlStore
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, strict_path
+from workspacefs.search import text_or_base64
 from workspacefs.server._errors import ApiError
 from workspacefs.server._models import ID_PATTERN, FileModel, SessionModel
 from workspacefs.server.tokens import TokenInfo, TokenStore
@@ -36,7 +37,6 @@ __all__ = [
     "SessionId",
     "caller",
     "decode_content",
-    "encode_content",
     "file_model",
     "service",
     "session_model",
@@ -46,8 +46,6 @@ __all__ = [
 
 DEFAULT_AGENT = "default"
 """The agent that owns sessions created without one."""
-BINARY_SNIFF_BYTES = 8192
-"""A NUL byte within this many leading bytes marks a file as binary (seed 004)."""
 
 OWNER_CACHE_SECONDS = 5.0
 """How long a session's owner is remembered without asking the database (like tokens: seconds)."""
@@ -157,16 +155,6 @@ def shown(path: str) -> str:
     return "/" + path
 
 
-def encode_content(data: bytes) -> tuple[str, str]:
-    """Content as JSON text: UTF-8 text unless a NUL is in the first 8 KiB or it is not UTF-8 (base64)."""
-    if b"\x00" not in data[:BINARY_SNIFF_BYTES]:
-        try:
-            return data.decode("utf-8"), "text"
-        except UnicodeDecodeError:
-            pass
-    return base64.b64encode(data).decode("ascii"), "base64"
-
-
 def decode_content(content: str, encoding: str) -> bytes:
     """The bytes of a request's ``content`` (400 for bad base64, 413 over the JSON limit)."""
     if encoding == "base64":
@@ -185,7 +173,7 @@ def decode_content(content: str, encoding: str) -> bytes:
 
 def file_model(session_id: str, record: FileRecord, content: bytes | None = None) -> FileModel:
     """Seed 004's file JSON for a row (and its content, when the response carries it)."""
-    text, encoding = encode_content(content) if content is not None else (None, None)
+    text, encoding = text_or_base64(content) if content is not None else (None, None)
     return FileModel(
         id=str(uuid.uuid5(_FILE_IDS, f"{session_id}\0{record.path}")),
         session_id=session_id,

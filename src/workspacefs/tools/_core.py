@@ -13,8 +13,9 @@ from pydantic import BaseModel
 
 from workspacefs.paths import normalize_path
 from workspacefs.protocol import Filesystem
+from workspacefs.snapshots import FilesystemSnapshot
 
-__all__ = ["ReadState", "Tool", "ToolContext", "ToolResult", "content_digest"]
+__all__ = ["ReadState", "SnapshotLedger", "Tool", "ToolContext", "ToolResult", "content_digest"]
 
 ValueT = TypeVar("ValueT")
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
@@ -69,12 +70,31 @@ class ReadState:
                 del self._seen[known]
 
 
+class SnapshotLedger:
+    """The snapshots taken through tools in one conversation, by id (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._taken: dict[str, FilesystemSnapshot] = {}
+        self._lock = threading.Lock()
+
+    def add(self, snapshot: FilesystemSnapshot) -> None:
+        """Remember a snapshot."""
+        with self._lock:
+            self._taken[str(snapshot.snapshot_id)] = snapshot
+
+    def all(self) -> list[FilesystemSnapshot]:
+        """Every remembered snapshot, oldest first."""
+        with self._lock:
+            return sorted(self._taken.values(), key=lambda s: s.created_at)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """Everything a handler may use (seeds 001/002): the filesystem first of all.
 
     ``prompt``, ``rendered_prompt``, ``adapter``, ``session``, ``deadline`` and ``budget_tracker`` are
-    passed through for handlers that want them. ``read_before_write`` refuses to overwrite or edit a
+    passed through for handlers that want them. ``snapshots`` remembers the snapshots the model took with
+    the ``snapshot`` tool. ``read_before_write`` refuses to overwrite or edit a
     file the model has not read (or that changed since); ``transactional`` makes the dispatcher
     snapshot before a mutating tool and roll back if it fails part way (``None``: on wherever the
     filesystem can snapshot; O(1) in memory, a real snapshot on a host directory, so turn it off
@@ -89,6 +109,7 @@ class ToolContext:
     deadline: datetime | None = None
     budget_tracker: Any = None
     read_state: ReadState = field(default_factory=ReadState)
+    snapshots: SnapshotLedger = field(default_factory=SnapshotLedger)
     read_before_write: bool = True
     transactional: bool | None = None
 
@@ -100,8 +121,9 @@ Handler = Callable[[ParamsT, ToolContext], ToolResult[Any]]
 class Tool(Generic[ParamsT]):
     """A tool a model can call: a name, a description, typed parameters and a handler.
 
-    ``mutating`` tools change the filesystem (the dispatcher may wrap them in a snapshot);
-    ``destructive`` ones may delete or overwrite data (MCP's ``destructiveHint``).
+    ``mutating`` tools change the filesystem (the dispatcher may wrap them in a snapshot, unless
+    ``transactional`` is false: ``restore`` replaces the whole state itself); ``destructive`` ones may
+    delete or overwrite data (MCP's ``destructiveHint``).
     """
 
     name: str
@@ -111,6 +133,7 @@ class Tool(Generic[ParamsT]):
     mutating: bool = False
     destructive: bool = False
     idempotent: bool = True
+    transactional: bool = True
 
     def __call__(self, params: ParamsT, *, context: ToolContext) -> ToolResult[Any]:
         """Run the handler with already-validated parameters."""

@@ -67,13 +67,16 @@ def dispatch(
 ) -> ToolResult[Any]:
     """Run tool ``name`` with ``arguments`` (a JSON string or a dict) and return its result.
 
+    ``tools`` defaults to every file tool, and the snapshot tools where the filesystem can snapshot.
+
     Never raises for a model's mistake: an unknown tool, bad JSON or invalid arguments come back as a
     failed result saying what to fix. A mutating tool that fails part way is rolled back when the
     context is transactional (see :class:`ToolContext`).
     """
-    from workspacefs.tools import ALL_TOOLS  # noqa: PLC0415 - the package imports this module
+    from workspacefs.tools import tools_for  # noqa: PLC0415 - the package imports this module
 
-    available = {tool.name: tool for tool in (tools if tools is not None else ALL_TOOLS)}
+    offered = tools if tools is not None else tools_for(context.filesystem, read_only=False)
+    available = {tool.name: tool for tool in offered}
     tool = available.get(name)
     if tool is None:
         return failure(f"There is no tool named {name!r}. Available tools: {', '.join(sorted(available))}.")
@@ -81,7 +84,7 @@ def dispatch(
     if isinstance(params, ToolResult):
         return params
     fs = context.filesystem
-    if not (tool.mutating and _wants_transaction(context, fs)):
+    if not (tool.mutating and tool.transactional and _wants_transaction(context, fs)):
         return _run(tool, params, context)
     assert isinstance(fs, SnapshotableFilesystem)
     snapshot = fs.snapshot(tag=f"before {tool.name}")

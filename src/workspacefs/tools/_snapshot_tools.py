@@ -1,0 +1,180 @@
+"""``snapshot``, ``restore`` and ``diff``: checkpoints a model can take and return to.
+
+Offered where the filesystem can snapshot (``SNAPSHOT_TOOLS``; see ``tools_for``). Snapshots the model
+takes are remembered in the context's ``snapshots`` ledger (an in-memory snapshot exists nowhere else);
+those a backend keeps (a host snapshot dir, the SQL database) are found there too. A snapshot is named
+by its id, a unique prefix of 8 or more characters, or its tag.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from workspacefs.protocol import Filesystem, SnapshotableFilesystem
+from workspacefs.snapshots import FilesystemSnapshot
+from workspacefs.tools._core import Tool, ToolContext, ToolResult
+from workspacefs.tools._file_tools import _Params
+from workspacefs.tools._messages import failure, human_size, plural
+
+__all__ = ["DIFF", "RESTORE", "SNAPSHOT"]
+
+_DIFF_SHOWN = 200
+_PREFIX_CHARACTERS = 8
+
+
+def _snapshotable(context: ToolContext) -> SnapshotableFilesystem | ToolResult[Any]:
+    fs = context.filesystem
+    if not isinstance(fs, SnapshotableFilesystem):
+        return failure("This workspace cannot take snapshots, so snapshot, restore and diff are unavailable.")
+    return fs
+
+
+def _known(fs: Filesystem, context: ToolContext) -> list[FilesystemSnapshot]:
+    """Snapshots of ``fs`` the model can name: its own, then those the backend keeps."""
+    found = {str(s.snapshot_id): s for s in context.snapshots.all()}
+    listing = getattr(fs, "snapshots", None)
+    if callable(listing):
+        for kept in listing():
+            found.setdefault(str(kept.snapshot_id), kept)
+    return sorted(found.values(), key=lambda s: s.created_at)
+
+
+def _find(fs: Filesystem, context: ToolContext, name: str) -> FilesystemSnapshot | ToolResult[Any]:
+    known = _known(fs, context)
+    wanted = name.strip()
+    exact = [s for s in known if str(s.snapshot_id) == wanted]
+    prefixed = [s for s in known if len(wanted) >= _PREFIX_CHARACTERS and str(s.snapshot_id).startswith(wanted)]
+    tagged = [s for s in known if s.tag == wanted]
+    if exact:
+        return exact[0]
+    if len(prefixed) == 1:
+        return prefixed[0]
+    if tagged:
+        return tagged[-1]
+    if not known:
+        return failure(f"There is no snapshot {name!r}: none has been taken yet. Call snapshot first.")
+    listed = ", ".join(f"{s.snapshot_id}" + (f" ({s.tag})" if s.tag else "") for s in known[-5:])
+    return failure(f"There is no snapshot {name!r}. Recent ones: {listed}.")
+
+
+def _label(snapshot: FilesystemSnapshot) -> str:
+    return f"{snapshot.snapshot_id}" + (f" (tag '{snapshot.tag}')" if snapshot.tag else "")
+
+
+# --- snapshot -------------------------------------------------------------------------------------
+
+
+class SnapshotParams(_Params):
+    tag: str | None = Field(None, max_length=200, description="A name to find it by later, e.g. 'before refactor'.")
+
+
+def snapshot(params: SnapshotParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
+    """Take a snapshot of the whole workspace."""
+    fs = _snapshotable(context)
+    if isinstance(fs, ToolResult):
+        return fs
+    try:
+        taken = fs.snapshot(tag=params.tag)
+    except (OSError, ValueError) as exc:
+        return failure(f"The snapshot could not be taken: {exc}")
+    context.snapshots.add(taken)
+    size = f"{plural(taken.file_count, 'file')}, {human_size(taken.total_bytes)}"
+    return ToolResult(
+        f"Took snapshot {_label(taken)}: {size}. Return to it with restore(snapshot_id='{taken.snapshot_id}').",
+        {"snapshot_id": str(taken.snapshot_id), "tag": taken.tag, "files": taken.file_count},
+    )
+
+
+# --- restore --------------------------------------------------------------------------------------
+
+
+class RestoreParams(_Params):
+    snapshot_id: str = Field(description="The snapshot's id (or its tag) as snapshot returned it.")
+
+
+def restore(params: RestoreParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
+    """Put the whole workspace back as it was when the snapshot was taken."""
+    fs = _snapshotable(context)
+    if isinstance(fs, ToolResult):
+        return fs
+    target = _find(fs, context, params.snapshot_id)
+    if isinstance(target, ToolResult):
+        return target
+    try:
+        undone = fs.diff(target)
+        fs.restore(target)
+    except (OSError, ValueError) as exc:
+        return failure(f"Snapshot {_label(target)} could not be restored: {exc}")
+    context.read_state.forget(fs, ".")  # every file may differ now: read again before writing
+    changed = len(undone.added) + len(undone.modified) + len(undone.deleted)
+    return ToolResult(
+        f"Restored snapshot {_label(target)}: {plural(changed, 'file')} changed back "
+        f"({len(undone.added)} removed, {len(undone.modified)} reverted, {len(undone.deleted)} brought back). "
+        "Read files again before editing them.",
+        {"snapshot_id": str(target.snapshot_id), "changed": changed},
+    )
+
+
+# --- diff -----------------------------------------------------------------------------------------
+
+
+class DiffParams(_Params):
+    snapshot_id: str = Field(description="The snapshot to compare from (its id or tag).")
+    other_snapshot_id: str | None = Field(None, description="Compare to this snapshot instead of the current files.")
+
+
+def diff(params: DiffParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
+    """Files added (A), modified (M) and deleted (D) since a snapshot, or between two snapshots."""
+    fs = _snapshotable(context)
+    if isinstance(fs, ToolResult):
+        return fs
+    base = _find(fs, context, params.snapshot_id)
+    if isinstance(base, ToolResult):
+        return base
+    other = _find(fs, context, params.other_snapshot_id) if params.other_snapshot_id else None
+    if isinstance(other, ToolResult):
+        return other
+    try:
+        changes = fs.diff(base, other)
+    except (OSError, ValueError) as exc:
+        return failure(f"The snapshots could not be compared: {exc}")
+    until = f"snapshot {_label(other)}" if other else "now"
+    lines = [f"A {p}" for p in changes.added] + [f"M {p}" for p in changes.modified]
+    lines += [f"D {p}" for p in changes.deleted]
+    value: dict[str, object] = {
+        "added": list(changes.added),
+        "modified": list(changes.modified),
+        "deleted": list(changes.deleted),
+    }
+    if not lines:
+        return ToolResult(f"Nothing changed from snapshot {_label(base)} to {until}.", value)
+    shown = lines[:_DIFF_SHOWN]
+    more = f"\n… and {len(lines) - _DIFF_SHOWN} more." if len(lines) > _DIFF_SHOWN else ""
+    header = f"From snapshot {_label(base)} to {until}: {plural(len(lines), 'file')} changed."
+    return ToolResult(header + "\n" + "\n".join(shown) + more, value)
+
+
+SNAPSHOT = Tool(
+    "snapshot",
+    "Take a snapshot of the whole workspace, to return to with restore or compare with diff.",
+    SnapshotParams,
+    snapshot,
+    idempotent=False,
+)
+RESTORE = Tool(
+    "restore",
+    "Return the whole workspace to a snapshot: later changes are undone.",
+    RestoreParams,
+    restore,
+    mutating=True,
+    destructive=True,
+    transactional=False,  # a restore replaces the whole state in one step; a snapshot around it adds nothing
+)
+DIFF = Tool(
+    "diff",
+    "List files added, modified and deleted since a snapshot (or between two snapshots).",
+    DiffParams,
+    diff,
+)
