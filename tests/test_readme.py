@@ -52,3 +52,64 @@ def test_readme_service_example_runs_against_a_live_service(fast_tmp: Path) -> N
         assert scope["saved"].status_code == 200
         assert scope["hits"]["data"][0]["path"] == "/src/main.rs"
         assert scope["snap"]["tag"] == "v1"
+
+
+def _section_block(title: str, language: str) -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split(f"## {title}", 1)[1]
+    match = re.search(rf"```{language}\n(.*?)```", section, re.DOTALL)
+    assert match, f"README has no {language} block under '## {title}'"
+    return match.group(1)
+
+
+_VOLATILE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def test_readme_terminal_transcript_is_what_the_cli_prints(tmp_path: Path) -> None:
+    """Run every ``$`` line of the transcript in one shell and compare what each prints."""
+    import subprocess
+    import sys
+
+    commands: list[str] = []
+    expected: list[list[str]] = []
+    for line in _section_block("The command line", "console").splitlines():
+        if line.startswith("$ "):
+            commands.append(line[2:])
+            expected.append([])
+        else:
+            expected[-1].append(line)
+    marker = "@@@ next command @@@"
+    script = "\n".join(f"echo '{marker}'\n{{ {command} ; }} 2>&1" for command in commands)
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    printed = done.stdout.split(marker + "\n")[1:]
+    assert len(printed) == len(commands), done.stdout + done.stderr
+    for command, want, got in zip(commands, expected, printed, strict=True):
+        assert _VOLATILE.sub("<uuid>", got).splitlines() == [_VOLATILE.sub("<uuid>", w) for w in want], command
+
+
+def test_readme_mcp_client_configuration_starts_a_working_server(tmp_path: Path) -> None:
+    import json
+    import sys
+
+    import anyio
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    config = json.loads(_section_block("MCP: the tools for any agent client", "json"))
+    server = config["mcpServers"]["workspace"]
+    assert server["command"] == "workspacefs"
+    args = [arg.replace("file:///home/me/agent-workspace", f"file://{tmp_path}") for arg in server["args"]]
+    (tmp_path / "hello.txt").write_text("hi\n")
+    command = str(Path(sys.executable).parent / server["command"])
+
+    async def use() -> list[str]:
+        parameters = StdioServerParameters(command=command, args=args)
+        async with stdio_client(parameters) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            result = await session.call_tool("read_file", {"path": "hello.txt"})
+            assert not result.is_error
+            return [tool.name for tool in (await session.list_tools()).tools]
+
+    assert "read_file" in anyio.run(use)

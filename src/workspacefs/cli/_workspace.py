@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import click
 
-from workspacefs.archive import export_tar, import_tar
+from workspacefs.archive import ArchiveStats, export_tar, import_tar
 from workspacefs.cli._output import EXIT_INVALID, EXIT_NOT_FOUND, emit, fail, fs_option, json_option, open_fs, reported
 from workspacefs.protocol import Filesystem, SnapshotableFilesystem
 from workspacefs.snapshots import FilesystemSnapshot
@@ -169,7 +169,7 @@ def export(*, output: IO[bytes], path: str, gzip: bool, progress: bool | None, f
     if as_json:
         click.echo(_dump(summary), err=True)  # stdout carries the tar
     else:
-        click.echo(f"exported {stats.files} files, {stats.directories} folders, {stats.bytes} bytes", err=True)
+        click.echo(f"exported {_summary(stats)}", err=True)
 
 
 @click.command("import", short_help="Unpack a tar stream into the workspace.")
@@ -188,8 +188,15 @@ def import_(source: IO[bytes], path: str, progress: bool | None, fs_url: str, as
     emit(
         as_json,
         summary,
-        lambda: click.echo(f"imported {stats.files} files, {stats.directories} folders, {stats.bytes} bytes", err=True),
+        lambda: click.echo(f"imported {_summary(stats)}", err=True),
     )
+
+
+def _summary(stats: ArchiveStats) -> str:
+    def count(number: int, noun: str) -> str:
+        return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+    return f"{count(stats.files, 'file')}, {count(stats.directories, 'folder')}, {count(stats.bytes, 'byte')}"
 
 
 def _dump(value: Any) -> str:
