@@ -453,6 +453,15 @@ def test_body_limits(store: SqlStore) -> None:
 # --- errors in one shape ----------------------------------------------------------------------------------------
 
 
+def test_unknown_query_parameters_are_refused(api: Api) -> None:
+    api.create("/dir/a.txt", "a")
+    typo = api.client.delete(api.fs("/dir?recusive=true"))
+    assert error_of(typo) == (400, "unknown_parameter") and "recursive" in typo.json()["error"]["message"]
+    assert api.client.get(api.fs("/dir/a.txt")).status_code == 200
+    assert error_of(api.client.get(api.fs("/dir/a.txt?raw=1"))) == (400, "unknown_parameter")
+    assert api.client.delete(api.fs("/dir?recursive=true")).status_code == 204
+
+
 def test_unknown_routes_and_methods_answer_json_errors(client: TestClient, api: Api) -> None:
     assert error_of(client.get("/v2/nothing")) == (404, "not_found")
     assert error_of(client.patch(api.fs("/a.txt"), json={})) == (405, "method_not_allowed")

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from starlette.convertors import Convertor, register_url_convertor
 
@@ -25,12 +25,20 @@ from workspacefs.server._models import (
     PathRequest,
     TransferRequest,
 )
-from workspacefs.server._service import AgentId, CallerDep, ServiceDep, SessionId, file_model, wire_path
+from workspacefs.server._service import (
+    AgentId,
+    CallerDep,
+    ServiceDep,
+    SessionId,
+    file_model,
+    known_query_only,
+    wire_path,
+)
 from workspacefs.server._transfer import etag
 
 __all__ = ["router"]
 
-router = APIRouter(prefix=PREFIX + "/_", tags=["actions"])
+router = APIRouter(prefix=PREFIX + "/_", tags=["actions"], dependencies=[Depends(known_query_only)])
 ACTIONS = ("stat", "move", "copy", "grep", "glob")
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Request
+from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.convertors import Convertor, register_url_convertor
 
@@ -28,6 +28,7 @@ from workspacefs.server._service import (
     SessionId,
     decode_content,
     file_model,
+    known_query_only,
     wire_path,
 )
 from workspacefs.server._transfer import (
@@ -60,7 +61,7 @@ class _AnyPath(Convertor[str]):
 register_url_convertor("wsfs_path", _AnyPath())
 
 PREFIX = "/v1/agents/{agent_id}/sessions/{session_id}/fs"
-router = APIRouter(prefix=PREFIX, tags=["files"])
+router = APIRouter(prefix=PREFIX, tags=["files"], dependencies=[Depends(known_query_only)])
 _INLINE_DOWNLOAD = 1024 * 1024
 """Raw downloads up to this size are read in one statement; larger ones stream."""
 

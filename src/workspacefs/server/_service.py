@@ -38,6 +38,7 @@ __all__ = [
     "caller",
     "decode_content",
     "file_model",
+    "known_query_only",
     "service",
     "session_model",
     "uuid7",
@@ -135,6 +136,36 @@ async def caller(
     if info is None:
         raise ApiError(401, "unauthorized", "Unknown or revoked token")
     return Caller(info)
+
+
+_QUERY_NAMES: dict[int, frozenset[str]] = {}
+
+
+def _declared_query(dependant: Any) -> set[str]:
+    names = {field.alias for field in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _declared_query(sub)
+    return names
+
+
+async def known_query_only(request: Request) -> None:
+    """Refuse (400) query parameters an endpoint does not declare: ``?recusive=true`` is a bug to report,
+    not a flag to ignore while the request does something else (a router-wide FastAPI dependency)."""
+    if not request.query_params:
+        return
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None:
+        return
+    allowed = _QUERY_NAMES.get(id(route))
+    if allowed is None:
+        allowed = _QUERY_NAMES.setdefault(id(route), frozenset(_declared_query(dependant)))
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        accepted = ", ".join(sorted(allowed)) or "none"
+        raise ApiError(
+            400, "unknown_parameter", f"Unknown query parameter(s) {', '.join(unknown)}; accepted: {accepted}"
+        )
 
 
 CallerDep = Annotated[Caller, Depends(caller)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from workspacefs.backends.sql import SqlFilesystem
@@ -33,6 +33,7 @@ from workspacefs.server._service import (
     CallerDep,
     ServiceDep,
     SessionId,
+    known_query_only,
     session_model,
     uuid7,
 )
@@ -41,7 +42,7 @@ from workspacefs.snapshots import FilesystemSnapshot
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1", tags=["sessions"])
+router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(known_query_only)])
 SESSION = "/agents/{agent_id}/sessions/{session_id}"
 SnapshotId = Annotated[str, "a snapshot id"]
 Against = Annotated[str | None, Query(pattern=ID_PATTERN, description="Compare with this snapshot (default: now)")]
