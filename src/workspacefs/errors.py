@@ -10,8 +10,10 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Literal
 
 __all__ = [
+    "FailureKind",
     "PreconditionFailedError",
     "SnapshotCreationError",
     "SnapshotError",
@@ -19,6 +21,7 @@ __all__ = [
     "SnapshotNotFoundError",
     "SnapshotRestoreError",
     "caller_paths",
+    "classify",
     "directory_not_empty",
     "file_exists",
     "file_not_found",
@@ -115,3 +118,48 @@ def caller_paths(names: Mapping[str, str]) -> Iterator[None]:
         if isinstance(exc.filename2, str) and exc.filename2 in names:
             exc.filename2 = names[exc.filename2]
         raise
+
+
+FailureKind = Literal[
+    "precondition_failed",
+    "snapshot_not_found",
+    "snapshot_failed",
+    "not_found",
+    "already_exists",
+    "is_a_directory",
+    "not_a_directory",
+    "not_allowed",
+    "directory_not_empty",
+    "conflict",
+    "invalid",
+]
+"""What went wrong, in the terms every front end (REST statuses, exit codes) maps from."""
+
+_BY_TYPE: tuple[tuple[type[BaseException], FailureKind], ...] = (
+    (PreconditionFailedError, "precondition_failed"),
+    (SnapshotNotFoundError, "snapshot_not_found"),
+    (SnapshotIncompatibleError, "invalid"),
+    (SnapshotError, "snapshot_failed"),
+    (FileNotFoundError, "not_found"),
+    (FileExistsError, "already_exists"),
+    (IsADirectoryError, "is_a_directory"),
+    (NotADirectoryError, "not_a_directory"),
+    (PermissionError, "not_allowed"),
+)
+_BY_ERRNO: dict[int, FailureKind] = {errno.ENOTEMPTY: "directory_not_empty", errno.EAGAIN: "conflict"}
+
+
+def classify(exc: BaseException) -> FailureKind | None:
+    """The kind of a caller's failure (a missing file, a bad path …), or ``None`` for anything else (a bug).
+
+    ``ValueError`` and ``TypeError`` are the caller's: the filesystem raises them for invalid paths,
+    patterns and arguments.
+    """
+    for kind, name in _BY_TYPE:
+        if isinstance(exc, kind):
+            return name
+    if isinstance(exc, OSError) and exc.errno in _BY_ERRNO:
+        return _BY_ERRNO[exc.errno]
+    if isinstance(exc, (ValueError, TypeError)):
+        return "invalid"
+    return None

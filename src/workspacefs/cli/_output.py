@@ -15,8 +15,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from workspacefs.archive import UnsafeArchiveError
-from workspacefs.errors import SnapshotError, SnapshotNotFoundError
+from workspacefs.errors import FailureKind, SnapshotError, classify
 from workspacefs.open import open_filesystem
 from workspacefs.protocol import Filesystem
 
@@ -78,24 +77,30 @@ def _describe(exc: OSError) -> str:
     return f"{exc.filename}: {reason}" if exc.filename else reason
 
 
+_EXIT: dict[FailureKind, int] = {
+    "precondition_failed": EXIT_CONFLICT,
+    "snapshot_not_found": EXIT_NOT_FOUND,
+    "snapshot_failed": EXIT_FAILURE,
+    "not_found": EXIT_NOT_FOUND,
+    "already_exists": EXIT_CONFLICT,
+    "is_a_directory": EXIT_CONFLICT,
+    "not_a_directory": EXIT_CONFLICT,
+    "not_allowed": EXIT_DENIED,
+    "directory_not_empty": EXIT_CONFLICT,
+    "conflict": EXIT_CONFLICT,
+    "invalid": EXIT_INVALID,
+}
+"""Each kind of failure (``errors.classify``) as an exit code."""
+
+
 def _classify(exc: BaseException) -> tuple[int, str, str] | None:
-    if isinstance(exc, SnapshotNotFoundError):
-        return EXIT_NOT_FOUND, "snapshot_not_found", str(exc)
-    if isinstance(exc, SnapshotError):
-        return EXIT_FAILURE, "snapshot_failed", str(exc)
-    if isinstance(exc, FileNotFoundError):
-        return EXIT_NOT_FOUND, "not_found", _describe(exc)
-    if isinstance(exc, (FileExistsError, IsADirectoryError, NotADirectoryError)):
-        return EXIT_CONFLICT, "conflict", _describe(exc)
-    if isinstance(exc, PermissionError):
-        return EXIT_DENIED, "not_allowed", _describe(exc)
-    if isinstance(exc, UnsafeArchiveError):
-        return EXIT_INVALID, "unsafe_archive", str(exc)
-    if isinstance(exc, OSError):
-        return EXIT_FAILURE, "os_error", _describe(exc)
-    if isinstance(exc, (ValueError, TypeError)):
-        return EXIT_INVALID, "invalid", str(exc)
-    return None
+    kind = classify(exc)
+    if kind is None:
+        if isinstance(exc, OSError):  # an I/O failure of the machine, not a bug: say it, exit 1
+            return EXIT_FAILURE, "os_error", _describe(exc)
+        return None
+    message = _describe(exc) if isinstance(exc, OSError) and not isinstance(exc, SnapshotError) else str(exc)
+    return _EXIT[kind], kind, message
 
 
 def reported(command: F) -> F:

@@ -6,7 +6,6 @@ before FastAPI reads a body into memory.
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -17,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from workspacefs.errors import PreconditionFailedError, SnapshotError, SnapshotNotFoundError
+from workspacefs.errors import FailureKind, SnapshotError, classify
 
 __all__ = ["ApiError", "BodyLimit", "error_responses", "install_error_handlers", "translate"]
 
@@ -55,39 +54,36 @@ def _describe(exc: OSError, fallback: str) -> str:
     return f"{reason}: {exc.filename}" if exc.filename else reason
 
 
-_BY_KIND: tuple[tuple[type[BaseException], int, str, str], ...] = (
-    (PreconditionFailedError, 412, "precondition_failed", "The file changed"),
-    (FileNotFoundError, 404, "not_found", "No such file or directory"),
-    (FileExistsError, 409, "already_exists", "Already exists"),
-    (IsADirectoryError, 409, "is_a_directory", "Is a directory"),
-    (NotADirectoryError, 409, "not_a_directory", "Not a directory"),
-    (PermissionError, 403, "read_only", "Not allowed"),
-)
-"""Filesystem exceptions in the order they are tested (subclasses before their bases)."""
-_BY_ERRNO = {
-    errno.ENOTEMPTY: (409, "directory_not_empty", "Directory not empty"),
-    errno.EAGAIN: (409, "conflict", "Changed concurrently; try again"),
+_STATUS: dict[FailureKind, tuple[int, str]] = {
+    "precondition_failed": (412, "The file changed"),
+    "snapshot_not_found": (404, "No such snapshot"),
+    "snapshot_failed": (409, "The snapshot failed"),
+    "not_found": (404, "No such file or directory"),
+    "already_exists": (409, "Already exists"),
+    "is_a_directory": (409, "Is a directory"),
+    "not_a_directory": (409, "Not a directory"),
+    "not_allowed": (403, "Not allowed"),
+    "directory_not_empty": (409, "Directory not empty"),
+    "conflict": (409, "Changed concurrently; try again"),
+    "invalid": (400, "Invalid request"),
 }
+"""Each kind of failure (``errors.classify``) as a status and a fallback message."""
+_CODES: dict[FailureKind, str] = {"not_allowed": "read_only", "invalid": "bad_request"}
 
 
 def translate(exc: BaseException) -> ApiError | None:
     """The response for a filesystem exception, or ``None`` if it is not a caller's error (a bug: 500)."""
     if isinstance(exc, ApiError):
         return exc
-    if isinstance(exc, SnapshotNotFoundError):
-        return ApiError(404, "snapshot_not_found", str(exc))
-    if isinstance(exc, SnapshotError):
-        return ApiError(409, "snapshot_failed", str(exc))
-    for kind, status, code, fallback in _BY_KIND:
-        if isinstance(exc, kind):
-            assert isinstance(exc, OSError)
-            return ApiError(status, code, _describe(exc, fallback))
-    if isinstance(exc, OSError) and exc.errno in _BY_ERRNO:
-        status, code, fallback = _BY_ERRNO[exc.errno]
-        return ApiError(status, code, _describe(exc, fallback))
-    if isinstance(exc, ValueError):  # invalid paths, globs and regexes (the only ValueErrors callers cause)
-        return ApiError(400, "bad_request", str(exc))
-    return None
+    kind = classify(exc)
+    if kind is None:
+        return None
+    status, fallback = _STATUS[kind]
+    if isinstance(exc, OSError) and not isinstance(exc, SnapshotError):
+        message = _describe(exc, fallback)
+    else:
+        message = str(exc) or fallback
+    return ApiError(status, _CODES.get(kind, kind), message)
 
 
 async def _api_error(_request: Request, exc: Exception) -> JSONResponse:

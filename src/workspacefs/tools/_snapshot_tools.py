@@ -59,6 +59,15 @@ def _find(fs: Filesystem, context: ToolContext, name: str) -> FilesystemSnapshot
     return failure(f"There is no snapshot {name!r}. Recent ones: {listed}.")
 
 
+def _named(context: ToolContext, name: str) -> tuple[SnapshotableFilesystem, FilesystemSnapshot] | ToolResult[Any]:
+    """The context's filesystem and the snapshot ``name`` refers to, or the failure explaining why not."""
+    fs = _snapshotable(context)
+    if isinstance(fs, ToolResult):
+        return fs
+    found = _find(fs, context, name)
+    return found if isinstance(found, ToolResult) else (fs, found)
+
+
 def _label(snapshot: FilesystemSnapshot) -> str:
     return f"{snapshot.snapshot_id}" + (f" (tag '{snapshot.tag}')" if snapshot.tag else "")
 
@@ -96,12 +105,10 @@ class RestoreParams(_Params):
 
 def restore(params: RestoreParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
     """Put the whole workspace back as it was when the snapshot was taken."""
-    fs = _snapshotable(context)
-    if isinstance(fs, ToolResult):
-        return fs
-    target = _find(fs, context, params.snapshot_id)
-    if isinstance(target, ToolResult):
-        return target
+    named = _named(context, params.snapshot_id)
+    if isinstance(named, ToolResult):
+        return named
+    fs, target = named
     try:
         undone = fs.diff(target)
         fs.restore(target)
@@ -127,12 +134,10 @@ class DiffParams(_Params):
 
 def diff(params: DiffParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
     """Files added (A), modified (M) and deleted (D) since a snapshot, or between two snapshots."""
-    fs = _snapshotable(context)
-    if isinstance(fs, ToolResult):
-        return fs
-    base = _find(fs, context, params.snapshot_id)
-    if isinstance(base, ToolResult):
-        return base
+    named = _named(context, params.snapshot_id)
+    if isinstance(named, ToolResult):
+        return named
+    fs, base = named
     other = _find(fs, context, params.other_snapshot_id) if params.other_snapshot_id else None
     if isinstance(other, ToolResult):
         return other
