@@ -356,54 +356,51 @@
 
   // --- create and delete --------------------------------------------------------------------------
 
-  function askName(title) {
+  // Show a modal dialog; resolve with what `accept` returns when OK is pressed (it may return
+  // undefined to keep the dialog open), or with `cancelled` on Cancel or Escape.
+  function modal(dialog, okButton, cancelButton, accept, cancelled) {
     return new Promise((resolve) => {
-      const dialog = $("name-dialog");
-      $("name-title").textContent = title;
-      $("name-input").value = "";
-      show($("name-error"), false);
-      const done = (value) => { dialog.close(); cleanup(); resolve(value); };
+      const done = (value) => {
+        dialog.close();
+        okButton.removeEventListener("click", ok);
+        cancelButton.removeEventListener("click", cancel);
+        dialog.removeEventListener("cancel", cancel);
+        resolve(value);
+      };
       const ok = (event) => {
         event.preventDefault();
-        const name = $("name-input").value.trim();
-        if (!name || name.includes("/") || name === "." || name === "..") {
-          $("name-error").textContent = "Enter a name without '/'.";
-          show($("name-error"), true);
-          return;
-        }
-        done(name);
+        const value = accept();
+        if (value !== undefined) done(value);
       };
-      const cancel = () => done(null);
-      const cleanup = () => {
-        $("name-ok").removeEventListener("click", ok);
-        $("name-cancel").removeEventListener("click", cancel);
-        dialog.removeEventListener("cancel", cancel);
-      };
-      $("name-ok").addEventListener("click", ok);
-      $("name-cancel").addEventListener("click", cancel);
+      const cancel = () => done(cancelled);
+      okButton.addEventListener("click", ok);
+      cancelButton.addEventListener("click", cancel);
       dialog.addEventListener("cancel", cancel);
       dialog.showModal();
-      $("name-input").focus();
     });
   }
 
+  function askName(title) {
+    $("name-title").textContent = title;
+    $("name-input").value = "";
+    show($("name-error"), false);
+    const accept = () => {
+      const name = $("name-input").value.trim();
+      if (!name || name.includes("/") || name === "." || name === "..") {
+        $("name-error").textContent = "Enter a name without '/'.";
+        show($("name-error"), true);
+        return undefined;
+      }
+      return name;
+    };
+    const answer = modal($("name-dialog"), $("name-ok"), $("name-cancel"), accept, null);
+    $("name-input").focus();
+    return answer;
+  }
+
   function confirmAction(message) {
-    return new Promise((resolve) => {
-      const dialog = $("confirm-dialog");
-      $("confirm-text").textContent = message;
-      const done = (value) => { dialog.close(); cleanup(); resolve(value); };
-      const ok = (event) => { event.preventDefault(); done(true); };
-      const cancel = () => done(false);
-      const cleanup = () => {
-        $("confirm-ok").removeEventListener("click", ok);
-        $("confirm-cancel").removeEventListener("click", cancel);
-        dialog.removeEventListener("cancel", cancel);
-      };
-      $("confirm-ok").addEventListener("click", ok);
-      $("confirm-cancel").addEventListener("click", cancel);
-      dialog.addEventListener("cancel", cancel);
-      dialog.showModal();
-    });
+    $("confirm-text").textContent = message;
+    return modal($("confirm-dialog"), $("confirm-ok"), $("confirm-cancel"), () => true, false);
   }
 
   async function create(directory) {
