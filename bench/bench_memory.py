@@ -206,20 +206,23 @@ def measure_all(adapters: list[Adapter], count: int, rounds: int) -> dict[str, d
     return best
 
 
+SNAPSHOT_BATCH = 200
+
+
 def snapshot_times(sizes: list[int], rounds: int) -> list[tuple[int, float]]:
     results = []
     for size in sizes:
         fs = InMemoryFilesystem()
         for i in range(size):
             fs.write(f"dir{i % DIRS:03d}/file{i:06d}.txt", "x" * 64)
-        batch = 200  # one call right after gc.collect() measures cold caches, not the snapshot
 
+        # one call right after gc.collect() measures cold caches, not the snapshot: time a batch
         def many(target: InMemoryFilesystem = fs) -> None:
-            for _ in range(batch):
+            for _ in range(SNAPSHOT_BATCH):
                 target.snapshot()
 
         seconds, _ = best_of(rounds, many)
-        results.append((size, seconds / batch * 1e6))
+        results.append((size, seconds / SNAPSHOT_BATCH * 1e6))
     return results
 
 
