@@ -19,6 +19,7 @@ import pytest
 from conftest import missing
 
 from workspacefs import HostFilesystem, SnapshotRestoreError, SnapshotRetentionPolicy
+from workspacefs.backends.host_strategies import ReflinkStrategy
 from workspacefs.testing import SnapshotSuite
 
 STRATEGIES = ["git", "archive", "copy"]
@@ -222,22 +223,41 @@ def test_snapshot_dir_inside_the_root_is_refused(tmp_path: Path) -> None:
 
 
 def test_unavailable_strategy_is_refused_and_auto_falls_back(dirs: tuple[Path, Path]) -> None:
-    root, _ = dirs
-    if os.statvfs(root).f_fsid and _filesystem_type(root) in ("xfs", "btrfs"):
-        pytest.skip("this temporary directory supports reflinks")
+    root, snapshots = dirs
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        reflinks = ReflinkStrategy.available(root_fd, snapshots)  # the backend's own detection
+    finally:
+        os.close(root_fd)
+    if reflinks:  # this temporary directory clones: then auto must choose reflinks
+        with open_fs(dirs) as fs:
+            assert fs.snapshot_strategy == "reflink"
+        return
     with pytest.raises(ValueError, match="reflink"):
         open_fs(dirs, "reflink")
     with open_fs(dirs) as fs:
         assert fs.snapshot_strategy == "git"
 
 
-def _filesystem_type(path: Path) -> str:
-    best = ("", "")
-    for line in Path("/proc/mounts").read_text().splitlines():
-        _, mount, kind, *_ = line.split()
-        if str(path).startswith(mount) and len(mount) > len(best[0]):
-            best = (mount, kind)
-    return best[1]
+@pytest.mark.parametrize(
+    ("first", "second"), [("archive", "git"), ("git", "archive"), ("copy", "git"), ("git", "copy"), ("archive", "copy")]
+)
+def test_snapshots_of_different_strategies_compare_by_content(dirs: tuple[Path, Path], first: str, second: str) -> None:
+    """Same size, other times, digests of different kinds: content decides (every strategy can be read)."""
+    root, _ = dirs
+    with open_fs(dirs, first) as fs:
+        fs.write("changed.txt", "aaaa")
+        fs.write("same.txt", "ssss")
+        for name in ("changed.txt", "same.txt"):
+            os.utime(root / name, ns=(1_000_000_000, 1_000_000_000))
+        before = fs.snapshot()
+    with open_fs(dirs, second) as fs:
+        fs.write("changed.txt", "bbbb")
+        os.utime(root / "changed.txt", ns=(2_000_000_000, 2_000_000_000))
+        os.utime(root / "same.txt", ns=(3_000_000_000, 3_000_000_000))
+        after = fs.snapshot()
+        changes = fs.diff(before, after)
+    assert changes.modified == ("changed.txt",) and changes.unchanged_count == 1
 
 
 @pytest.mark.parametrize(

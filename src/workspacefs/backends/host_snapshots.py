@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import stat
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -360,7 +361,7 @@ class HostSnapshots:
         found = {}
         for path, entry in manifest.entries.items():
             if not entry.is_dir:
-                loader = _stored_loader(strategy, str(stored.snapshot_id), path, entry.size)
+                loader = _stored_loader(strategy, str(stored.snapshot_id), path, entry, self.directory)
                 found[path] = _Fingerprint(
                     entry.size,
                     entry.mtime_ns,
@@ -407,10 +408,17 @@ def _reusable_digest(previous: Manifest | None, path: str, info: os.stat_result)
     return entry.digest
 
 
-def _stored_loader(strategy: SnapshotStrategy, snapshot_id: str, path: str, size: int) -> Callable[[str], str]:
+def _stored_loader(
+    strategy: SnapshotStrategy, snapshot_id: str, path: str, entry: ManifestEntry, scratch: Path
+) -> Callable[[str], str]:
+    """Digest a stored file on demand, in any kind: the strategy fills a scratch file with it, the way
+    a restore does, so every strategy can be compared with every other (git and archive included)."""
+
     def load(kind: str) -> str:
-        with strategy.open_stored(snapshot_id, path) as stored:
-            return digest_of(stored.fileno(), size, kind)
+        with tempfile.TemporaryFile(dir=scratch) as copy:
+            for _, fill in strategy.fills(snapshot_id, {path: entry.digest}):
+                fill(copy.fileno())
+            return digest_of(copy.fileno(), entry.size, kind)
 
     return load
 

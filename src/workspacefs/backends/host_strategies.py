@@ -129,10 +129,6 @@ class SnapshotStrategy(ABC):
         Call each function before advancing: archives are read in one pass.
         """
 
-    def open_stored(self, snapshot_id: str, path: str) -> IO[bytes]:
-        """The stored copy of one file (strategies without digests compare content through this)."""
-        raise NotImplementedError(f"the {self.name} strategy keeps digests instead")
-
     @abstractmethod
     def discard(self, snapshot_id: str) -> None:
         """Delete a snapshot's content."""
@@ -205,9 +201,6 @@ class CopyStrategy(SnapshotStrategy):
                 _copy_stream(source, fd)
 
         return fill
-
-    def open_stored(self, snapshot_id: str, path: str) -> IO[bytes]:
-        return open(self._data(snapshot_id) / path, "rb")
 
     def discard(self, snapshot_id: str) -> None:
         shutil.rmtree(self._data(snapshot_id), ignore_errors=True)
