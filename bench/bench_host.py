@@ -13,18 +13,17 @@ Run: ``make bench`` or ``python bench/bench_host.py [--files N] [--rounds R]``.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
-from collections.abc import Callable
+from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+
+from _workload import COLUMNS, DIRS, GREP, file_path, make_content, timed
 
 from workspacefs import HostFilesystem
 from workspacefs.backends.host_grep import Ripgrep
@@ -35,41 +34,37 @@ warnings.filterwarnings("ignore", category=UserWarning)
 import fs.osfs  # noqa: E402 - after the warning filters: PyFilesystem2 warns about pkg_resources
 import fsspec.implementations.local  # noqa: E402
 
-DIRS = 100
-GREP = r"needle-\d{3}"
-COLUMNS = ("write", "read", "list", "glob", "grep")
 
+class Library(ABC):
+    """One library's way of doing each column on a directory."""
 
-def make_content(index: int) -> bytes:
-    lines = [f"line {n:02d} of file {index:05d} lorem ipsum dolor sit amet consectetur adipiscing\n" for n in range(16)]
-    if index % 10 == 0:
-        lines[7] = f"line 07 of file {index:05d} has needle-{index % 1000:03d} in it, padded to size....\n"
-    return ("".join(lines) + "x" * 1024)[:1023].encode() + b"\n"
-
-
-class Library:
     name = ""
 
     def __init__(self, root: Path) -> None:
         self.root = root
 
+    @abstractmethod
     def write_all(self, files: list[tuple[str, bytes]]) -> None:
-        raise NotImplementedError
+        """Write every file (creating directories)."""
 
+    @abstractmethod
     def read_all(self, paths: list[str]) -> None:
-        raise NotImplementedError
+        """Read every file."""
 
+    @abstractmethod
     def list_all(self, dirs: list[str]) -> int:
-        raise NotImplementedError
+        """List every directory with sizes; the number of entries seen."""
 
+    @abstractmethod
     def glob_all(self) -> int:
-        raise NotImplementedError
+        """Glob ``**/*.txt``; the number of matches."""
 
+    @abstractmethod
     def grep_all(self) -> int:
-        raise NotImplementedError
+        """Search every file; the number of matching lines."""
 
     def close(self) -> None:
-        pass
+        """Release whatever the library holds."""
 
 
 def python_walk_grep(root: Path) -> int:
@@ -206,16 +201,9 @@ class PyFilesystem2(Library):
         return python_walk_grep(self.root)
 
 
-def timed(action: Callable[[], Any]) -> tuple[float, Any]:
-    gc.collect()
-    started = time.perf_counter()
-    result = action()
-    return time.perf_counter() - started, result
-
-
 def measure(base: Path, count: int, rounds: int) -> dict[str, dict[str, float]]:
     dirs = [f"dir{d:03d}" for d in range(DIRS)]
-    files = [(f"{dirs[i % DIRS]}/file{i:05d}.txt", make_content(i)) for i in range(count)]
+    files = [(file_path(i), make_content(i)) for i in range(count)]
     paths = [p for p, _ in files]
     kinds = (Ours, RawOs, Fsspec, PyFilesystem2)
     best = {kind.name: dict.fromkeys(COLUMNS, float("inf")) for kind in kinds}
@@ -257,7 +245,7 @@ def ripgrep_by_hand(base: Path, count: int, rounds: int) -> tuple[float, float] 
     root.mkdir()
     ours = HostFilesystem(root, snapshot_dir=base / "rg-snapshots")
     for i in range(count):
-        ours.write_bytes(f"dir{i % DIRS:03d}/file{i:05d}.txt", make_content(i))
+        ours.write_bytes(file_path(i), make_content(i))
     by_hand = min(
         timed(lambda: subprocess.run([rg.binary, "-n", GREP, str(root)], capture_output=True, check=True))[0]
         for _ in range(rounds)
@@ -311,7 +299,7 @@ def snapshot_times(base: Path, sizes: list[int]) -> dict[str, list[float]]:
                 root, snapshot_dir=base / f"snapdir-{strategy}-{size}", snapshot_strategy=strategy
             ) as fs:
                 for i in range(size):
-                    fs.write_bytes(f"dir{i % DIRS:03d}/file{i:05d}.txt", make_content(i))
+                    fs.write_bytes(file_path(i), make_content(i))
                 first, _ = timed(fs.snapshot)
                 fs.write_bytes("dir000/file00000.txt", b"changed\n")
                 second, _ = timed(fs.snapshot)

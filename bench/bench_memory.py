@@ -12,12 +12,11 @@ Run: ``make bench`` or ``python bench/bench_memory.py [--files N] [--rounds R]``
 from __future__ import annotations
 
 import argparse
-import gc
 import re
-import time
 import warnings
-from collections.abc import Callable
-from typing import Any
+from abc import ABC, abstractmethod
+
+from _workload import COLUMNS, DIRS, GREP, best_of, file_path, make_content
 
 from workspacefs import InMemoryFilesystem
 
@@ -27,42 +26,35 @@ warnings.filterwarnings("ignore", category=UserWarning)
 import fs.memoryfs  # noqa: E402 - after the warning filters: PyFilesystem2 warns about pkg_resources
 import fsspec.implementations.memory  # noqa: E402
 
-DIRS = 100
-GREP = r"needle-\d{3}"
-COLUMNS = ("write", "read", "list", "glob", "grep")
 
-
-def make_content(index: int) -> str:
-    """1 KiB of text in 16 lines; one file in ten holds a needle."""
-    lines = [f"line {n:02d} of file {index:05d} lorem ipsum dolor sit amet consectetur adipiscing\n" for n in range(16)]
-    if index % 10 == 0:
-        lines[7] = f"line 07 of file {index:05d} has needle-{index % 1000:03d} in it, padded to size....\n"
-    text = "".join(lines)
-    return (text + "x" * 1024)[:1023] + "\n"
-
-
-class Adapter:
+class Adapter(ABC):
     """One library's way of doing each column."""
 
     name = ""
 
+    @abstractmethod
     def setup(self) -> None:
-        raise NotImplementedError
+        """Start from an empty filesystem."""
 
+    @abstractmethod
     def write_all(self, files: list[tuple[str, str]], dirs: list[str]) -> None:
-        raise NotImplementedError
+        """Create the directories and write every file."""
 
+    @abstractmethod
     def read_all(self, paths: list[str]) -> None:
-        raise NotImplementedError
+        """Read every file as text."""
 
+    @abstractmethod
     def list_all(self, dirs: list[str]) -> int:
-        raise NotImplementedError
+        """List every directory; the number of entries seen."""
 
+    @abstractmethod
     def glob_all(self) -> int:
-        raise NotImplementedError
+        """Glob ``**/*.txt``; the number of matches."""
 
+    @abstractmethod
     def grep_all(self, pattern: re.Pattern[str]) -> int:
-        raise NotImplementedError
+        """Search every file; the number of matching lines."""
 
 
 class Ours(Adapter):
@@ -159,19 +151,6 @@ class PyFilesystem2(Adapter):
         return found
 
 
-def best_of(rounds: int, action: Callable[[], Any], prepare: Callable[[], Any] | None = None) -> tuple[float, Any]:
-    """Fastest of ``rounds`` timed runs (the garbage collector stays on, as it is for users)."""
-    best, result = float("inf"), None
-    for _ in range(rounds):
-        if prepare is not None:
-            prepare()
-        gc.collect()
-        started = time.perf_counter()
-        result = action()
-        best = min(best, time.perf_counter() - started)
-    return best, result
-
-
 def measure_all(adapters: list[Adapter], count: int, rounds: int) -> dict[str, dict[str, float]]:
     """Per-file microseconds of every column for every adapter.
 
@@ -179,7 +158,7 @@ def measure_all(adapters: list[Adapter], count: int, rounds: int) -> dict[str, d
     the machine hits all of them alike; each keeps its best round.
     """
     dirs = [f"dir{d:03d}" for d in range(DIRS)]
-    files = [(f"{dirs[i % DIRS]}/file{i:05d}.txt", make_content(i)) for i in range(count)]
+    files = [(file_path(i), make_content(i).decode()) for i in range(count)]
     paths = [p for p, _ in files]
     pattern = re.compile(GREP)
     best: dict[str, dict[str, float]] = {a.name: dict.fromkeys(COLUMNS, float("inf")) for a in adapters}

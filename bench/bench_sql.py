@@ -18,36 +18,20 @@ import shutil
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from _workload import COLUMNS, DIRS, GREP, file_path, make_content, timed
 
 from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem, SqlStore
 from workspacefs.protocol import SnapshotableFilesystem
 from workspacefs.testing._postgres import running_postgres
 
-DIRS = 100
-COLUMNS = ("write", "read", "list", "glob", "grep")
 MIB = 1024 * 1024
-
-
-def content(index: int) -> bytes:
-    lines = [f"line {n:02d} of file {index:05d} lorem ipsum dolor sit amet consectetur adipiscing\n" for n in range(16)]
-    if index % 10 == 0:
-        lines[7] = f"line 07 of file {index:05d} has needle-{index % 1000:03d} in it, padded to size....\n"
-    return ("".join(lines) + "x" * 1024)[:1023].encode() + b"\n"
-
-
-def timed(action: Callable[[], Any]) -> tuple[float, Any]:
-    gc.collect()
-    started = time.perf_counter()
-    result = action()
-    return time.perf_counter() - started, result
 
 
 def workload(fs: SnapshotableFilesystem, count: int) -> dict[str, float]:
     dirs = [f"dir{d:03d}" for d in range(DIRS)]
-    files = [(f"{dirs[i % DIRS]}/file{i:05d}.txt", content(i)) for i in range(count)]
+    files = [(file_path(i), make_content(i)) for i in range(count)]
 
     def write() -> None:
         for path, data in files:
@@ -62,7 +46,7 @@ def workload(fs: SnapshotableFilesystem, count: int) -> dict[str, float]:
     row["read"], _ = timed(read)
     row["list"], _ = timed(lambda: sum(len(fs.list(d)) for d in dirs))
     row["glob"], found = timed(lambda: len(fs.glob("**/*.txt")))
-    row["grep"], hits = timed(lambda: len(fs.grep(r"needle-\d{3}", max_matches=1_000_000)))
+    row["grep"], hits = timed(lambda: len(fs.grep(GREP, max_matches=1_000_000)))
     assert found == count, found
     assert hits == count // 10, hits
     return {k: v * 1e6 / count for k, v in row.items()}
