@@ -49,6 +49,18 @@ _CHILDREN = (
     .where(F.c.session_id == _SESSION, F.c.parent == _PATH)
     .order_by(F.c.name)
 )
+_ENTRY_COLUMNS = (
+    "path",
+    "parent",
+    "name",
+    "is_directory",
+    "is_readonly",
+    "blob_id",
+    "size_bytes",
+    "created_at",
+    "updated_at",
+)
+"""What a file row and a snapshot entry hold alike: a snapshot copies them one way, a restore the other."""
 _INSERT_ROW = sa.insert(F)
 _SET_CONTENT = (
     sa.update(F)
@@ -671,21 +683,10 @@ class SqlFilesystem(BaseFilesystem):
                     created_at=datetime.now(UTC),
                 )
             )
-            columns = [
-                "path",
-                "parent",
-                "name",
-                "is_directory",
-                "is_readonly",
-                "blob_id",
-                "size_bytes",
-                "created_at",
-                "updated_at",
-            ]
             connection.execute(
                 sa.insert(snapshot_entries).from_select(
-                    ["snapshot_id", *columns],
-                    sa.select(sa.literal(snapshot_id), *[F.c[c] for c in columns]).where(
+                    ["snapshot_id", *_ENTRY_COLUMNS],
+                    sa.select(sa.literal(snapshot_id), *[F.c[c] for c in _ENTRY_COLUMNS]).where(
                         F.c.session_id == self._session
                     ),
                 )
@@ -704,21 +705,10 @@ class SqlFilesystem(BaseFilesystem):
             self._own_snapshot(connection, snapshot)
             released = self._blobs_below(connection, ROOT)
             connection.execute(sa.delete(F).where(F.c.session_id == self._session, F.c.parent == ROOT))
-            columns = [
-                "path",
-                "parent",
-                "name",
-                "is_directory",
-                "is_readonly",
-                "blob_id",
-                "size_bytes",
-                "created_at",
-                "updated_at",
-            ]
             connection.execute(
                 sa.insert(F).from_select(
-                    ["session_id", *columns],
-                    sa.select(sa.literal(self._session), *[E.c[c] for c in columns])
+                    ["session_id", *_ENTRY_COLUMNS],
+                    sa.select(sa.literal(self._session), *[E.c[c] for c in _ENTRY_COLUMNS])
                     .where(E.c.snapshot_id == str(snapshot.snapshot_id), E.c.path != ROOT)
                     .order_by(E.c.path),
                 )

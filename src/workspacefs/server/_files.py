@@ -246,7 +246,7 @@ async def create(
         def open_new() -> ByteWriter:
             return fs.open_write(norm, mode="create")
 
-        await receive_upload(request, open_new, running.max_upload_bytes, running.limiter)
+        await receive_upload(request, open_new, running.max_upload_bytes, running.run)
         record = await running.run(file_record, fs, norm)
         return _json(file_model(session_id, record), status=201, headers=etag(record))
     body = parse_json(CreateFileRequest, await request.body())
@@ -305,7 +305,7 @@ async def update(
             with _explained(fs, norm, expect):
                 return fs.open_write_if(norm, expect=expect)
 
-        await receive_upload(request, open_existing, running.max_upload_bytes, running.limiter)
+        await receive_upload(request, open_existing, running.max_upload_bytes, running.run)
         record = await running.run(file_record, fs, norm)
         return _json(file_model(session_id, record), headers=etag(record))
     body = parse_json(UpdateFileRequest, await request.body())

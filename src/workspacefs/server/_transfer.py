@@ -8,12 +8,11 @@ anything fails, so a dropped connection never stores half a file.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import anyio
-import anyio.to_thread
 from fastapi import Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
@@ -38,6 +37,8 @@ __all__ = [
 
 DOWNLOAD_CHUNK = 256 * 1024
 """Bytes per streamed piece of a download: one SQL chunk."""
+InThread = Callable[..., Awaitable[Any]]
+"""Runs a blocking function with arguments in a worker thread (``Service.run``)."""
 _UPLOAD_BATCH = 1024 * 1024
 """Upload bytes gathered on the event loop before one hop to a thread writes them."""
 M = TypeVar("M", bound=BaseModel)
@@ -116,18 +117,13 @@ def raw_download(record: FileRecord, content: bytes | None, reader: ByteReader |
     )
 
 
-async def receive_upload(
-    request: Request, open_writer: Callable[[], ByteWriter], limit: int, limiter: anyio.CapacityLimiter
-) -> int:
+async def receive_upload(request: Request, open_writer: Callable[[], ByteWriter], limit: int, run: InThread) -> int:
     """Stream the request body into a writer opened (in a thread) by ``open_writer``; commit at the end.
 
-    Returns the bytes stored. Over ``limit`` bytes is 413 and stores nothing.
+    ``run`` is the service's way into its database threads. Returns the bytes stored. Over ``limit``
+    bytes is 413 and stores nothing.
     """
-
-    async def run(function: Callable[..., object], *args: object) -> object:
-        return await anyio.to_thread.run_sync(function, *args, limiter=limiter)
-
-    writer: ByteWriter = await anyio.to_thread.run_sync(open_writer, limiter=limiter)
+    writer: ByteWriter = await run(open_writer)
     total = 0
     try:
         buffered = bytearray()
