@@ -368,13 +368,12 @@ class InMemoryFilesystem(BaseFilesystem):
             if norm and len(data) <= MAX_CONVENIENCE_BYTES:
                 try:
                     self._store(norm, data, mode)
-                except FileNotFoundError:
-                    pass  # a missing parent: the shared path creates it, or refuses without create_parents
+                except FileNotFoundError:  # a missing parent: the shared path creates it (or refuses)
+                    return super().write(path, content, mode=mode, create_parents=create_parents)
                 except OSError as exc:
                     name_caller_path(exc, norm, path)
                     raise
-                else:
-                    return WriteResult(norm, len(data), mode)
+                return WriteResult(norm, len(data), mode)
         return super().write(path, content, mode=mode, create_parents=create_parents)
 
     def read(self, path: str, *, offset: int = 0, limit: int | None = None, encoding: str = "utf-8") -> ReadResult:
@@ -386,10 +385,9 @@ class InMemoryFilesystem(BaseFilesystem):
                 if lines <= DEFAULT_READ_LIMIT:
                     try:
                         text = node.data.decode("utf-8")
-                    except UnicodeDecodeError:
-                        pass  # the shared path raises the error with its hint
-                    else:
-                        return ReadResult(text, node.entry.path, lines, 0, DEFAULT_READ_LIMIT, False)
+                    except UnicodeDecodeError:  # the shared path raises the error with its hint
+                        return super().read(path, offset=offset, limit=limit, encoding=encoding)
+                    return ReadResult(text, node.entry.path, lines, 0, DEFAULT_READ_LIMIT, False)
         return super().read(path, offset=offset, limit=limit, encoding=encoding)
 
     def _line_window(self, path: str, offset: int, window: int) -> tuple[bytes | None, int]:
