@@ -29,6 +29,7 @@ CHROMIUM_FLAGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--disable-quic",
     "--no-first-run",
 ]
 ARTIFACTS = Path(os.environ.get("WORKSPACEFS_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
