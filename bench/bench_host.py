@@ -26,7 +26,7 @@ from pathlib import Path
 from _workload import COLUMNS, DIRS, GREP, file_path, make_content, timed
 
 from workspacefs import HostFilesystem
-from workspacefs.backends.host_grep import Ripgrep
+from workspacefs.backends.host._ripgrep import Ripgrep
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 warnings.filterwarnings("ignore", category=UserWarning)

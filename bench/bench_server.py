@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workspacefs import SqlFilesystem, SqlStore
-from workspacefs.server.tokens import TokenStore
+from workspacefs.server import SessionCatalog, TokenStore
 from workspacefs.testing._postgres import running_postgres
 from workspacefs.testing._service import running_service
 
@@ -115,8 +115,9 @@ def _request(method: str, path: str, token: str, body: bytes = b"") -> bytes:
 def _seed(url: str) -> str:
     """The session the load runs in, with FILES small files; returns an agent-scoped token."""
     store = SqlStore(url)
-    if store.session(SESSION) is None:
-        store.create_session(SESSION, agent_id=AGENT)
+    catalog = SessionCatalog(store)
+    if catalog.get(SESSION) is None:
+        catalog.create(AGENT, SESSION)
     fs = SqlFilesystem(store, SESSION, create=False)
     for index in range(FILES):
         fs.write(f"data/d{index % 10}/f{index:04d}.txt", BODY)

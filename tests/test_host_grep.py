@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workspacefs import HostFilesystem
-from workspacefs.backends.host_grep import Ripgrep, to_rust_regex
+from workspacefs.backends.host._ripgrep import Ripgrep, to_rust_regex
 from workspacefs.search import GrepPattern
 
 TREE: dict[str, bytes] = {

@@ -19,7 +19,7 @@ import pytest
 from conftest import missing
 
 from workspacefs import HostFilesystem, SnapshotRestoreError, SnapshotRetentionPolicy
-from workspacefs.backends.host_strategies import ReflinkStrategy
+from workspacefs.backends.host import ReflinkStrategy
 from workspacefs.testing import SnapshotSuite
 
 STRATEGIES = ["git", "archive", "copy"]

@@ -138,7 +138,7 @@ def test_grep_example_from_the_seed(api: Api) -> None:
 
 
 def test_grep_and_glob_errors(api: Api) -> None:
-    assert error_of(api.action("grep", pattern="(unclosed")) == (400, "bad_request")
+    assert error_of(api.action("grep", pattern="(unclosed")) == (400, "invalid_pattern")
     assert error_of(api.action("grep", pattern="x", path="/missing")) == (404, "not_found")
     assert error_of(api.action("grep", pattern="")) == (422, "invalid_body")
     assert error_of(api.action("grep", pattern="x", max_matches=0)) == (422, "invalid_body")
@@ -333,7 +333,7 @@ def test_move_and_copy(api: Api) -> None:
     assert over.status_code == 200 and api.client.get(api.fs("/lib2/deep/a.txt")).json()["content"] == "B"
     assert error_of(api.action("move", src_path="/nope", dst_path="/x")) == (404, "not_found")
     assert error_of(api.action("move", src_path="/", dst_path="/x")) == (400, "invalid_path")
-    assert error_of(api.action("move", src_path="/lib", dst_path="/lib/inside")) == (400, "bad_request")
+    assert error_of(api.action("move", src_path="/lib", dst_path="/lib/inside")) == (400, "move_into_itself")
     assert error_of(api.action("move", src_path="/src/b.txt")) == (422, "invalid_body")
 
 

@@ -16,8 +16,7 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.core.parameters import ParameterLocation
 
 from workspacefs import SqlFilesystem, SqlStore
-from workspacefs.server import create_app
-from workspacefs.server.tokens import TokenStore
+from workspacefs.server import SessionCatalog, TokenStore, create_app
 
 AGENT = "fuzz-agent"
 SESSION = "fuzz-session"
@@ -56,8 +55,9 @@ def _cleanup() -> Iterator[None]:
 
 def _seed_session(store: SqlStore) -> None:
     """A session with a little of everything, so fuzzed requests reach real files, not only 404s."""
-    if store.session(SESSION) is None:
-        store.create_session(SESSION, agent_id=AGENT)
+    catalog = SessionCatalog(store)
+    if catalog.get(SESSION) is None:
+        catalog.create(AGENT, SESSION)
     fs = SqlFilesystem(store, SESSION, create=False)
     for path, content in {"a.txt": b"hello\n", "src/main.rs": b"fn main() {}\n", "bin.dat": b"\x00\x01"}.items():
         if not fs.exists(path):

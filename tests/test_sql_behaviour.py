@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workspacefs import SqlFilesystem, SqlStore, open_filesystem
-from workspacefs.backends.sql_schema import session_files
-from workspacefs.backends.sql_store import migrate
+from workspacefs.backends.sql import migrate
+from workspacefs.backends.sql._schema import session_files
 from workspacefs.search import GrepPattern, required_literal
+from workspacefs.server import SessionCatalog, TokenStore
 
 MIB = 1024 * 1024
 _ids = itertools.count()
@@ -244,18 +245,39 @@ def test_a_database_at_an_older_revision_upgrades_with_its_data(fast_tmp: Path) 
     url = f"sqlite:///{fast_tmp / f'old-{next(_ids)}.db'}"
     engine = sa.create_engine(url)
     config = Config()
-    config.set_main_option("script_location", str(resources.files("workspacefs.backends") / "sql_migrations"))
+    config.set_main_option("script_location", str(resources.files("workspacefs.backends.sql") / "migrations"))
     with engine.connect() as connection, connection.begin():
         config.attributes["connection"] = connection
         command.upgrade(config, "0001")
         now = "2026-01-01 00:00:00"
         connection.exec_driver_sql(f"INSERT INTO wsfs_sessions VALUES ('old', NULL, '{now}', '{now}')")
-        assert "wsfs_tokens" not in sa.inspect(connection).get_table_names()
+        connection.exec_driver_sql(f"INSERT INTO wsfs_sessions VALUES ('owned', 'bot-7', '{now}', '{now}')")
+        # what revision 0002 used to do before the service took its tables: a token table, already in use
+        connection.exec_driver_sql(
+            "CREATE TABLE wsfs_tokens (id TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, agent_id TEXT, "
+            "label TEXT, created_at TIMESTAMP NOT NULL)"
+        )
+        connection.exec_driver_sql(f"INSERT INTO wsfs_tokens VALUES ('t1', 'h', 'bot-7', 'kept', '{now}')")
     engine.dispose()
-    store = SqlStore(url)  # opening migrates to the newest revision
+    store = SqlStore(url)  # opening migrates storage to the newest revision
     assert store.session("old") is not None
+    catalog = SessionCatalog(store)  # the service's own migration adopts tokens and reads the old owners once
+    assert catalog.get("old") is not None and catalog.get("old").agent_id == "default"  # type: ignore[union-attr]
+    assert catalog.get("owned") is not None and catalog.get("owned").agent_id == "bot-7"  # type: ignore[union-attr]
+    assert [info.label for info in TokenStore(store).list()] == ["kept"]
+    assert catalog.delete("owned") and catalog.get("owned") is None
+    store.close()
+
+
+def test_a_new_database_keeps_service_tables_out_of_storage(fast_tmp: Path) -> None:
+    store = SqlStore(f"sqlite:///{fast_tmp / f'new-{next(_ids)}.db'}")
     with store.read() as connection:
-        assert "wsfs_tokens" in sa.inspect(connection).get_table_names()
+        tables = set(sa.inspect(connection).get_table_names())
+    assert "wsfs_tokens" not in tables and "wsfs_session_owners" not in tables
+    TokenStore(store)
+    with store.read() as connection:
+        tables = set(sa.inspect(connection).get_table_names())
+    assert {"wsfs_tokens", "wsfs_session_owners", "wsfs_service_version"} <= tables
     store.close()
 
 

@@ -2,26 +2,47 @@
 
 A tool handler calls ``fs.read(...)`` the same way whether the files live in memory, in a sandboxed
 host directory, in a container, in SQLite/PostgreSQL or in an object store. Everything public is
-re-exported here; every other module is private.
+re-exported here; every other module is private. The core (protocols, errors, the memory and host
+backends, ``open_filesystem``) loads with the package; the rest — the tool layer, the agent integration,
+the file manager, async and archive helpers, backends with optional dependencies — on first use.
 """
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-from workspacefs._hostio import HostMount, HydrationResult
-from workspacefs.archive import ArchiveStats, UnsafeArchiveError, export_tar, import_tar
-from workspacefs.asyncfs import AsyncFilesystem
 from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host import HostFilesystem
-from workspacefs.backends.memory import InMemoryFilesystem
+from workspacefs.backends.memory import HostMount, HydrationResult, InMemoryFilesystem
+from workspacefs.capabilities import Capabilities
 from workspacefs.errors import (
+    ConcurrentChangeError,
+    ContentTooLargeError,
+    DirectoryNotEmptyError,
+    FileChangedSinceReadError,
+    HardLinkRefusedError,
+    InvalidPathError,
+    InvalidPatternError,
+    LimitExceededError,
+    MoveIntoSelfError,
+    NameTooLongError,
+    NotReadBeforeWriteError,
+    PathEscapeError,
+    PathTooDeepError,
+    PathTooLongError,
+    PatternTooSlowError,
     PreconditionFailedError,
+    ReadOnlyError,
+    ReadOnlyFileError,
+    RootProtectedError,
     SnapshotCreationError,
     SnapshotError,
     SnapshotIncompatibleError,
     SnapshotNotFoundError,
     SnapshotRestoreError,
+    SpecialFileError,
+    SymlinkRefusedError,
+    UnsupportedOperationError,
 )
-from workspacefs.manager import FileManager, PathConstraints
 from workspacefs.open import open_filesystem, register_backend, registered_backends
 from workspacefs.paths import (
     DEFAULT_CHUNK_SIZE,
@@ -32,11 +53,20 @@ from workspacefs.paths import (
     MAX_SEGMENT_LENGTH,
     normalize_path,
 )
-from workspacefs.protocol import ByteReader, ByteWriter, Filesystem, SnapshotableFilesystem, TextReader
+from workspacefs.protocol import (
+    ByteReader,
+    ByteWriter,
+    ConditionalWrites,
+    Filesystem,
+    SnapshotableFilesystem,
+    TextReader,
+    VersionedContent,
+)
 from workspacefs.results import (
     FileEntry,
     FileStat,
     FilesystemDiff,
+    FilesystemSnapshot,
     GlobMatch,
     GrepMatch,
     ReadBytesResult,
@@ -46,46 +76,87 @@ from workspacefs.results import (
 )
 from workspacefs.snapshots import (
     DirectorySnapshotStore,
-    FilesystemSnapshot,
     InMemorySnapshotStore,
     SnapshotRetentionPolicy,
     SnapshotStore,
 )
-from workspacefs.tools import (
-    ALL_TOOLS,
-    EXTRA_TOOLS,
-    FILESYSTEM_TOOLS,
-    SNAPSHOT_TOOLS,
-    ReadState,
-    Tool,
-    ToolContext,
-    ToolResult,
-    dispatch,
-    to_anthropic_tools,
-    to_openai_tools,
-    tools_for,
-)
+
+if TYPE_CHECKING:
+    from workspacefs.agent import Prompt, Section, Session, WorkspaceSection
+    from workspacefs.archive import ArchiveStats, UnsafeArchiveError, export_tar, import_tar
+    from workspacefs.asyncfs import AsyncFilesystem
+    from workspacefs.backends.sql import SqlFilesystem, SqlStore
+    from workspacefs.manager import FileManager, PathConstraints
+    from workspacefs.server import create_app
+    from workspacefs.tools import (
+        ALL_TOOLS,
+        EXTRA_TOOLS,
+        FILESYSTEM_TOOLS,
+        SNAPSHOT_TOOLS,
+        ReadState,
+        Tool,
+        ToolContext,
+        ToolResult,
+        dispatch,
+        to_anthropic_tools,
+        to_openai_tools,
+        tools_for,
+    )
 
 __version__ = "0.1.0"
 
-_LAZY = {
+_TOOLS = "workspacefs.tools"
+_LAZY: dict[str, tuple[str, str | None]] = {
+    **{
+        name: (_TOOLS, None)
+        for name in (
+            "ALL_TOOLS",
+            "EXTRA_TOOLS",
+            "FILESYSTEM_TOOLS",
+            "SNAPSHOT_TOOLS",
+            "ReadState",
+            "Tool",
+            "ToolContext",
+            "ToolResult",
+            "dispatch",
+            "to_anthropic_tools",
+            "to_openai_tools",
+            "tools_for",
+        )
+    },
+    **{name: ("workspacefs.agent", None) for name in ("Prompt", "Section", "Session", "WorkspaceSection")},
+    **{
+        name: ("workspacefs.archive", None)
+        for name in ("ArchiveStats", "UnsafeArchiveError", "export_tar", "import_tar")
+    },
+    "AsyncFilesystem": ("workspacefs.asyncfs", None),
+    "FileManager": ("workspacefs.manager", None),
+    "PathConstraints": ("workspacefs.manager", None),
     "SqlFilesystem": ("workspacefs.backends.sql", "pip install 'workspacefs[sql]'"),
-    "SqlStore": ("workspacefs.backends.sql_store", "pip install 'workspacefs[sql]'"),
+    "SqlStore": ("workspacefs.backends.sql", "pip install 'workspacefs[sql]'"),
     "create_app": ("workspacefs.server._app", "pip install 'workspacefs[server]'"),
-    "TokenStore": ("workspacefs.server.tokens", "pip install 'workspacefs[sql]'"),
 }
+"""Public names loaded on first use: (module, install hint for an optional extra)."""
 
 
-def __getattr__(name: str) -> object:
-    """Backends with optional dependencies load on first use, with an install hint if they cannot."""
+def __getattr__(name: str) -> Any:
+    """Load a lazily exported name (with an install hint when its optional dependency is missing)."""
     if name not in _LAZY:
         raise AttributeError(f"module 'workspacefs' has no attribute {name!r}")
     module_name, hint = _LAZY[name]
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        if hint is None:
+            raise
         raise ImportError(f"workspacefs.{name} needs an optional dependency ({exc}); {hint}") from exc
-    return getattr(module, name)
+    value = getattr(module, name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 
 __all__ = [
@@ -104,7 +175,13 @@ __all__ = [
     "BaseFilesystem",
     "ByteReader",
     "ByteWriter",
+    "Capabilities",
+    "ConcurrentChangeError",
+    "ConditionalWrites",
+    "ContentTooLargeError",
+    "DirectoryNotEmptyError",
     "DirectorySnapshotStore",
+    "FileChangedSinceReadError",
     "FileEntry",
     "FileManager",
     "FileStat",
@@ -113,16 +190,33 @@ __all__ = [
     "FilesystemSnapshot",
     "GlobMatch",
     "GrepMatch",
+    "HardLinkRefusedError",
     "HostFilesystem",
     "HostMount",
     "HydrationResult",
     "InMemoryFilesystem",
     "InMemorySnapshotStore",
+    "InvalidPathError",
+    "InvalidPatternError",
+    "LimitExceededError",
+    "MoveIntoSelfError",
+    "NameTooLongError",
+    "NotReadBeforeWriteError",
     "PathConstraints",
+    "PathEscapeError",
+    "PathTooDeepError",
+    "PathTooLongError",
+    "PatternTooSlowError",
     "PreconditionFailedError",
+    "Prompt",
     "ReadBytesResult",
+    "ReadOnlyError",
+    "ReadOnlyFileError",
     "ReadResult",
     "ReadState",
+    "RootProtectedError",
+    "Section",
+    "Session",
     "SnapshotCreationError",
     "SnapshotError",
     "SnapshotIncompatibleError",
@@ -131,14 +225,18 @@ __all__ = [
     "SnapshotRetentionPolicy",
     "SnapshotStore",
     "SnapshotableFilesystem",
+    "SpecialFileError",
     "SqlFilesystem",
     "SqlStore",
+    "SymlinkRefusedError",
     "TextReader",
-    "TokenStore",
     "Tool",
     "ToolContext",
     "ToolResult",
     "UnsafeArchiveError",
+    "UnsupportedOperationError",
+    "VersionedContent",
+    "WorkspaceSection",
     "WriteMode",
     "WriteResult",
     "__version__",

@@ -7,7 +7,7 @@ kernel has it (one syscall), else one ``openat(O_NOFOLLOW)`` per component. Oper
 on the descriptor they got (``fstat``, ``*at`` calls on a parent descriptor), never on the name
 again, so swapping a directory for a symlink between a check and a use gains an attacker nothing.
 
-Shared by the host backend and by ``InMemoryFilesystem.hydrate_from_host``.
+Shared by the host backend and by ``InMemoryFilesystem.hydrate_from_host`` (so it sits below both).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import os
 import stat
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Final
 
 from workspacefs import errors
@@ -29,14 +28,11 @@ __all__ = [
     "FICLONE",
     "PATH_FLAGS",
     "TEMP_PREFIX",
-    "HostMount",
     "HostResolver",
-    "HydrationResult",
     "host_error",
     "is_listable_name",
     "parent_and_name",
     "renameat_noreplace",
-    "special_file_error",
 ]
 
 _CLOEXEC = os.O_CLOEXEC
@@ -45,42 +41,15 @@ PATH_FLAGS: Final = os.O_PATH | _CLOEXEC
 DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
 """A directory opened for listing."""
 TEMP_PREFIX: Final = ".wsfs-tmp-"
+"""Temporary files of in-flight atomic writes; hidden from listings, glob and grep."""
 FICLONE: Final = 0x40049409
 """ioctl that makes a copy-on-write clone of a whole file (XFS, btrfs)."""
-"""Temporary files of in-flight atomic writes; hidden from listings, glob and grep."""
 
 _SYS_OPENAT2 = 437  # x86_64 and aarch64 share the number
 _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
 _RENAME_NOREPLACE = 1
-
-
-@dataclass(frozen=True, slots=True)
-class HostMount:
-    """A host directory to copy into an in-memory filesystem (seed 002).
-
-    ``host_path`` is absolute, or relative to one of the allowed roots. ``mount_path`` is where its
-    files land (default: ``host_path`` relative to its allowed root). ``include_glob`` and
-    ``exclude_glob`` filter by name (no ``/``) or by path under ``host_path`` (with one), as grep's
-    ``glob=`` does; ``max_bytes`` caps the total loaded.
-    """
-
-    host_path: str
-    mount_path: str | None = None
-    include_glob: tuple[str, ...] = ()
-    exclude_glob: tuple[str, ...] = ()
-    max_bytes: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HydrationResult:
-    """What ``hydrate_from_host`` loaded, and how many entries it passed over (links, special files,
-    names the path rules reject)."""
-
-    files: int
-    bytes: int
-    skipped: int
 
 
 class _OpenHow(ctypes.Structure):
@@ -117,14 +86,6 @@ def is_listable_name(name: str) -> bool:
     return True
 
 
-_MESSAGES: Final = {
-    errno.ELOOP: "Symbolic links are not followed",
-    errno.EXDEV: "Path escapes the workspace root",
-    errno.ENXIO: "Not a regular file or directory",
-    errno.ENAMETOOLONG: "File name too long for the host filesystem",
-}
-
-
 def host_error(code: int, path: str) -> OSError:
     """The public exception for a failed host syscall on normalised ``path`` (never a host path)."""
     if code == errno.ENOENT:
@@ -136,21 +97,20 @@ def host_error(code: int, path: str) -> OSError:
     if code == errno.EEXIST:
         return errors.file_exists(path)
     if code == errno.ENOTEMPTY:
-        return errors.directory_not_empty(path)
+        return errors.DirectoryNotEmptyError(path)
     if code == errno.EROFS:
-        return errors.read_only_filesystem(path)
-    if code in (errno.ELOOP, errno.EXDEV, errno.ENXIO, errno.EACCES, errno.EPERM):
-        return PermissionError(code, _MESSAGES.get(code, os.strerror(code)), path)
+        return errors.ReadOnlyError(path)
+    if code == errno.ELOOP:
+        return errors.SymlinkRefusedError(path)
+    if code == errno.EXDEV:
+        return errors.PathEscapeError(path)
+    if code == errno.ENXIO:
+        return errors.SpecialFileError(path)
+    if code in (errno.EACCES, errno.EPERM):
+        return PermissionError(code, os.strerror(code), path)
     if code == errno.ENAMETOOLONG:
-        return OSError(code, _MESSAGES[code], path)
+        return OSError(code, "File name too long for the host filesystem", path)
     return OSError(code, os.strerror(code), path)
-
-
-def special_file_error(path: str) -> PermissionError:
-    """FIFOs, sockets and devices are never read, written or replaced."""
-    return PermissionError(
-        errno.EACCES, "Not a regular file or directory (FIFOs, sockets and devices are refused)", path
-    )
 
 
 def renameat_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> bool:

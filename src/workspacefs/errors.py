@@ -1,8 +1,13 @@
-"""Errors: the snapshot error family and the helpers that build the built-in exceptions.
+"""Errors: one typed hierarchy, each a subclass of the built-in exception callers already catch.
 
-Every backend raises the built-in exceptions of seed 000's table (``FileNotFoundError``,
-``IsADirectoryError`` …). The helpers here build them in one shape, ``[Errno N] reason: 'path'``,
-so a model sees the same message whichever backend it talks to.
+A backend raises the most specific type (``PathEscapeError`` is a ``PermissionError``,
+``DirectoryNotEmptyError`` an ``IsADirectoryError`` …), so ``except PermissionError`` keeps working and
+every surface can still tell the cases apart. Surfaces (tool messages, HTTP statuses, CLI exit codes,
+MCP results) each map exceptions by *type* in one table, read through :func:`lookup`; nothing looks at
+message text. :data:`ERROR_CODES` names every type with a stable code the surfaces share.
+
+Messages name the path as the caller gave it, in one shape, ``[Errno N] reason: 'path'``, so a model
+sees the same text whichever backend it talks to.
 """
 
 from __future__ import annotations
@@ -10,27 +15,197 @@ from __future__ import annotations
 import errno
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Literal
+from typing import Any, ClassVar, TypeVar
 
 __all__ = [
-    "FailureKind",
+    "ERROR_CODES",
+    "ERROR_TYPES",
+    "ConcurrentChangeError",
+    "ContentTooLargeError",
+    "DirectoryNotEmptyError",
+    "FileChangedSinceReadError",
+    "HardLinkRefusedError",
+    "InvalidPathError",
+    "InvalidPatternError",
+    "LimitExceededError",
+    "MoveIntoSelfError",
+    "NameTooLongError",
+    "NotReadBeforeWriteError",
+    "PathEscapeError",
+    "PathTooDeepError",
+    "PathTooLongError",
+    "PatternTooSlowError",
     "PreconditionFailedError",
+    "ReadOnlyError",
+    "ReadOnlyFileError",
+    "RootProtectedError",
     "SnapshotCreationError",
     "SnapshotError",
     "SnapshotIncompatibleError",
     "SnapshotNotFoundError",
     "SnapshotRestoreError",
+    "SpecialFileError",
+    "SymlinkRefusedError",
+    "UnsupportedOperationError",
     "caller_paths",
-    "classify",
-    "directory_not_empty",
+    "error_code",
     "file_exists",
     "file_not_found",
     "is_a_directory",
+    "lookup",
     "name_caller_path",
     "not_a_directory",
-    "permission_denied",
-    "read_only_filesystem",
 ]
+
+T = TypeVar("T")
+
+
+class _PathOSError(OSError):
+    """An ``OSError`` built from a path (and optionally a reason); errno and default reason are per type."""
+
+    errno_code: ClassVar[int] = errno.EIO
+    reason: ClassVar[str] = "Input/output error"
+
+    def __init__(self, path: str | None, reason: str | None = None) -> None:
+        super().__init__(self.errno_code, reason or self.reason, path)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.filename, self.strerror)
+
+
+# --- not allowed (PermissionError) ------------------------------------------------------------------
+
+
+class PathEscapeError(_PathOSError, PermissionError):
+    """The path leads outside the workspace root (``..`` above it, or a host path that escapes)."""
+
+    errno_code = errno.EACCES
+    reason = "Path escapes the workspace root"
+
+
+class SymlinkRefusedError(_PathOSError, PermissionError):
+    """The path is, or goes through, a symbolic link: links are never followed."""
+
+    errno_code = errno.ELOOP
+    reason = "Symbolic links are not followed"
+
+
+class SpecialFileError(_PathOSError, PermissionError):
+    """A FIFO, socket or device: never read, written or replaced."""
+
+    errno_code = errno.EACCES
+    reason = "Not a regular file or directory (FIFOs, sockets and devices are refused)"
+
+
+class HardLinkRefusedError(_PathOSError, PermissionError):
+    """Appending to a file with several hard links is refused: another name for it may live outside the root."""
+
+    errno_code = errno.EACCES
+    reason = "Refusing to append to a file with several hard links (another name may live outside the root)"
+
+
+class RootProtectedError(_PathOSError, PermissionError):
+    """The workspace root itself cannot be deleted, moved or copied over."""
+
+    errno_code = errno.EACCES
+    reason = "The workspace root cannot be deleted, moved or replaced"
+
+
+class ReadOnlyError(_PathOSError, PermissionError):
+    """The whole filesystem is read-only: every mutation is refused."""
+
+    errno_code = errno.EROFS
+    reason = "Read-only filesystem"
+
+
+class ReadOnlyFileError(ReadOnlyError):
+    """One file is marked read-only: its content cannot change (it can still be deleted)."""
+
+    errno_code = errno.EACCES
+    reason = "File is read-only (it can be deleted, not changed)"
+
+
+class NotReadBeforeWriteError(_PathOSError, PermissionError):
+    """A tool refused to overwrite or edit a file the model has not read in this session."""
+
+    errno_code = errno.EACCES
+    reason = "Read the file before changing it"
+
+
+class FileChangedSinceReadError(NotReadBeforeWriteError):
+    """A tool refused to change a file that changed since the model last read it."""
+
+    reason = "The file changed since it was read; read it again before changing it"
+
+
+# --- conflicts (OSError) -----------------------------------------------------------------------------
+
+
+class DirectoryNotEmptyError(_PathOSError, IsADirectoryError):
+    """A non-empty directory deleted without ``recursive=True`` (DESIGN §3: an ``IsADirectoryError``)."""
+
+    errno_code = errno.ENOTEMPTY
+    reason = "Directory not empty (pass recursive=True to delete it)"
+
+
+class PreconditionFailedError(_PathOSError):
+    """A compare-and-set write found another version of the file than the one it was told to expect."""
+
+    errno_code = errno.ESTALE
+    reason = "The file changed since you read it; read it again"
+
+
+class ConcurrentChangeError(_PathOSError):
+    """Another writer changed the same file at the same moment; the operation may simply be retried."""
+
+    errno_code = errno.EAGAIN
+    reason = "Changed concurrently; try again"
+
+
+# --- invalid input (ValueError) -----------------------------------------------------------------------
+
+
+class InvalidPathError(ValueError):
+    """A path that does not validate: a control character, or not canonical where it must be."""
+
+
+class LimitExceededError(ValueError):
+    """A request beyond one of the documented limits (sizes, depths, lengths, time)."""
+
+
+class PathTooLongError(InvalidPathError, LimitExceededError):
+    """More characters than any path may have (4,096)."""
+
+
+class PathTooDeepError(InvalidPathError, LimitExceededError):
+    """More segments than a path may have (16)."""
+
+
+class NameTooLongError(InvalidPathError, LimitExceededError):
+    """A path segment longer than 80 characters."""
+
+
+class ContentTooLargeError(LimitExceededError):
+    """A convenience read or write past the 32 MiB cap (stream it instead)."""
+
+
+class InvalidPatternError(ValueError):
+    """A regular expression or glob that does not compile."""
+
+
+class PatternTooSlowError(InvalidPatternError, LimitExceededError):
+    """A regular expression refused because it would backtrack too long."""
+
+
+class MoveIntoSelfError(ValueError):
+    """A directory moved or copied into itself, or over a directory that contains it."""
+
+
+class UnsupportedOperationError(NotImplementedError):
+    """The backend does not offer this operation (see its ``capabilities``)."""
+
+
+# --- snapshots (RuntimeError) -------------------------------------------------------------------------
 
 
 class SnapshotError(RuntimeError):
@@ -53,11 +228,71 @@ class SnapshotIncompatibleError(SnapshotError, ValueError):
     """The snapshot was taken by another kind of filesystem and cannot be restored here."""
 
 
-class PreconditionFailedError(OSError):
-    """A compare-and-set write found another version of the file than the one it was told to expect."""
+# --- the shared names every surface maps ----------------------------------------------------------------
 
-    def __init__(self, path: str, reason: str = "The file changed since you read it; read it again") -> None:
-        super().__init__(errno.ESTALE, reason, path)
+ERROR_CODES: Mapping[type[BaseException], str] = {
+    PathEscapeError: "path_escape",
+    SymlinkRefusedError: "symlink_refused",
+    SpecialFileError: "special_file",
+    HardLinkRefusedError: "hard_link_refused",
+    RootProtectedError: "root_protected",
+    ReadOnlyError: "read_only_filesystem",
+    ReadOnlyFileError: "read_only",
+    NotReadBeforeWriteError: "not_read",
+    FileChangedSinceReadError: "changed_since_read",
+    PermissionError: "permission_denied",
+    DirectoryNotEmptyError: "directory_not_empty",
+    IsADirectoryError: "is_a_directory",
+    NotADirectoryError: "not_a_directory",
+    FileNotFoundError: "not_found",
+    FileExistsError: "already_exists",
+    PreconditionFailedError: "precondition_failed",
+    ConcurrentChangeError: "conflict",
+    OSError: "os_error",
+    UnicodeDecodeError: "not_text",
+    InvalidPathError: "invalid_path",
+    PathTooLongError: "path_too_long",
+    PathTooDeepError: "path_too_deep",
+    NameTooLongError: "name_too_long",
+    LimitExceededError: "limit_exceeded",
+    ContentTooLargeError: "too_large",
+    InvalidPatternError: "invalid_pattern",
+    PatternTooSlowError: "pattern_too_slow",
+    MoveIntoSelfError: "move_into_itself",
+    ValueError: "invalid_argument",
+    TypeError: "invalid_argument",
+    UnsupportedOperationError: "unsupported",
+    SnapshotError: "snapshot_failed",
+    SnapshotCreationError: "snapshot_creation_failed",
+    SnapshotRestoreError: "snapshot_restore_failed",
+    SnapshotNotFoundError: "snapshot_not_found",
+    SnapshotIncompatibleError: "snapshot_incompatible",
+}
+"""A stable, machine-readable code for every error type (REST bodies, ``--json`` errors, MCP results)."""
+
+ERROR_TYPES: tuple[type[BaseException], ...] = tuple(ERROR_CODES)
+"""Every error type a surface must map: each surface's table has one row for each (a test checks)."""
+
+
+def lookup(table: Mapping[type[BaseException], T], exc: BaseException) -> T | None:
+    """The row of ``table`` for the most specific type ``exc`` is an instance of (by its MRO), or ``None``.
+
+    Every surface reads its table through this, so a subclass always finds its own row before its
+    base's, and an exception no table knows (a bug) is ``None``.
+    """
+    for kind in type(exc).__mro__:
+        row = table.get(kind)
+        if row is not None:
+            return row
+    return None
+
+
+def error_code(exc: BaseException) -> str | None:
+    """The stable code of an exception's type (``None``: not a caller's error, a bug)."""
+    return lookup(ERROR_CODES, exc)
+
+
+# --- the built-ins of seed 000's table, in one shape ------------------------------------------------------
 
 
 def file_not_found(path: str) -> FileNotFoundError:
@@ -70,11 +305,6 @@ def is_a_directory(path: str, reason: str = "Is a directory") -> IsADirectoryErr
     return IsADirectoryError(errno.EISDIR, reason, path)
 
 
-def directory_not_empty(path: str) -> IsADirectoryError:
-    """A non-empty directory deleted without ``recursive=True`` (DESIGN §3: an ``IsADirectoryError``)."""
-    return IsADirectoryError(errno.ENOTEMPTY, "Directory not empty (pass recursive=True to delete it)", path)
-
-
 def not_a_directory(path: str) -> NotADirectoryError:
     """``NotADirectoryError`` naming ``path`` (a file where a directory is needed)."""
     return NotADirectoryError(errno.ENOTDIR, "Not a directory", path)
@@ -83,16 +313,6 @@ def not_a_directory(path: str) -> NotADirectoryError:
 def file_exists(path: str) -> FileExistsError:
     """``FileExistsError`` naming ``path``."""
     return FileExistsError(errno.EEXIST, "File exists", path)
-
-
-def permission_denied(path: str, reason: str = "Permission denied") -> PermissionError:
-    """``PermissionError`` naming ``path``."""
-    return PermissionError(errno.EACCES, reason, path)
-
-
-def read_only_filesystem(path: str) -> PermissionError:
-    """``PermissionError`` for a mutation on a read-only filesystem."""
-    return PermissionError(errno.EROFS, "Read-only filesystem", path)
 
 
 def name_caller_path(exc: OSError, normalized: str, given: str) -> None:
@@ -118,48 +338,3 @@ def caller_paths(names: Mapping[str, str]) -> Iterator[None]:
         if isinstance(exc.filename2, str) and exc.filename2 in names:
             exc.filename2 = names[exc.filename2]
         raise
-
-
-FailureKind = Literal[
-    "precondition_failed",
-    "snapshot_not_found",
-    "snapshot_failed",
-    "not_found",
-    "already_exists",
-    "is_a_directory",
-    "not_a_directory",
-    "not_allowed",
-    "directory_not_empty",
-    "conflict",
-    "invalid",
-]
-"""What went wrong, in the terms every front end (REST statuses, exit codes) maps from."""
-
-_BY_TYPE: tuple[tuple[type[BaseException], FailureKind], ...] = (
-    (PreconditionFailedError, "precondition_failed"),
-    (SnapshotNotFoundError, "snapshot_not_found"),
-    (SnapshotIncompatibleError, "invalid"),
-    (SnapshotError, "snapshot_failed"),
-    (FileNotFoundError, "not_found"),
-    (FileExistsError, "already_exists"),
-    (IsADirectoryError, "is_a_directory"),
-    (NotADirectoryError, "not_a_directory"),
-    (PermissionError, "not_allowed"),
-)
-_BY_ERRNO: dict[int, FailureKind] = {errno.ENOTEMPTY: "directory_not_empty", errno.EAGAIN: "conflict"}
-
-
-def classify(exc: BaseException) -> FailureKind | None:
-    """The kind of a caller's failure (a missing file, a bad path …), or ``None`` for anything else (a bug).
-
-    ``ValueError`` and ``TypeError`` are the caller's: the filesystem raises them for invalid paths,
-    patterns and arguments.
-    """
-    for kind, name in _BY_TYPE:
-        if isinstance(exc, kind):
-            return name
-    if isinstance(exc, OSError) and exc.errno in _BY_ERRNO:
-        return _BY_ERRNO[exc.errno]
-    if isinstance(exc, (ValueError, TypeError)):
-        return "invalid"
-    return None

@@ -34,16 +34,18 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 import workspacefs
-from workspacefs.backends.host import HostFilesystem
 from workspacefs.open import open_filesystem
 from workspacefs.paths import is_within, normalize_path
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import Tool, ToolContext, dispatch, portable_schema, tools_for
 
-__all__ = ["build_server", "offered_tools", "run_stdio", "serve_stdio"]
+__all__ = ["ERROR_META_KEY", "build_server", "offered_tools", "run_stdio", "serve_stdio"]
 
 logger = logging.getLogger("workspacefs.mcp")
 
+ERROR_META_KEY = "workspacefs/error_code"
+"""``_meta`` key of a failed tool call: the stable code of what went wrong (``errors.ERROR_CODES``), so a
+client can branch on the kind of failure without reading the message."""
 _PATH_ARGUMENTS = ("path", "src", "dst")
 """Tool parameters that name a workspace path (every tool's parameters use these names)."""
 _WHOLE_WORKSPACE_TOOLS = ("snapshot", "restore", "diff")
@@ -81,8 +83,10 @@ def _definition(tool: Tool[Any]) -> types.Tool:
     )
 
 
-def _text(message: str, *, error: bool = False) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=error)
+def _text(message: str, *, error: bool = False, code: str | None = None) -> types.CallToolResult:
+    """A tool result; a failure is ``isError`` (never a protocol error) with its code in ``_meta``."""
+    meta = {ERROR_META_KEY: code} if error and code else None
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=error, _meta=meta)
 
 
 class _Roots:
@@ -96,7 +100,7 @@ class _Roots:
 
     def _bases(self) -> list[str]:
         bases = []
-        if isinstance(self.fs, HostFilesystem):
+        if self.fs.capabilities.host_directory:  # a file:// root can name the directory itself
             bases += [os.path.abspath(self.fs.root), os.path.realpath(self.fs.root)]
         if self.fs.mount_point:
             bases.append(self.fs.mount_point)
@@ -156,12 +160,12 @@ class _ErrorsAsResults:
         except MCPError:
             raise  # a real protocol problem (not initialised …) stays one
         except ValidationError as exc:
-            message = f"Malformed tools/call request: {exc.errors()[0]['msg']}"
+            message, code = f"Malformed tools/call request: {exc.errors()[0]['msg']}", "invalid_argument"
         except Exception as exc:
             logger.exception("tool call failed unexpectedly")
-            message = f"The tool failed unexpectedly: {type(exc).__name__}: {exc}"
+            message, code = f"The tool failed unexpectedly: {type(exc).__name__}: {exc}", "internal_error"
         legacy = ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS
-        return _text(message, error=True).model_dump(
+        return _text(message, error=True, code=code).model_dump(
             by_alias=True, mode="json", exclude_none=True, exclude={"result_type"} if legacy else None
         )
 
@@ -196,10 +200,10 @@ def build_server(
         if tool is not None:
             refused = roots.refusal(tool, arguments)
             if refused is not None:
-                return _text(refused, error=True)
+                return _text(refused, error=True, code="outside_roots")
         run = functools.partial(dispatch, params.name, arguments, shared, tools=offered)
         result = await anyio.to_thread.run_sync(run)
-        return _text(result.message, error=not result.success)
+        return _text(result.message, error=not result.success, code=result.error_code)
 
     async def roots_changed(_ctx: ServerRequestContext[Any], _params: types.NotificationParams | None) -> None:
         roots.known = False

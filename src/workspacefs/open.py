@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from workspacefs.protocol import Filesystem
 
@@ -88,7 +88,7 @@ def query_flag(params: Mapping[str, str], name: str, default: bool = False) -> b
 
 
 def open_filesystem(url: str, **options: Any) -> Filesystem:
-    """Open the filesystem a URL names: ``memory://``, later ``file:///dir``, ``sqlite:///f.db?session=…`` ….
+    """Open the filesystem a URL names: ``memory://``, ``file:///dir``, ``sqlite:///f.db?session=…``, ``postgresql://…``.
 
     Common query parameters: ``read_only=true``, ``mount_point=/workspace``. Keyword ``options``
     override query parameters.
@@ -107,23 +107,64 @@ def open_filesystem(url: str, **options: Any) -> Filesystem:
         raise ValueError(f"Unknown filesystem scheme {scheme!r}; known: {known}")
     params = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
     params.update({key: str(value) for key, value in options.items()})
-    return spec.resolve()(url, params)
+    opener = spec.resolve()
+    try:
+        return opener(url, params)
+    except ModuleNotFoundError as exc:  # an optional dependency the backend imports on first use
+        if spec.install_hint is None:
+            raise
+        raise ImportError(
+            f"The {scheme}:// backend needs {exc.name or exc}, which is not installed; {spec.install_hint}"
+        ) from exc
+
+
+def _check_options(scheme: str, params: Mapping[str, str], allowed: set[str]) -> None:
+    unknown = set(params) - allowed
+    if unknown:
+        raise ValueError(f"Unknown option(s) for {scheme}: {', '.join(sorted(unknown))}")
 
 
 def _open_memory(_url: str, params: dict[str, str]) -> Filesystem:
     from workspacefs.backends.memory import InMemoryFilesystem  # noqa: PLC0415 - imported on first use
 
-    unknown = set(params) - {"read_only", "mount_point"}
-    if unknown:
-        raise ValueError(f"Unknown option(s) for memory://: {', '.join(sorted(unknown))}")
+    _check_options("memory://", params, {"read_only", "mount_point"})
     return InMemoryFilesystem(read_only=query_flag(params, "read_only"), mount_point=params.get("mount_point"))
 
 
-register_backend("memory", _open_memory)
-register_backend("file", "workspacefs.backends.host:open_host")
-for _scheme in ("sqlite", "postgresql", "postgres"):
-    register_backend(
-        _scheme,
-        "workspacefs.backends.sql:open_sql",
-        install_hint="pip install 'workspacefs[sql]' (and 'workspacefs[postgres]' for PostgreSQL)",
+def _open_host(url: str, params: dict[str, str]) -> Filesystem:
+    """``file:///abs/dir?read_only=true&snapshot_strategy=git&snapshot_dir=/x``."""
+    from workspacefs.backends.host import HostFilesystem  # noqa: PLC0415 - imported on first use
+
+    parts = urlsplit(url)
+    if parts.netloc not in ("", "localhost"):
+        raise ValueError(f"file:// URLs name a local directory; got host {parts.netloc!r}")
+    root = unquote(parts.path)
+    if not root.startswith("/"):
+        raise ValueError(f"file:// URLs need an absolute path, got {url!r}")
+    _check_options("file://", params, {"read_only", "mount_point", "snapshot_strategy", "snapshot_dir", "durable"})
+    return HostFilesystem(
+        root,
+        read_only=query_flag(params, "read_only"),
+        mount_point=params.get("mount_point"),
+        snapshot_strategy=params.get("snapshot_strategy"),
+        snapshot_dir=params.get("snapshot_dir"),
+        durable=query_flag(params, "durable", default=True),
     )
+
+
+def _open_sql(url: str, params: dict[str, str]) -> Filesystem:
+    """``sqlite:///file.db?session=ID`` and ``postgresql://…?session=ID``."""
+    from workspacefs.backends.sql import SqlFilesystem  # noqa: PLC0415 - needs the sql extra
+
+    session = params.get("session")
+    if not session:
+        raise ValueError(f"SQL URLs need a session: add ?session=ID to {url!r}")
+    _check_options("a SQL filesystem", params, {"session", "read_only", "mount_point"})
+    return SqlFilesystem(url, session, read_only=query_flag(params, "read_only"), mount_point=params.get("mount_point"))
+
+
+register_backend("memory", _open_memory)
+register_backend("file", _open_host)
+_SQL_HINT = "pip install 'workspacefs[sql]' (and 'workspacefs[postgres]' for PostgreSQL)"
+for _scheme in ("sqlite", "postgresql", "postgres"):
+    register_backend(_scheme, _open_sql, install_hint=_SQL_HINT)

@@ -2,18 +2,19 @@
 
 Every backend and every tool calls :func:`normalize_path` before touching storage. A normalised
 path is relative to the workspace root, ``/``-separated, with no ``.``, ``..``, empty segment or
-leading ``/``; the root itself is ``""``. Escapes raise ``PermissionError``; malformed input
-raises ``ValueError``. Validation is purely lexical: it never consults the storage, so it cannot
-be raced.
+leading ``/``; the root itself is ``""``. Escapes raise ``PathEscapeError`` (a
+``PermissionError``); malformed input raises ``InvalidPathError`` (a ``ValueError``). Validation is
+purely lexical: it never consults the storage, so it cannot be raced.
 """
 
 from __future__ import annotations
 
-import errno
 import functools
 import re
 from collections.abc import Iterator
 from typing import Literal
+
+from workspacefs.errors import InvalidPathError, NameTooLongError, PathEscapeError, PathTooDeepError, PathTooLongError
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -40,9 +41,9 @@ __all__ = [
 ]
 
 MAX_PATH_DEPTH = 16
-"""More segments than this raise ``ValueError``."""
+"""More segments than this raise ``PathTooDeepError`` (a ``ValueError``)."""
 MAX_SEGMENT_LENGTH = 80
-"""A segment longer than this many characters raises ``ValueError``."""
+"""A segment longer than this many characters raises ``NameTooLongError`` (a ``ValueError``)."""
 MAX_PATH_CHARS = 4096
 """Raw input longer than this is refused before any parsing (bounds the work a hostile path costs)."""
 MAX_CONVENIENCE_BYTES = 32 * 1024 * 1024
@@ -61,10 +62,6 @@ ROOT = ""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def _escape(path: str) -> PermissionError:
-    return PermissionError(errno.EACCES, "Path escapes the workspace root", path)
-
-
 def normalize_path(path: str, *, mount_point: str | None = None) -> str:
     """Return the normalised, root-relative form of ``path``; ``""`` means the root.
 
@@ -74,8 +71,9 @@ def normalize_path(path: str, *, mount_point: str | None = None) -> str:
 
     Raises:
         TypeError: ``path`` is not a ``str``.
-        ValueError: control characters, a segment over 80 characters, more than 16 segments.
-        PermissionError: ``..`` would leave the root.
+        InvalidPathError (a ``ValueError``): control characters; its subclasses ``NameTooLongError`` (a
+            segment over 80 characters), ``PathTooDeepError`` (more than 16 segments), ``PathTooLongError``.
+        PathEscapeError (a ``PermissionError``): ``..`` would leave the root.
     """
     if type(path) is not str:
         if not isinstance(path, str):
@@ -89,9 +87,9 @@ def normalize_cached(path: str, mount_point: str | None) -> str:
     """The work of :func:`normalize_path` for an exact ``str``, memoised: agents touch the same paths again
     and again. Callers must pass ``type(path) is str`` (a subclass could fool the cache with its ``__eq__``)."""
     if len(path) > MAX_PATH_CHARS:
-        raise ValueError(f"Path is longer than {MAX_PATH_CHARS} characters")
+        raise PathTooLongError(f"Path is longer than {MAX_PATH_CHARS} characters")
     if _CONTROL.search(path) is not None:
-        raise ValueError(f"Path contains a control character: {path!r}")
+        raise InvalidPathError(f"Path contains a control character: {path!r}")
     rest = path
     if mount_point and (rest == mount_point or rest.startswith(mount_point + "/")):
         rest = rest[len(mount_point) :]
@@ -101,14 +99,14 @@ def normalize_cached(path: str, mount_point: str | None) -> str:
             continue
         if segment == "..":
             if not segments:
-                raise _escape(path)
+                raise PathEscapeError(path)
             segments.pop()
             continue
         if len(segment) > MAX_SEGMENT_LENGTH:
-            raise ValueError(f"Path segment is longer than {MAX_SEGMENT_LENGTH} characters: {segment[:20]!r}…")
+            raise NameTooLongError(f"Path segment is longer than {MAX_SEGMENT_LENGTH} characters: {segment[:20]!r}…")
         segments.append(segment)
     if len(segments) > MAX_PATH_DEPTH:
-        raise ValueError(f"Path has more than {MAX_PATH_DEPTH} segments: {path!r}")
+        raise PathTooDeepError(f"Path has more than {MAX_PATH_DEPTH} segments: {path!r}")
     return "/".join(segments)
 
 
@@ -127,16 +125,16 @@ def strict_path(path: str) -> str:
     if body.endswith("/"):
         body = body[:-1]
         if not body:
-            raise ValueError(f"Path must be canonical; {path!r} has an empty segment (//)")
+            raise InvalidPathError(f"Path must be canonical; {path!r} has an empty segment (//)")
     if body:
         for segment in body.split("/"):
             if segment in ("", ".", ".."):
                 kind = "an empty segment (//)" if not segment else f"a {segment!r} segment"
-                raise ValueError(f"Path must be canonical; {path!r} has {kind}")
+                raise InvalidPathError(f"Path must be canonical; {path!r} has {kind}")
     try:
         return normalize_path(body)
     except PermissionError as exc:  # cannot happen without '..', but keep the contract: ValueError only
-        raise ValueError(str(exc)) from None
+        raise InvalidPathError(str(exc)) from None
 
 
 def strict_path_pattern(

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, runtime_checkable
 from uuid import UUID
 
+from workspacefs.capabilities import Capabilities
 from workspacefs.results import (
     FileEntry,
     FileStat,
     FilesystemDiff,
+    FilesystemSnapshot,
     GlobMatch,
     GrepMatch,
     ReadBytesResult,
@@ -18,9 +21,17 @@ from workspacefs.results import (
     WriteMode,
     WriteResult,
 )
-from workspacefs.snapshots import FilesystemSnapshot
 
-__all__ = ["ByteReader", "ByteWriter", "BytesLike", "Filesystem", "SnapshotableFilesystem", "TextReader"]
+__all__ = [
+    "ByteReader",
+    "ByteWriter",
+    "BytesLike",
+    "ConditionalWrites",
+    "Filesystem",
+    "SnapshotableFilesystem",
+    "TextReader",
+    "VersionedContent",
+]
 
 BytesLike = bytes | bytearray | memoryview
 """What writers accept."""
@@ -193,6 +204,11 @@ class Filesystem(Protocol):
         """Absolute prefix (e.g. ``/workspace``) that paths may carry; ``None`` if unset."""
         ...
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this backend can do (read these flags; never probe for attributes)."""
+        ...
+
     def open_read(self, path: str) -> ByteReader:
         """Open a file for streaming byte reads."""
         ...
@@ -241,6 +257,10 @@ class Filesystem(Protocol):
         """Files matching ``pattern`` under ``path``, sorted by path."""
         ...
 
+    def walk(self, path: str = ".") -> Iterator[FileEntry]:
+        """Every entry below ``path``, each directory before what it holds; nothing if it is missing."""
+        ...
+
     def grep(
         self, pattern: str, *, path: str = ".", glob: str | None = None, max_matches: int | None = None
     ) -> Sequence[GrepMatch]:
@@ -283,4 +303,46 @@ class SnapshotableFilesystem(Filesystem, Protocol):
 
     def diff(self, base: FilesystemSnapshot, target: FilesystemSnapshot | None = None) -> FilesystemDiff:
         """Files added, modified and deleted from ``base`` to ``target`` (``None``: now)."""
+        ...
+
+    def snapshots(self) -> Sequence[FilesystemSnapshot]:
+        """The snapshots this filesystem keeps, oldest first."""
+        ...
+
+    def delete_snapshot(self, snapshot: FilesystemSnapshot) -> None:
+        """Forget a snapshot and the data only it held (``SnapshotNotFoundError`` if unknown)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class VersionedContent:
+    """A file's metadata, the id of its content, and a reader of exactly that content (close it)."""
+
+    stat: FileStat
+    content_id: str
+    reader: ByteReader
+
+
+@runtime_checkable
+class ConditionalWrites(Protocol):
+    """Compare-and-set over content ids, so an editor never overwrites a version it has not seen.
+
+    A content id names a file's bytes (equal content, equal id, on every backend): use it as an ETag.
+    ``expect="*"`` accepts any existing file.
+    """
+
+    def content_id(self, path: str) -> str:
+        """The id of a file's current content (``FileNotFoundError``, ``IsADirectoryError``)."""
+        ...
+
+    def open_versioned(self, path: str) -> VersionedContent:
+        """A file's metadata, content id and a reader of that very content, taken together."""
+        ...
+
+    def write_bytes_if(self, path: str, content: BytesLike, *, expect: str) -> WriteResult:
+        """Overwrite ``path`` only if its content id is still ``expect`` (``PreconditionFailedError``)."""
+        ...
+
+    def open_write_if(self, path: str, *, expect: str) -> ByteWriter:
+        """A streaming writer whose commit succeeds only over content id ``expect``."""
         ...

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
 from typing import Any, Literal, TypeVar
+from uuid import UUID
 
 __all__ = [
     "FileEntry",
     "FileStat",
     "FilesystemDiff",
+    "FilesystemSnapshot",
     "GlobMatch",
     "GrepMatch",
     "ReadBytesResult",
@@ -34,11 +37,11 @@ def _fast_init(cls: type[_T]) -> type[_T]:
     parameters: list[str] = []
     body: list[str] = []
     namespace: dict[str, Any] = {}
-    for field in fields(cls):  # type: ignore[arg-type]
-        name = field.name
+    for each in fields(cls):  # type: ignore[arg-type]
+        name = each.name
         namespace[f"_set_{name}"] = getattr(cls, name).__set__
-        if field.default is not MISSING:
-            namespace[f"_default_{name}"] = field.default
+        if each.default is not MISSING:
+            namespace[f"_default_{name}"] = each.default
             parameters.append(f"{name}=_default_{name}")
         else:
             parameters.append(name)
@@ -149,3 +152,61 @@ class FilesystemDiff:
     def is_empty(self) -> bool:
         """True when nothing changed."""
         return not (self.added or self.modified or self.deleted)
+
+
+@dataclass(frozen=True, slots=True)
+class FilesystemSnapshot:
+    """An immutable capture of a filesystem's state.
+
+    ``backend`` names the kind of filesystem that took it (``"memory"``, ``"host"`` …); restoring
+    it on another kind raises ``SnapshotIncompatibleError``. ``commit_ref`` is the backend's
+    reference to the captured state (a git commit, an archive name, a manifest id). ``payload``
+    holds in-process state that is never serialised (the in-memory backend's persistent map).
+    """
+
+    snapshot_id: UUID
+    created_at: datetime
+    backend: str
+    root_path: str = "/"
+    tag: str | None = None
+    parent_id: UUID | None = None
+    file_count: int = 0
+    total_bytes: int = 0
+    commit_ref: str | None = None
+    git_dir: str | None = None
+    strategy: str | None = None
+    payload: Any = field(default=None, compare=False, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (without ``payload``), for stores that persist snapshots."""
+        return {
+            "snapshot_id": str(self.snapshot_id),
+            "created_at": self.created_at.isoformat(),
+            "backend": self.backend,
+            "root_path": self.root_path,
+            "tag": self.tag,
+            "parent_id": None if self.parent_id is None else str(self.parent_id),
+            "file_count": self.file_count,
+            "total_bytes": self.total_bytes,
+            "commit_ref": self.commit_ref,
+            "git_dir": self.git_dir,
+            "strategy": self.strategy,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FilesystemSnapshot:
+        """Inverse of :meth:`to_dict`."""
+        parent_id = data.get("parent_id")
+        return cls(
+            snapshot_id=UUID(str(data["snapshot_id"])),
+            created_at=datetime.fromisoformat(str(data["created_at"])),
+            backend=str(data["backend"]),
+            root_path=str(data.get("root_path", "/")),
+            tag=data.get("tag"),
+            parent_id=None if parent_id is None else UUID(str(parent_id)),
+            file_count=int(data.get("file_count", 0)),
+            total_bytes=int(data.get("total_bytes", 0)),
+            commit_ref=data.get("commit_ref"),
+            git_dir=data.get("git_dir"),
+            strategy=data.get("strategy"),
+        )

@@ -8,7 +8,8 @@ Grep: one match per matching line (the span of the first match, in characters), 
 RE2, whose matching time is linear in the text, so no pattern can hang a search. RE2 syntax is
 Python's for everything common; its ``\\w``, ``\\d``, ``\\s`` and ``\\b`` are ASCII-only. The few
 constructs RE2 lacks (backreferences, lookaround) run on the ``regex`` module under a deadline:
-a search that would take longer is refused with ``ValueError`` instead of hanging.
+a search that would take longer is refused with ``PatternTooSlowError`` (a ``ValueError``) instead of
+hanging. Only the public API of ``google-re2`` is used.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import re2  # google-re2
-import regex
 
+from workspacefs.errors import InvalidPatternError, PatternTooSlowError
 from workspacefs.paths import MAX_PATH_CHARS, basename, relative_to
 from workspacefs.protocol import ByteReader
 from workspacefs.results import GrepMatch
+
+if TYPE_CHECKING:
+    import regex
 
 __all__ = [
     "BINARY_SNIFF_BYTES",
@@ -49,8 +53,6 @@ FALLBACK_BUDGET_SECONDS = 5.0
 """Longest a whole grep may spend in the backtracking fallback engine."""
 _STREAM_BLOCK = 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_UNANCHORED = re2._Anchor.UNANCHORED
-_ANCHOR_BOTH = re2._Anchor.ANCHOR_BOTH
 # More unbounded wildcards than this and a backtracking matcher could go polynomial; use RE2.
 _MAX_BACKTRACKING_STARS = 3
 
@@ -119,14 +121,14 @@ def _split_pattern(pattern: str, what: str) -> list[str]:
     if not isinstance(pattern, str):
         raise TypeError(f"{what} must be a str, not {type(pattern).__name__}")
     if len(pattern) > MAX_PATH_CHARS:
-        raise ValueError(f"{what} is longer than {MAX_PATH_CHARS} characters")
+        raise InvalidPatternError(f"{what} is longer than {MAX_PATH_CHARS} characters")
     if _CONTROL.search(pattern) is not None:
-        raise ValueError(f"{what} contains a control character: {pattern!r}")
+        raise InvalidPatternError(f"{what} contains a control character: {pattern!r}")
     segments = [s for s in pattern.split("/") if s not in ("", ".")]
     if ".." in segments:
-        raise ValueError(f"{what} must not contain '..': {pattern!r}")
+        raise InvalidPatternError(f"{what} must not contain '..': {pattern!r}")
     if not segments:
-        raise ValueError(f"{what} is empty: {pattern!r}")
+        raise InvalidPatternError(f"{what} is empty: {pattern!r}")
     return segments
 
 
@@ -291,8 +293,16 @@ class _Budget:
         return self.deadline - time.monotonic()
 
 
+def _compile_re2(pattern: str | bytes, options: re2.Options) -> Any:
+    """An RE2 program through the package's public ``compile``, or ``None`` if RE2 cannot run it."""
+    try:
+        return re2.compile(pattern, options)
+    except re2.error:
+        return None
+
+
 class GrepPattern:
-    """A compiled grep pattern; ``ValueError`` if it is not a valid regular expression."""
+    """A compiled grep pattern; ``InvalidPatternError`` (a ``ValueError``) if it is not a valid regex."""
 
     __slots__ = ("_block", "_line", "engine", "pattern")
 
@@ -302,23 +312,23 @@ class GrepPattern:
         self.pattern = pattern
         options = _re2_options()
         options.never_nl = True  # a match never spans lines, as when each line is searched alone
-        self._block: re2._re2.RE2 | None = None
+        self._block: Any = None
         self._line: _LineSearch | None = None
         rewritten = rewrite_text_anchors(pattern)
-        per_line = re2._re2.RE2(rewritten.encode("utf-8"), options)
-        if per_line.ok():
+        per_line = _compile_re2(rewritten, options)
+        if per_line is not None:
             self.engine = "re2"
             if _DISABLES_MULTILINE.search(pattern) is None:
-                block = re2._re2.RE2(("(?m)" + rewritten).encode("utf-8"), options)
-                if block.ok():
-                    self._block = block
+                self._block = _compile_re2(("(?m)" + rewritten).encode("utf-8"), options)
             if self._block is None:
                 self._line = _re2_line_search(per_line)
             return
+        import regex  # noqa: PLC0415 - the backtracking fallback is rare: load it on first use
+
         try:
             fallback = regex.compile(pattern)
         except (regex.error, OverflowError, RecursionError) as exc:
-            raise ValueError(f"Invalid regular expression {pattern!r}: {exc}") from None
+            raise InvalidPatternError(f"Invalid regular expression {pattern!r}: {exc}") from None
         self.engine = "regex"
         self._line = _regex_line_search(fallback, pattern)
 
@@ -337,14 +347,10 @@ class GrepPattern:
 _LineSearch = Callable[[str, _Budget], "tuple[int, int] | None"]
 
 
-def _re2_line_search(compiled: re2._re2.RE2) -> _LineSearch:
+def _re2_line_search(compiled: Any) -> _LineSearch:
     def search(line: str, _budget: _Budget) -> tuple[int, int] | None:
-        data = line.encode("utf-8")
-        span = compiled.Match(_UNANCHORED, data, 0, len(data))[0]
-        if span[0] < 0:
-            return None
-        start = len(data[: span[0]].decode("utf-8"))
-        return start, start + len(data[span[0] : span[1]].decode("utf-8"))
+        match = compiled.search(line)  # str in, character offsets out
+        return None if match is None else match.span()
 
     return search
 
@@ -357,7 +363,7 @@ def _regex_line_search(compiled: regex.Pattern[str], pattern: str) -> _LineSearc
                 raise TimeoutError
             match = compiled.search(line, timeout=remaining)
         except TimeoutError:
-            raise ValueError(
+            raise PatternTooSlowError(
                 f"Regular expression {pattern!r} is too slow to search with (it backtracks "
                 "catastrophically); simplify it or avoid backreferences and lookaround"
             ) from None
@@ -370,7 +376,7 @@ def _decoded_length(data: bytes) -> int:
     return len(data.decode("utf-8", "replace"))
 
 
-def _scan_block(compiled: re2._re2.RE2, path: str, block: bytes, first_line: int, limit: int) -> list[GrepMatch]:
+def _scan_block(compiled: Any, path: str, block: bytes, first_line: int, limit: int) -> list[GrepMatch]:
     """Search a block of whole lines in one RE2 pass: lines without a match cost no Python at all."""
     found: list[GrepMatch] = []
     end = len(block)
@@ -379,8 +385,11 @@ def _scan_block(compiled: re2._re2.RE2, path: str, block: bytes, first_line: int
     counted_to = 0
     line_number = first_line
     while position <= end and len(found) < limit:
-        start, stop = compiled.Match(_UNANCHORED, block, position, end)[0]
-        if start < 0 or (start == end and trailing_newline):
+        match = compiled.search(block, position, end)
+        if match is None:
+            break
+        start, stop = match.span()
+        if start == end and trailing_newline:
             break
         line_start = block.rfind(b"\n", 0, start) + 1
         line_end = block.find(b"\n", start)

@@ -8,6 +8,7 @@ commit-on-close and abort-on-exception, UTF-8 text decoding — lives here once.
 from __future__ import annotations
 
 import errno
+import hashlib
 import io
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
@@ -17,7 +18,63 @@ from typing import Protocol
 from workspacefs.paths import DEFAULT_CHUNK_SIZE
 from workspacefs.protocol import ByteReader, BytesLike
 
-__all__ = ["RawReadable", "StreamReader", "StreamWriter", "Utf8TextReader", "closed_stream_error"]
+__all__ = [
+    "CONTENT_CHUNK_SIZE",
+    "ContentHasher",
+    "RawReadable",
+    "StreamReader",
+    "StreamWriter",
+    "Utf8TextReader",
+    "closed_stream_error",
+    "content_id_of",
+    "content_id_of_chunks",
+]
+
+CONTENT_CHUNK_SIZE = 256 * 1024
+"""Content ids hash content cut at this fixed size (the SQL backend stores its chunks at the same size)."""
+
+
+def content_id_of_chunks(chunk_hashes: Iterable[str], size: int) -> str:
+    """The content id of ``size`` bytes whose fixed-size chunks have these SHA-256 hex digests."""
+    return hashlib.sha256(f"{size}:{','.join(chunk_hashes)}".encode()).hexdigest()
+
+
+class ContentHasher:
+    """Computes a content id incrementally, in fixed memory: feed any pieces, read :meth:`content_id`.
+
+    The id depends on the bytes only, never on how they were fed or which backend stores them, so every
+    backend names the same content the same way (an ETag that survives moving a workspace).
+    """
+
+    __slots__ = ("_hashes", "_pending", "_size")
+
+    def __init__(self) -> None:
+        self._hashes: list[str] = []
+        self._pending = bytearray()
+        self._size = 0
+
+    def update(self, data: BytesLike) -> None:
+        """Add the next bytes."""
+        self._pending += data
+        self._size += len(data)
+        while len(self._pending) >= CONTENT_CHUNK_SIZE:
+            self._hashes.append(hashlib.sha256(self._pending[:CONTENT_CHUNK_SIZE]).hexdigest())
+            del self._pending[:CONTENT_CHUNK_SIZE]
+
+    def content_id(self) -> str:
+        """The id of everything fed so far."""
+        hashes = self._hashes + ([hashlib.sha256(self._pending).hexdigest()] if self._pending else [])
+        return content_id_of_chunks(hashes, self._size)
+
+
+def content_id_of(data: BytesLike) -> str:
+    """The content id of whole content in memory."""
+    view = memoryview(data)
+    hashes = [
+        hashlib.sha256(view[start : start + CONTENT_CHUNK_SIZE]).hexdigest()
+        for start in range(0, len(view), CONTENT_CHUNK_SIZE)
+    ]
+    return content_id_of_chunks(hashes, len(view))
 
 
 def closed_stream_error() -> ValueError:

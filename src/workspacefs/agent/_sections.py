@@ -7,9 +7,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from string import Template
 from typing import Any, Protocol, runtime_checkable
 
-from workspacefs._hostio import HostMount
 from workspacefs.backends.host import HostFilesystem
-from workspacefs.backends.memory import InMemoryFilesystem
+from workspacefs.backends.memory import HostMount, InMemoryFilesystem
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import FILESYSTEM_TOOLS, Tool
 

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from workspacefs.backends.memory import InMemoryFilesystem
 from workspacefs.protocol import Filesystem, SnapshotableFilesystem
-from workspacefs.snapshots import FilesystemSnapshot
+from workspacefs.results import FilesystemSnapshot
 from workspacefs.tools import ReadState
 
 __all__ = [
@@ -136,7 +136,7 @@ class Session:
         captured = {
             key: fs.snapshot(tag=f"session {key}")
             for key, fs in self._filesystems.items()
-            if isinstance(fs, SnapshotableFilesystem) and getattr(fs, "snapshots_are_cheap", False)
+            if fs.capabilities.cheap_snapshots and isinstance(fs, SnapshotableFilesystem)
         }
         return SessionSnapshot(uuid.uuid4(), datetime.now(UTC), dict(self._slices), captured)
 
@@ -151,7 +151,8 @@ class Session:
     # --- persistence ------------------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the slices and the attached in-memory filesystems' files to a JSON file (atomically)."""
+        """Write the slices, and the files of every attached filesystem that does not persist by itself
+        (``capabilities.persistent`` false: memory), to a JSON file (atomically)."""
         document = {
             "version": 1,
             "slices": [
@@ -159,7 +160,7 @@ class Session:
                 for kind, items in self._slices.items()
             ],
             "filesystems": {
-                key: _export_tree(fs) for key, fs in self._filesystems.items() if isinstance(fs, InMemoryFilesystem)
+                key: _export_tree(fs) for key, fs in self._filesystems.items() if not fs.capabilities.persistent
             },
         }
         target = Path(path)
@@ -229,19 +230,16 @@ def _decode(kind: Any, value: Any) -> Any:
     return value
 
 
-def _export_tree(fs: InMemoryFilesystem) -> dict[str, Any]:
-    """Every directory and file (base64) of an in-memory filesystem."""
+def _export_tree(fs: Filesystem) -> dict[str, Any]:
+    """Every directory and file (base64) of a filesystem that lives only in this process."""
     dirs: list[str] = []
     files: dict[str, str] = {}
-    pending = [""]
-    while pending:
-        for entry in fs.list(pending.pop() or "."):
-            if entry.is_directory:
-                dirs.append(entry.path)
-                pending.append(entry.path)
-            else:
-                with fs.open_read(entry.path) as reader:
-                    files[entry.path] = base64.b64encode(reader.read()).decode("ascii")
+    for entry in fs.walk("."):
+        if entry.is_directory:
+            dirs.append(entry.path)
+        else:
+            with fs.open_read(entry.path) as reader:
+                files[entry.path] = base64.b64encode(reader.read()).decode("ascii")
     return {"mount_point": fs.mount_point, "dirs": sorted(dirs), "files": files}
 
 

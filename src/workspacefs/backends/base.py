@@ -1,41 +1,39 @@
-"""The backend skeleton: the primitives a backend writes and the conveniences written once over them.
+"""``BaseFilesystem``: the skeleton every backend extends — a few primitives, everything else once.
 
-A backend subclasses :class:`BaseFilesystem` and implements the ``_``-prefixed primitives marked
-abstract — stat one path, list one directory, open a reader or an atomic writer, make or remove one
-entry, rename, and the snapshot hooks. Everything the protocol promises on top (validation, caps,
-line pagination, text decoding, glob, grep, parents, recursive delete/copy/move, diff, error
-messages that name the caller's path) lives here once. A backend overrides a default primitive
-(``_iter_files``, ``_open_content``, ``_write_content``, ``_remove_tree``, ``_copy_file`` …) only to be
-faster; the conformance suite proves it agrees.
-
-Primitives receive normalised paths (``""`` is the root) and raise the built-in exceptions with
-those paths; the public methods put the caller's spelling back into the message.
+A backend subclasses :class:`BaseFilesystem` and implements the ``_``-prefixed primitives of
+``_core.FilesystemCore`` — stat one path, list one directory, open a reader or an atomic writer, make or
+remove one entry, rename, and the snapshot hooks. Everything the protocol promises on top lives here
+(validation, caps, line pagination, text decoding, glob, grep, parents, recursive delete/copy/move,
+walks, error messages that name the caller's path), in ``_snapshotting.py`` (snapshot metadata,
+lineage, diff) and in ``_conditional.py`` (content ids and compare-and-set writes).
 """
 
 from __future__ import annotations
 
 import builtins
 import codecs
-from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from types import TracebackType
-from typing import ClassVar, Self
-from uuid import UUID
+from typing import Self
 
 from workspacefs import errors
-from workspacefs.errors import SnapshotIncompatibleError, caller_paths, name_caller_path
+from workspacefs.backends._conditional import ANY_VERSION, ConditionalWritesMixin
+from workspacefs.backends._core import Fingerprint, lines_window, too_big, total_lines
+from workspacefs.backends._snapshotting import SnapshotMixin
+from workspacefs.errors import (
+    MoveIntoSelfError,
+    RootProtectedError,
+    UnsupportedOperationError,
+    caller_paths,
+    name_caller_path,
+)
 from workspacefs.paths import (
     DEFAULT_MAX_GREP_MATCHES,
     DEFAULT_READ_LIMIT,
     MAX_CONVENIENCE_BYTES,
     ROOT,
-    ancestors,
     check_non_negative,
     is_within,
-    join,
-    normalize_cached,
-    normalize_mount_point,
-    normalize_path,
     parent,
     relative_to,
 )
@@ -43,7 +41,6 @@ from workspacefs.protocol import ByteReader, BytesLike, ByteWriter
 from workspacefs.results import (
     FileEntry,
     FileStat,
-    FilesystemDiff,
     GlobMatch,
     GrepMatch,
     ReadBytesResult,
@@ -52,36 +49,11 @@ from workspacefs.results import (
     WriteResult,
 )
 from workspacefs.search import GlobMatcher, GrepPattern, PathFilter, search_content
-from workspacefs.snapshots import FilesystemSnapshot
 from workspacefs.streams import Utf8TextReader
 
-__all__ = ["WRITE_MODES", "BaseFilesystem", "lines_window", "total_lines"]
+__all__ = ["ANY_VERSION", "WRITE_MODES", "BaseFilesystem", "Fingerprint", "lines_window", "total_lines"]
 
 WRITE_MODES: frozenset[str] = frozenset({"create", "overwrite", "append"})
-
-Fingerprint = object
-"""What a manifest maps each file to; equal fingerprints mean equal content."""
-
-
-def total_lines(data: bytes) -> int:
-    """``\\n``-terminated lines plus a final unterminated one (``b""`` 0, ``b"a"`` 1, ``b"a\\n"`` 1)."""
-    count = data.count(b"\n")
-    return count + 1 if data and data[-1] != 0x0A else count
-
-
-def lines_window(data: bytes, offset: int, limit: int) -> bytes:
-    """Bytes of lines ``[offset, offset + limit)`` of ``data``, newlines kept."""
-    start = 0
-    for _ in range(offset):
-        start = data.find(b"\n", start) + 1
-        if start == 0:
-            return b""
-    stop = start
-    for _ in range(limit):
-        stop = data.find(b"\n", stop) + 1
-        if stop == 0:
-            return data[start:]
-    return data[start:stop]
 
 
 def _check_mode(mode: str) -> None:
@@ -109,105 +81,10 @@ def _decode_error(exc: UnicodeDecodeError, path: str) -> UnicodeDecodeError:
     )
 
 
-def _too_big(what: str, path: str) -> ValueError:
-    return ValueError(
-        f"{what} of {path!r} would exceed the {MAX_CONVENIENCE_BYTES // (1024 * 1024)} MiB convenience "
-        "limit; pass a smaller limit or use open_read()/open_write() to stream it"
-    )
-
-
-class BaseFilesystem(ABC):
+class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
     """The skeleton every workspacefs backend extends; see the module docstring."""
 
-    backend_name: ClassVar[str] = "base"
-    """Kind tag written into snapshots; restoring a snapshot of another kind is refused."""
-    snapshots_are_cheap: ClassVar[bool] = False
-    """True when ``snapshot()`` costs O(1): the tool dispatcher then wraps every mutating tool in one."""
-    inline_content_bytes: ClassVar[int] = 8 * 1024 * 1024
-    """Files up to this size are read whole by ``read`` and ``grep``; bigger ones are streamed."""
-
-    def __init__(self, *, read_only: bool = False, mount_point: str | None = None) -> None:
-        self._read_only = bool(read_only)
-        self._mount_point = normalize_mount_point(mount_point)
-        self._current_snapshot_id: UUID | None = None
-
-    # --- primitives every backend writes ---------------------------------------------------------
-
-    @abstractmethod
-    def _stat(self, path: str) -> FileStat:
-        """Metadata; ``FileNotFoundError`` if missing (also when an ancestor is a file)."""
-
-    @abstractmethod
-    def _list_dir(self, path: str) -> Sequence[FileEntry]:
-        """Entries of a directory sorted by name; ``FileNotFoundError``/``NotADirectoryError``."""
-
-    @abstractmethod
-    def _open_reader(self, path: str) -> ByteReader:
-        """Open a file; ``FileNotFoundError``/``IsADirectoryError``."""
-
-    @abstractmethod
-    def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:
-        """Open an atomic writer; the parent must exist.
-
-        Raises ``FileNotFoundError`` (no parent), ``NotADirectoryError`` (parent is a file),
-        ``IsADirectoryError`` (path is a directory), ``FileExistsError`` (``create`` mode), both when
-        opening and, for ``create``, again when committing.
-        """
-
-    @abstractmethod
-    def _make_dir(self, path: str) -> None:
-        """Create one directory whose parent exists; ``FileExistsError`` if anything is there."""
-
-    @abstractmethod
-    def _remove_file(self, path: str) -> None:
-        """Remove a file; ``IsADirectoryError`` for a directory."""
-
-    @abstractmethod
-    def _remove_empty_dir(self, path: str) -> None:
-        """Remove a directory; ``errors.directory_not_empty`` if it has entries."""
-
-    @abstractmethod
-    def _rename(self, src: str, dst: str, *, replace: bool) -> None:
-        """Move ``src`` to ``dst`` (whose parent exists). ``replace`` lets a file replace a file."""
-
-    @abstractmethod
-    def _capture(self, tag: str | None) -> FilesystemSnapshot:
-        """Take a snapshot of the current state."""
-
-    @abstractmethod
-    def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
-        """Return to a snapshot taken by this kind of backend."""
-
-    @abstractmethod
-    def _manifest(self, snapshot: FilesystemSnapshot | None) -> Mapping[str, Fingerprint]:
-        """Every file of a snapshot (``None``: the current state) mapped to a content fingerprint."""
-
-    # --- primitives with defaults a backend may override to be faster ------------------------------
-
-    def _iter_files(self, base: str) -> Iterator[str]:
-        """Every file below directory ``base``, in any order; nothing if it is missing."""
-        try:
-            entries = self._list_dir(base)
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        for entry in entries:
-            if entry.is_directory:
-                yield from self._iter_files(entry.path)
-            elif entry.is_file:
-                yield entry.path
-
-    def _grep_candidates(self, pattern: GrepPattern, base: str) -> Iterable[str]:
-        """Files below directory ``base`` that may hold a match. A backend may narrow this set with a
-        faster search (ripgrep, a database prefilter) but never drop a file that matches."""
-        return self._iter_files(base)
-
-    def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
-        """A file's whole content if it is at most ``inline_limit`` bytes, else an open reader."""
-        reader = self._open_reader(path)
-        if reader.size > inline_limit:
-            return reader
-        with reader:
-            return reader.read()
+    # --- line windows (a backend overrides this to be faster) -----------------------------------------
 
     def _line_window(self, path: str, offset: int, window: int) -> tuple[bytes | None, int]:
         """Bytes of lines ``[offset, offset + window)`` and the file's line count.
@@ -219,92 +96,6 @@ class BaseFilesystem(ABC):
             lines = total_lines(content)
             return (content if offset == 0 and window >= lines else lines_window(content, offset, window)), lines
         return _stream_lines_window(content, offset, window)
-
-    def _write_content(self, path: str, data: bytes, mode: WriteMode) -> None:
-        """Write a whole file through the atomic writer (the parent exists)."""
-        with self._open_writer(path, mode) as writer:
-            writer.write(data)
-
-    def _remove_tree(self, path: str) -> None:
-        """Remove a directory and everything below it."""
-        for entry in self._list_dir(path):
-            if entry.is_directory:
-                self._remove_tree(entry.path)
-            else:
-                self._remove_file(entry.path)
-        self._remove_empty_dir(path)
-
-    def _copy_file(self, src: str, dst: str) -> None:
-        """Copy one file's bytes (``dst``'s parent exists; an existing ``dst`` file is replaced)."""
-        with self._open_reader(src) as reader, self._open_writer(dst, "overwrite") as writer:
-            writer.write_all(reader)
-
-    def _copy_tree(self, src: str, dst: str) -> None:
-        """Copy a directory recursively to ``dst``, which does not exist (its parent does)."""
-        self._make_dir(dst)
-        for entry in self._list_dir(src):
-            target = join(dst, entry.name)
-            if entry.is_directory:
-                self._copy_tree(entry.path, target)
-            else:
-                self._copy_file(entry.path, target)
-
-    # --- properties ---------------------------------------------------------------------------------
-
-    @property
-    def root(self) -> str:
-        """Workspace root; ``"/"`` for virtual backends."""
-        return "/"
-
-    @property
-    def read_only(self) -> bool:
-        """True if every mutation raises ``PermissionError``."""
-        return self._read_only
-
-    @property
-    def mount_point(self) -> str | None:
-        """Prefix such as ``/workspace`` that paths may carry."""
-        return self._mount_point
-
-    @property
-    def current_snapshot_id(self) -> UUID | None:
-        """Id of the snapshot last restored; ``None`` before any restore."""
-        return self._current_snapshot_id
-
-    # --- helpers ------------------------------------------------------------------------------------
-
-    def _norm(self, path: str) -> str:
-        if type(path) is str:  # the hot path skips normalize_path's type handling
-            return normalize_cached(path, self._mount_point)
-        return normalize_path(path, mount_point=self._mount_point)
-
-    def _writable(self, path: str) -> None:
-        if self._read_only:
-            raise errors.read_only_filesystem(path)
-
-    def _ensure_parents(self, path: str) -> None:
-        """Create the missing directories above ``path``; ``NotADirectoryError`` if one is a file."""
-        above = parent(path)
-        if not above:
-            return
-        try:
-            if self._stat(above).is_directory:
-                return
-            raise errors.not_a_directory(path)
-        except FileNotFoundError:
-            pass
-        for directory in [*ancestors(path)]:
-            try:
-                info = self._stat(directory)
-            except FileNotFoundError:
-                try:
-                    self._make_dir(directory)
-                except FileExistsError:
-                    if not self._stat(directory).is_directory:
-                        raise errors.not_a_directory(path) from None
-                continue
-            if not info.is_directory:
-                raise errors.not_a_directory(path)
 
     # --- streaming ------------------------------------------------------------------------------------
 
@@ -355,7 +146,7 @@ class BaseFilesystem(ABC):
         Raises:
             FileNotFoundError, IsADirectoryError: as for :meth:`open_read`.
             UnicodeDecodeError: the lines are not UTF-8 (the message points to ``read_bytes``).
-            ValueError: negative offset/limit, or the result would pass 32 MiB.
+            ContentTooLargeError: the result would pass 32 MiB; ValueError: a negative offset or limit.
         """
         if encoding != "utf-8":
             _check_encoding(encoding)
@@ -370,7 +161,7 @@ class BaseFilesystem(ABC):
             name_caller_path(exc, norm, path)
             raise
         if chosen is None or len(chosen) > MAX_CONVENIENCE_BYTES:
-            raise _too_big("Reading", path)
+            raise too_big("Reading", path)
         try:
             text = chosen.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -381,7 +172,7 @@ class BaseFilesystem(ABC):
         """Bytes ``[offset, offset + limit)``; past the end gives ``b""``.
 
         Raises:
-            ValueError: negative offset/limit, or the result would pass 32 MiB.
+            ContentTooLargeError: the result would pass 32 MiB; ValueError: a negative offset or limit.
         """
         check_non_negative("offset", offset)
         check_non_negative("limit", limit)
@@ -391,7 +182,7 @@ class BaseFilesystem(ABC):
             available = max(size - offset, 0)
             count = available if limit is None else min(limit, available)
             if count > MAX_CONVENIENCE_BYTES:
-                raise _too_big("Reading", path)
+                raise too_big("Reading", path)
             data = b""
             if count:
                 reader.seek(offset)
@@ -426,8 +217,8 @@ class BaseFilesystem(ABC):
             IsADirectoryError: ``path`` is a directory or the root.
             NotADirectoryError: a parent is a file.
             FileNotFoundError: the parent is missing and ``create_parents`` is false.
-            PermissionError: the filesystem is read-only.
-            ValueError: unknown mode, or more than 32 MiB.
+            ReadOnlyError: the filesystem (or, where files carry the flag, the file) is read-only.
+            ContentTooLargeError: more than 32 MiB; ValueError: an unknown mode.
         """
         if type(content) is not bytes:
             if not isinstance(content, bytes | bytearray | memoryview):
@@ -440,11 +231,11 @@ class BaseFilesystem(ABC):
             _check_mode(mode)
         norm = self._norm(path)
         if self._read_only:
-            raise errors.read_only_filesystem(path)
+            raise errors.ReadOnlyError(path)
         if norm == ROOT:
             raise errors.is_a_directory(path)
         if len(data) > MAX_CONVENIENCE_BYTES:
-            raise _too_big("Writing", path)
+            raise too_big("Writing", path)
         try:
             try:
                 self._write_content(norm, data, mode)
@@ -493,6 +284,31 @@ class BaseFilesystem(ABC):
             name_caller_path(exc, norm, path)
             raise
 
+    def list_stats(self, path: str = ".") -> Sequence[FileStat]:
+        """The metadata of a directory's entries, sorted by name (a listing with times and flags).
+
+        Raises: as :meth:`list`.
+        """
+        norm = self._norm(path)
+        with caller_paths({norm: path}):
+            return self._list_stats(norm)
+
+    def _list_stats(self, path: str) -> Sequence[FileStat]:
+        """:meth:`list_stats` for a normalised path; a backend that can answer in one query overrides it."""
+        found: builtins.list[FileStat] = []
+        for entry in self._list_dir(path):
+            try:
+                found.append(self._stat(entry.path))
+            except FileNotFoundError:
+                continue  # removed since the directory was read
+        return tuple(found)
+
+    def walk(self, path: str = ".") -> Iterator[FileEntry]:
+        """Every file and directory below ``path``, each directory before what it holds (order among
+        siblings unspecified); nothing if ``path`` is missing or a file. The one tree walk: recursive
+        delete, copy, glob, grep, export and the tools all go through it."""
+        return self._walk(self._norm(path))
+
     def glob(self, pattern: str, *, path: str = ".") -> Sequence[GlobMatch]:
         """Files under ``path`` whose path relative to it matches ``pattern``; sorted, root-relative."""
         matcher = GlobMatcher(pattern)
@@ -509,7 +325,8 @@ class BaseFilesystem(ABC):
         ``path`` may name a directory (searched recursively) or a single file.
 
         Raises:
-            ValueError: invalid regex, a negative ``max_matches``, or a pattern too slow to run.
+            InvalidPatternError: an invalid regex or glob (``PatternTooSlowError``: one too slow to run).
+            ValueError: a negative ``max_matches``.
         """
         compiled = GrepPattern(pattern)
         check_non_negative("max_matches", max_matches)
@@ -543,12 +360,12 @@ class BaseFilesystem(ABC):
         Raises:
             FileNotFoundError: nothing at ``path``.
             IsADirectoryError: a non-empty directory without ``recursive=True``.
-            PermissionError: the root, or a read-only filesystem.
+            RootProtectedError, ReadOnlyError: the root, or a read-only filesystem.
         """
         norm = self._norm(path)
         self._writable(path)
         if norm == ROOT:
-            raise errors.permission_denied(path, "The workspace root cannot be deleted")
+            raise RootProtectedError(path, "The workspace root cannot be deleted")
         with caller_paths({norm: path}):
             if not self._stat(norm).is_directory:
                 self._remove_file(norm)
@@ -589,11 +406,11 @@ class BaseFilesystem(ABC):
         src_norm, dst_norm = self._norm(src), self._norm(dst)
         self._writable(dst)
         if ROOT in (src_norm, dst_norm):
-            raise errors.permission_denied(src if src_norm == ROOT else dst, f"Cannot {verb} the workspace root")
+            raise RootProtectedError(src if src_norm == ROOT else dst, f"Cannot {verb} the workspace root")
         with caller_paths({src_norm: src, dst_norm: dst}):
             source = self._stat(src_norm)
             if is_within(dst_norm, src_norm):
-                raise ValueError(f"Cannot {verb} {src!r} into itself ({dst!r})")
+                raise MoveIntoSelfError(f"Cannot {verb} {src!r} into itself ({dst!r})")
             try:
                 target = self._stat(dst_norm)
             except FileNotFoundError:
@@ -602,7 +419,7 @@ class BaseFilesystem(ABC):
             if not overwrite:
                 raise errors.file_exists(dst_norm)
             if is_within(src_norm, dst_norm):
-                raise ValueError(f"Cannot {verb} {src!r} over {dst!r}, which contains it")
+                raise MoveIntoSelfError(f"Cannot {verb} {src!r} over {dst!r}, which contains it")
             if source.is_directory and not target.is_directory:
                 raise errors.not_a_directory(dst_norm)
             if target.is_directory and not source.is_directory:
@@ -618,7 +435,7 @@ class BaseFilesystem(ABC):
             FileNotFoundError: ``src`` is missing.
             FileExistsError: ``dst`` exists and ``overwrite`` is false.
             IsADirectoryError / NotADirectoryError: ``overwrite`` would replace a directory by a file or back.
-            ValueError: ``dst`` is ``src`` or inside it.
+            MoveIntoSelfError: ``dst`` is ``src`` or inside it.
         """
         src_norm, dst_norm, source = self._prepare_transfer(src, dst, overwrite, "move")
         with caller_paths({src_norm: src, dst_norm: dst}):
@@ -636,56 +453,18 @@ class BaseFilesystem(ABC):
             else:
                 self._copy_file(src_norm, dst_norm)
 
-    # --- snapshots -----------------------------------------------------------------------------------------
+    # --- per-file flags --------------------------------------------------------------------------------
 
-    def _check_compatible(self, snapshot: FilesystemSnapshot) -> None:
-        if not isinstance(snapshot, FilesystemSnapshot):
-            raise TypeError(f"expected a FilesystemSnapshot, not {type(snapshot).__name__}")
-        if snapshot.backend != self.backend_name:
-            raise SnapshotIncompatibleError(
-                f"Snapshot {snapshot.snapshot_id} was taken by a {snapshot.backend!r} filesystem and "
-                f"cannot be restored on a {self.backend_name!r} filesystem"
-            )
+    def set_read_only(self, path: str, read_only: bool = True) -> None:
+        """Mark a file read-only (its content cannot change; it can still be deleted), or writable again.
 
-    def snapshot(self, *, tag: str | None = None) -> FilesystemSnapshot:
-        """Capture the current state (allowed on a read-only filesystem)."""
-        if tag is not None and not isinstance(tag, str):
-            raise TypeError(f"tag must be a str or None, not {type(tag).__name__}")
-        return self._capture(tag)
-
-    def restore(self, snapshot: FilesystemSnapshot) -> None:
-        """Return to ``snapshot``: additions, modifications and deletions since are undone.
+        Only where ``capabilities.file_read_only`` says so.
 
         Raises:
-            SnapshotIncompatibleError: taken by another kind of filesystem.
-            PermissionError: the filesystem is read-only.
+            UnsupportedOperationError: this backend has no per-file flags.
+            FileNotFoundError, IsADirectoryError: no file at ``path``.
         """
-        self._check_compatible(snapshot)
-        self._writable("/")
-        self._restore_state(snapshot)
-        self._current_snapshot_id = snapshot.snapshot_id
-
-    def diff(self, base: FilesystemSnapshot, target: FilesystemSnapshot | None = None) -> FilesystemDiff:
-        """Files added, modified (by content) and deleted from ``base`` to ``target`` (``None``: now)."""
-        self._check_compatible(base)
-        if target is not None:
-            self._check_compatible(target)
-        before = self._manifest(base)
-        after = self._manifest(target)
-        added = sorted(p for p in after if p not in before)
-        deleted = sorted(p for p in before if p not in after)
-        modified: builtins.list[str] = []
-        unchanged = 0
-        for file, fingerprint in after.items():
-            old = before.get(file, _MISSING)
-            if old is _MISSING:
-                continue
-            if old is fingerprint or old == fingerprint:
-                unchanged += 1
-            else:
-                modified.append(file)
-        modified.sort()
-        return FilesystemDiff(tuple(added), tuple(modified), tuple(deleted), unchanged)
+        raise UnsupportedOperationError(f"{type(self).__name__} cannot mark single files read-only")
 
     # --- lifecycle -----------------------------------------------------------------------------------------
 
@@ -702,9 +481,6 @@ class BaseFilesystem(ABC):
         exc_tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-_MISSING = object()
 
 
 def _stream_lines_window(reader: ByteReader, offset: int, window: int) -> tuple[bytes | None, int]:

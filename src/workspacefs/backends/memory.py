@@ -17,42 +17,59 @@ import os
 import stat
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import immutables
 
 from workspacefs import errors
-from workspacefs._hostio import HostMount, HostResolver, HydrationResult, host_error
-from workspacefs.backends.base import WRITE_MODES, BaseFilesystem, Fingerprint, lines_window, total_lines
-from workspacefs.errors import SnapshotRestoreError, name_caller_path
-from workspacefs.paths import (
-    DEFAULT_READ_LIMIT,
-    MAX_CONVENIENCE_BYTES,
-    ROOT,
-    ancestors,
-    basename,
-    join,
-    normalize_cached,
-    normalize_path,
-    parent,
-    relative_to,
-)
-from workspacefs.protocol import ByteReader, ByteWriter
-from workspacefs.results import FileEntry, FileStat, ReadResult, WriteMode, WriteResult
+from workspacefs._hostio import HostResolver, host_error
+from workspacefs.backends.base import BaseFilesystem, Fingerprint, lines_window, total_lines
+from workspacefs.capabilities import Capabilities
+from workspacefs.errors import PathEscapeError, SnapshotRestoreError
+from workspacefs.paths import ROOT, ancestors, basename, join, normalize_path, parent, relative_to
+from workspacefs.protocol import ByteReader, ByteWriter, VersionedContent
+from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode
 from workspacefs.search import PathFilter
-from workspacefs.snapshots import FilesystemSnapshot
-from workspacefs.streams import StreamReader, StreamWriter
+from workspacefs.snapshots import InMemorySnapshotStore, SnapshotRetentionPolicy, select_prunable
+from workspacefs.streams import StreamReader, StreamWriter, content_id_of
 
-__all__ = ["InMemoryFilesystem"]
+__all__ = ["HostMount", "HydrationResult", "InMemoryFilesystem"]
+
+
+@dataclass(frozen=True, slots=True)
+class HostMount:
+    """A host directory to copy into an in-memory filesystem (seed 002).
+
+    ``host_path`` is absolute, or relative to one of the allowed roots. ``mount_path`` is where its
+    files land (default: ``host_path`` relative to its allowed root). ``include_glob`` and
+    ``exclude_glob`` filter by name (no ``/``) or by path under ``host_path`` (with one), as grep's
+    ``glob=`` does; ``max_bytes`` caps the total loaded.
+    """
+
+    host_path: str
+    mount_path: str | None = None
+    include_glob: tuple[str, ...] = ()
+    exclude_glob: tuple[str, ...] = ()
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HydrationResult:
+    """What ``hydrate_from_host`` loaded, and how many entries it passed over (links, special files,
+    names the path rules reject)."""
+
+    files: int
+    bytes: int
+    skipped: int
 
 
 class _File:
     """An immutable file node; ``data`` is shared by every state that holds the same content."""
 
-    __slots__ = ("_lines", "created", "data", "entry", "modified")
+    __slots__ = ("_content_id", "_lines", "created", "data", "entry", "modified")
 
     def __init__(self, path: str, data: bytes, created: float, modified: float) -> None:
         self.data = data
@@ -61,12 +78,19 @@ class _File:
         # small files are counted now, while the bytes are hot in the CPU cache; big ones on first read
         self._lines = (data.count(b"\n") + (data[-1] != 0x0A)) if 0 < len(data) <= 65536 else (0 if not data else -1)
         self.entry = FileEntry(path[path.rfind("/") + 1 :], path, True, False, len(data))
+        self._content_id: str | None = None
 
     def lines(self) -> int:
         """Line count, computed once: the content never changes."""
         if self._lines < 0:
             self._lines = total_lines(self.data)
         return self._lines
+
+    def content_id(self) -> str:
+        """Content id, computed once, on first use."""
+        if self._content_id is None:
+            self._content_id = content_id_of(self.data)
+        return self._content_id
 
 
 class _Dir:
@@ -196,13 +220,13 @@ def _locate_mount(host_path: str, allowed_roots: Sequence[str | os.PathLike[str]
     """The allowed root holding ``host_path`` and the path below it (segment-aware, lexical)."""
     roots = [os.path.realpath(os.fspath(r)) for r in allowed_roots]
     if not roots:
-        raise PermissionError(errno.EACCES, "No allowed host roots were given", host_path)
+        raise PathEscapeError(host_path, "No allowed host roots were given")
     if os.path.isabs(host_path):
         wanted = os.path.normpath(host_path)
         for root in roots:
             if wanted == root or wanted.startswith(root.rstrip("/") + "/"):
                 return root, normalize_path(wanted[len(root) :])
-        raise PermissionError(errno.EACCES, "Mount is outside the allowed host roots", host_path)
+        raise PathEscapeError(host_path, "Mount is outside the allowed host roots")
     relative = normalize_path(host_path)  # '..' out of the root raises PermissionError
     for root in roots:
         if os.path.lexists(os.path.join(root, relative)) or len(roots) == 1:
@@ -278,13 +302,22 @@ class InMemoryFilesystem(BaseFilesystem):
     """
 
     backend_name = "memory"
-    snapshots_are_cheap = True
+    declared_capabilities = Capabilities(cheap_snapshots=True, persistent=False, fork=True)
 
-    def __init__(self, *, read_only: bool = False, mount_point: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        read_only: bool = False,
+        mount_point: str | None = None,
+        retention: SnapshotRetentionPolicy | None = None,
+    ) -> None:
+        """``retention`` bounds the snapshots :meth:`snapshots` lists (a snapshot value dropped from the list
+        still restores: it carries its state)."""
         super().__init__(read_only=read_only, mount_point=mount_point)
         self._set_state(_empty_state())
         self._lock = threading.RLock()
-        self._last_snapshot_id: uuid.UUID | None = None
+        self._kept = InMemorySnapshotStore()
+        self._retention = retention or SnapshotRetentionPolicy()
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -314,16 +347,8 @@ class InMemoryFilesystem(BaseFilesystem):
             raise self._missing_parent(path, nodes)
 
     def _subtree(self, path: str) -> list[str]:
-        """``path`` and every path below it, parents before children."""
-        order = [path]
-        index = 0
-        nodes = self._nodes
-        while index < len(order):
-            node = nodes[order[index]]
-            if isinstance(node, _Dir):
-                order.extend(join(order[index], name) for name in node.children)
-            index += 1
-        return order
+        """``path`` and every path below it, parents before children (the one walk, plus ``path``)."""
+        return [path, *(entry.path for entry in self._walk(path))]
 
     # --- primitives ------------------------------------------------------------------------------------
 
@@ -357,38 +382,6 @@ class InMemoryFilesystem(BaseFilesystem):
         if isinstance(node, _File):
             return node.data  # already in memory: no copy, whatever the size
         return self._open_reader(path)
-
-    def write(
-        self, path: str, content: str, *, mode: WriteMode = "overwrite", create_parents: bool = True
-    ) -> WriteResult:
-        """As :meth:`BaseFilesystem.write`, with a fast path for text into an existing directory."""
-        if type(path) is str and type(content) is str and mode in WRITE_MODES and not self._read_only:
-            norm = normalize_cached(path, self._mount_point)
-            data = content.encode("utf-8")
-            if norm and len(data) <= MAX_CONVENIENCE_BYTES:
-                try:
-                    self._store(norm, data, mode)
-                except FileNotFoundError:  # a missing parent: the shared path creates it (or refuses)
-                    return super().write(path, content, mode=mode, create_parents=create_parents)
-                except OSError as exc:
-                    name_caller_path(exc, norm, path)
-                    raise
-                return WriteResult(norm, len(data), mode)
-        return super().write(path, content, mode=mode, create_parents=create_parents)
-
-    def read(self, path: str, *, offset: int = 0, limit: int | None = None, encoding: str = "utf-8") -> ReadResult:
-        """As :meth:`BaseFilesystem.read`, with a fast path for the commonest call: a whole small text file."""
-        if type(path) is str and type(offset) is int and offset == 0 and limit is None and encoding == "utf-8":
-            node = self._nodes.get(normalize_cached(path, self._mount_point))
-            if type(node) is _File and len(node.data) <= MAX_CONVENIENCE_BYTES:
-                lines = node._lines if node._lines >= 0 else node.lines()
-                if lines <= DEFAULT_READ_LIMIT:
-                    try:
-                        text = node.data.decode("utf-8")
-                    except UnicodeDecodeError:  # the shared path raises the error with its hint
-                        return super().read(path, offset=offset, limit=limit, encoding=encoding)
-                    return ReadResult(text, node.entry.path, lines, 0, DEFAULT_READ_LIMIT, False)
-        return super().read(path, offset=offset, limit=limit, encoding=encoding)
 
     def _line_window(self, path: str, offset: int, window: int) -> tuple[bytes | None, int]:
         node = self._nodes.get(path)
@@ -485,7 +478,7 @@ class InMemoryFilesystem(BaseFilesystem):
             if isinstance(node, _File):
                 raise errors.not_a_directory(path)
             if len(node.children):
-                raise errors.directory_not_empty(path)
+                raise errors.DirectoryNotEmptyError(path)
             edit = _Edit(self._capture_state())
             edit.remove(path)
             self._set_state(edit.finish())
@@ -543,45 +536,62 @@ class InMemoryFilesystem(BaseFilesystem):
                 raise errors.file_exists(dst)
             self._set_state(self._graft(src, dst, keep_times=False).finish())
 
-    def _iter_files(self, base: str) -> Iterator[str]:
+    def _walk(self, base: str) -> Iterator[FileEntry]:
         nodes = self._nodes  # one consistent version, whatever happens meanwhile
-        if base == ROOT:
-            for path, node in nodes.items():
-                if type(node) is _File:
-                    yield path
-            return
         start = nodes.get(base)
         if not isinstance(start, _Dir):
             return
         pending = [start]
         while pending:
-            directory = pending.pop()
-            for entry in directory.children.values():
-                if entry.is_file:
-                    yield entry.path
-                else:
+            for entry in pending.pop().children.values():
+                yield entry
+                if entry.is_directory:
                     child = nodes[entry.path]
                     assert isinstance(child, _Dir)
                     pending.append(child)
 
+    # --- conditional writes -------------------------------------------------------------------------
+
+    def _compare_lock(self, path: str) -> threading.RLock:
+        return self._lock  # every commit swaps the state under it: check and commit are one step
+
+    def _file(self, path: str) -> _File:
+        node = self._node(path)
+        if node is None:
+            raise errors.file_not_found(path)
+        if isinstance(node, _Dir):
+            raise errors.is_a_directory(path)
+        return node
+
+    def _content_id(self, path: str) -> str:
+        return self._file(path).content_id()
+
+    def _open_versioned(self, path: str) -> VersionedContent:
+        node = self._file(path)
+        info = FileStat(path, True, False, len(node.data), _timestamp(node.created), _timestamp(node.modified))
+        return VersionedContent(info, node.content_id(), StreamReader(path, io.BytesIO(node.data), len(node.data)))
+
     # --- snapshots -------------------------------------------------------------------------------------
 
-    def _capture(self, tag: str | None) -> FilesystemSnapshot:
+    def _capture(self, draft: FilesystemSnapshot) -> FilesystemSnapshot:
         state = self._capture_state()
-        snapshot = FilesystemSnapshot(
-            snapshot_id=uuid.uuid4(),
-            created_at=datetime.now(UTC),
-            backend=self.backend_name,
-            root_path="/",
-            tag=tag,
-            parent_id=self._last_snapshot_id,
+        snapshot = self._completed(
+            draft,
             file_count=state.file_count,
             total_bytes=state.total_bytes,
             strategy="persistent-map",
             payload=state,
         )
-        self._last_snapshot_id = snapshot.snapshot_id
+        self._kept.save(snapshot)
+        for doomed in select_prunable(self._kept.list(), self._retention):
+            self._kept.delete(doomed.snapshot_id)
         return snapshot
+
+    def _kept_snapshots(self) -> Sequence[FilesystemSnapshot]:
+        return self._kept.list()
+
+    def _drop_snapshot(self, snapshot: FilesystemSnapshot) -> None:
+        self._kept.delete(snapshot.snapshot_id)
 
     @staticmethod
     def _payload(snapshot: FilesystemSnapshot) -> _State:
@@ -596,7 +606,6 @@ class InMemoryFilesystem(BaseFilesystem):
         state = self._payload(snapshot)
         with self._lock:
             self._set_state(state)
-            self._last_snapshot_id = snapshot.snapshot_id
 
     def _manifest(self, snapshot: FilesystemSnapshot | None) -> Mapping[str, Fingerprint]:
         state = self._capture_state() if snapshot is None else self._payload(snapshot)
@@ -613,7 +622,9 @@ class InMemoryFilesystem(BaseFilesystem):
         if snapshot is not None:
             self._check_compatible(snapshot)
         forked = InMemoryFilesystem(
-            read_only=self._read_only if read_only is None else read_only, mount_point=self._mount_point
+            read_only=self._read_only if read_only is None else read_only,
+            mount_point=self._mount_point,
+            retention=self._retention,
         )
         forked._set_state(self._capture_state() if snapshot is None else self._payload(snapshot))
         return forked

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 import sys
+from typing import Any
 
 import click
 
-from workspacefs.backends.sql_store import default_database
 from workspacefs.cli import _files, _workspace
 
 __all__ = ["main"]
@@ -15,8 +15,13 @@ __all__ = ["main"]
 DB_HELP = "Database URL: sqlite:///path/file.db or postgresql://user@host/db (default: a SQLite file in your data dir)."
 
 
-def _database(url: str | None) -> str:
-    return url or default_database()
+def _store(url: str | None) -> Any:
+    """The service's database (``SqlStore``), importing the ``sql`` extra only when a command needs it."""
+    try:
+        from workspacefs.backends.sql import SqlStore, default_database  # noqa: PLC0415 - the sql extra
+    except ImportError as exc:
+        raise click.ClickException(f"{exc}; install the sql extra: pip install 'workspacefs[sql]'") from None
+    return SqlStore(url or default_database())
 
 
 def is_loopback(host: str) -> bool:
@@ -64,16 +69,14 @@ def serve(db_url: str | None, host: str, port: int, no_auth: bool, log_level: st
     try:
         import uvicorn  # noqa: PLC0415 - only this command needs the server extra
 
-        from workspacefs.server import create_app  # noqa: PLC0415
-        from workspacefs.server.tokens import TokenStore  # noqa: PLC0415
+        from workspacefs.server import TokenStore, create_app  # noqa: PLC0415
     except ImportError as exc:
         raise click.ClickException(f"{exc}; install the server extra: pip install 'workspacefs[server]'") from None
-    from workspacefs.backends.sql_store import SqlStore  # noqa: PLC0415
 
     if no_auth and not is_loopback(host):
         raise click.UsageError(f"--no-auth is only allowed on a loopback host (127.0.0.1, ::1), not {host!r}")
-    url = _database(db_url)
-    store = SqlStore(url)
+    store = _store(db_url)
+    url = store.url
     shown_host = f"[{host}]" if ":" in host else host
     address = f"http://{shown_host}:{port}/"
     click.echo(f"workspacefs: storage {store.dialect} at {_redact(url)}", err=True)
@@ -140,12 +143,11 @@ def token() -> None:
 @click.option("--db", "db_url", metavar="URL", help=DB_HELP)
 def token_create(agent_id: str | None, all_agents: bool, label: str | None, db_url: str | None) -> None:
     """Create a token and print its secret (shown only once; only its hash is stored)."""
-    from workspacefs.backends.sql_store import SqlStore  # noqa: PLC0415
-    from workspacefs.server.tokens import TokenStore  # noqa: PLC0415
+    from workspacefs.server import TokenStore  # noqa: PLC0415
 
     if bool(agent_id) == all_agents:
         raise click.UsageError("Give exactly one of --agent ID or --all-agents")
-    store = SqlStore(_database(db_url))
+    store = _store(db_url)
     secret, info = TokenStore(store).create(agent_id=agent_id, label=label)
     store.close()
     scope = f"agent {info.agent_id}" if info.agent_id else "every agent"
@@ -157,10 +159,9 @@ def token_create(agent_id: str | None, all_agents: bool, label: str | None, db_u
 @click.option("--db", "db_url", metavar="URL", help=DB_HELP)
 def token_list(db_url: str | None) -> None:
     """List tokens (ids, scopes and labels; never secrets)."""
-    from workspacefs.backends.sql_store import SqlStore  # noqa: PLC0415
-    from workspacefs.server.tokens import TokenStore  # noqa: PLC0415
+    from workspacefs.server import TokenStore  # noqa: PLC0415
 
-    store = SqlStore(_database(db_url))
+    store = _store(db_url)
     for info in TokenStore(store).list():
         scope = info.agent_id or "*"
         click.echo(f"{info.token_id}\t{scope}\t{info.created_at:%Y-%m-%d %H:%M}\t{info.label or ''}")
@@ -172,10 +173,9 @@ def token_list(db_url: str | None) -> None:
 @click.option("--db", "db_url", metavar="URL", help=DB_HELP)
 def token_revoke(token_id: str, db_url: str | None) -> None:
     """Revoke a token by id (running services stop accepting it within seconds)."""
-    from workspacefs.backends.sql_store import SqlStore  # noqa: PLC0415
-    from workspacefs.server.tokens import TokenStore  # noqa: PLC0415
+    from workspacefs.server import TokenStore  # noqa: PLC0415
 
-    store = SqlStore(_database(db_url))
+    store = _store(db_url)
     found = TokenStore(store).revoke(token_id)
     store.close()
     if not found:
@@ -192,11 +192,12 @@ def db() -> None:
 @click.option("--db", "db_url", metavar="URL", help=DB_HELP)
 def db_upgrade(db_url: str | None) -> None:
     """Apply schema migrations (also done automatically when the database is first opened)."""
-    from workspacefs.backends.sql_store import SqlStore  # noqa: PLC0415
+    from workspacefs.server._tables import migrate_service  # noqa: PLC0415
 
-    url = _database(db_url)
-    SqlStore(url).close()  # opening a store migrates it (and creates a SQLite file's directory)
-    click.echo(f"{_redact(url)}: schema up to date", err=True)
+    store = _store(db_url)  # opening a store migrates its storage tables (and creates a SQLite file's directory)
+    migrate_service(store)  # then the service's own tables
+    store.close()
+    click.echo(f"{_redact(store.url)}: schema up to date", err=True)
 
 
 _files.register(main)

@@ -10,21 +10,23 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 
 import click
 
-from workspacefs.errors import FailureKind, SnapshotError, classify
+from workspacefs import errors
 from workspacefs.open import open_filesystem
 from workspacefs.protocol import Filesystem
 
 __all__ = [
+    "EXIT_CODES",
     "EXIT_CONFLICT",
     "EXIT_DENIED",
     "EXIT_FAILURE",
     "EXIT_INVALID",
     "EXIT_NOT_FOUND",
+    "classify",
     "emit",
     "fail",
     "fs_option",
@@ -77,30 +79,55 @@ def _describe(exc: OSError) -> str:
     return f"{exc.filename}: {reason}" if exc.filename else reason
 
 
-_EXIT: dict[FailureKind, int] = {
-    "precondition_failed": EXIT_CONFLICT,
-    "snapshot_not_found": EXIT_NOT_FOUND,
-    "snapshot_failed": EXIT_FAILURE,
-    "not_found": EXIT_NOT_FOUND,
-    "already_exists": EXIT_CONFLICT,
-    "is_a_directory": EXIT_CONFLICT,
-    "not_a_directory": EXIT_CONFLICT,
-    "not_allowed": EXIT_DENIED,
-    "directory_not_empty": EXIT_CONFLICT,
-    "conflict": EXIT_CONFLICT,
-    "invalid": EXIT_INVALID,
+EXIT_CODES: Mapping[type[BaseException], int] = {
+    errors.PathEscapeError: EXIT_DENIED,
+    errors.SymlinkRefusedError: EXIT_DENIED,
+    errors.SpecialFileError: EXIT_DENIED,
+    errors.HardLinkRefusedError: EXIT_DENIED,
+    errors.RootProtectedError: EXIT_DENIED,
+    errors.ReadOnlyError: EXIT_DENIED,
+    errors.ReadOnlyFileError: EXIT_DENIED,
+    errors.NotReadBeforeWriteError: EXIT_DENIED,
+    errors.FileChangedSinceReadError: EXIT_CONFLICT,
+    PermissionError: EXIT_DENIED,
+    errors.DirectoryNotEmptyError: EXIT_CONFLICT,
+    IsADirectoryError: EXIT_CONFLICT,
+    NotADirectoryError: EXIT_CONFLICT,
+    FileNotFoundError: EXIT_NOT_FOUND,
+    FileExistsError: EXIT_CONFLICT,
+    errors.PreconditionFailedError: EXIT_CONFLICT,
+    errors.ConcurrentChangeError: EXIT_CONFLICT,
+    OSError: EXIT_FAILURE,
+    UnicodeDecodeError: EXIT_INVALID,
+    errors.InvalidPathError: EXIT_INVALID,
+    errors.PathTooLongError: EXIT_INVALID,
+    errors.PathTooDeepError: EXIT_INVALID,
+    errors.NameTooLongError: EXIT_INVALID,
+    errors.LimitExceededError: EXIT_INVALID,
+    errors.ContentTooLargeError: EXIT_INVALID,
+    errors.InvalidPatternError: EXIT_INVALID,
+    errors.PatternTooSlowError: EXIT_INVALID,
+    errors.MoveIntoSelfError: EXIT_INVALID,
+    ValueError: EXIT_INVALID,
+    TypeError: EXIT_INVALID,
+    errors.UnsupportedOperationError: EXIT_INVALID,
+    errors.SnapshotError: EXIT_FAILURE,
+    errors.SnapshotCreationError: EXIT_FAILURE,
+    errors.SnapshotRestoreError: EXIT_FAILURE,
+    errors.SnapshotNotFoundError: EXIT_NOT_FOUND,
+    errors.SnapshotIncompatibleError: EXIT_INVALID,
 }
-"""Each kind of failure (``errors.classify``) as an exit code."""
+"""The exit code of each error type (looked up by the exception's MRO: most specific first)."""
 
 
-def _classify(exc: BaseException) -> tuple[int, str, str] | None:
-    kind = classify(exc)
-    if kind is None:
-        if isinstance(exc, OSError):  # an I/O failure of the machine, not a bug: say it, exit 1
-            return EXIT_FAILURE, "os_error", _describe(exc)
+def classify(exc: BaseException) -> tuple[int, str, str] | None:
+    """``(exit code, error code, message)`` for an exception, or ``None`` for a bug (left to propagate)."""
+    exit_code = errors.lookup(EXIT_CODES, exc)
+    code = errors.error_code(exc)
+    if exit_code is None or code is None:
         return None
-    message = _describe(exc) if isinstance(exc, OSError) and not isinstance(exc, SnapshotError) else str(exc)
-    return _EXIT[kind], kind, message
+    message = _describe(exc) if isinstance(exc, OSError) else str(exc)
+    return exit_code, code, message
 
 
 def reported(command: F) -> F:
@@ -114,7 +141,7 @@ def reported(command: F) -> F:
             sys.stderr.close()
             sys.exit(0)
         except Exception as exc:
-            classified = _classify(exc)
+            classified = classify(exc)
             if classified is None:
                 raise
             fail(*classified)

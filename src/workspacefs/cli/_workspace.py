@@ -16,20 +16,19 @@ import click
 from workspacefs.archive import ArchiveStats, export_tar, import_tar
 from workspacefs.cli._output import EXIT_INVALID, EXIT_NOT_FOUND, emit, fail, fs_option, json_option, open_fs, reported
 from workspacefs.protocol import Filesystem, SnapshotableFilesystem
-from workspacefs.snapshots import FilesystemSnapshot
+from workspacefs.results import FilesystemSnapshot
 
 __all__ = ["register"]
 
 
 def _snapshotable(fs: Filesystem) -> SnapshotableFilesystem:
-    if not isinstance(fs, SnapshotableFilesystem):
-        fail(EXIT_INVALID, "not_snapshotable", f"{fs!r} cannot take snapshots")
+    if not fs.capabilities.snapshots or not isinstance(fs, SnapshotableFilesystem):
+        fail(EXIT_INVALID, "unsupported", f"{fs!r} cannot take snapshots")
     return fs
 
 
 def _stored(fs: SnapshotableFilesystem) -> list[FilesystemSnapshot]:
-    listing = getattr(fs, "snapshots", None)
-    return list(listing()) if callable(listing) else []
+    return list(fs.snapshots())
 
 
 def _find(fs: SnapshotableFilesystem, wanted: str) -> FilesystemSnapshot:

@@ -10,10 +10,8 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from starlette.convertors import Convertor, register_url_convertor
 
-from workspacefs.backends.sql import SqlFilesystem
-from workspacefs.backends.sql_records import file_record
 from workspacefs.server._errors import ApiError, error_responses
-from workspacefs.server._files import PREFIX, target_path
+from workspacefs.server._files import PREFIX, described, target_path
 from workspacefs.server._models import (
     FileModel,
     GlobRequest,
@@ -28,13 +26,12 @@ from workspacefs.server._models import (
 from workspacefs.server._service import (
     AgentId,
     CallerDep,
+    ServedFilesystem,
     ServiceDep,
     SessionId,
-    file_model,
     known_query_only,
     wire_path,
 )
-from workspacefs.server._transfer import etag
 
 __all__ = ["router"]
 
@@ -75,20 +72,18 @@ async def stat(
     norm = wire_path(body.path)
 
     def work() -> JSONResponse:
-        record = file_record(running.filesystem(who, agent_id, session_id), norm)
-        return JSONResponse(file_model(session_id, record).model_dump(mode="json"), headers=etag(record))
+        return described(running.filesystem(who, agent_id, session_id), session_id, norm)
 
     return await running.run(work)
 
 
-def _transfer(fs: SqlFilesystem, session_id: str, body: TransferRequest, *, move: bool) -> JSONResponse:
+def _transfer(fs: ServedFilesystem, session_id: str, body: TransferRequest, *, move: bool) -> JSONResponse:
     source = wire_path(body.src_path)
     if source == "/":
         raise ApiError(400, "invalid_path", "The root directory cannot be moved or copied")
     destination = target_path(body.dst_path)
     (fs.move if move else fs.copy)(source, destination, overwrite=body.overwrite)
-    record = file_record(fs, destination)
-    return JSONResponse(file_model(session_id, record).model_dump(mode="json"), headers=etag(record))
+    return described(fs, session_id, destination)
 
 
 @router.post("/move", response_model=FileModel, responses=error_responses(403, 404, 409, 422), summary="Move")
@@ -116,9 +111,9 @@ async def copy(
     return await running.run(work)
 
 
-def _grep(fs: SqlFilesystem, body: GrepRequest) -> GrepResponse:
+def _grep(fs: ServedFilesystem, body: GrepRequest) -> GrepResponse:
     base = wire_path(body.path)
-    file_record(fs, base)  # 404 for a missing directory rather than an empty answer
+    fs.stat(base)  # 404 for a missing directory rather than an empty answer
     pattern = f"(?i){body.pattern}" if body.case_insensitive else body.pattern
     found = fs.grep(pattern, path=base, glob=body.path_pattern, max_matches=body.max_matches + 1)
     truncated = len(found) > body.max_matches
@@ -154,7 +149,7 @@ async def glob(
 
     def work() -> GlobResponse:
         fs = running.filesystem(who, agent_id, session_id)
-        file_record(fs, base)
+        fs.stat(base)
         return GlobResponse(data=["/" + m.path for m in fs.glob(body.pattern, path=base)])
 
     return await running.run(work)

@@ -14,7 +14,7 @@ from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 import workspacefs
-from workspacefs.backends.sql_store import SqlStore, default_database
+from workspacefs.backends.sql import SqlStore, default_database
 from workspacefs.server import _actions, _files, _sessions
 from workspacefs.server._errors import ASGIApp, BodyLimit, Message, Receive, Scope, Send, install_error_handlers
 from workspacefs.server._service import Service

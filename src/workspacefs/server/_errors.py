@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -16,9 +16,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from workspacefs.errors import FailureKind, SnapshotError, classify
+from workspacefs import errors
+from workspacefs.errors import SnapshotError
 
-__all__ = ["ApiError", "BodyLimit", "error_responses", "install_error_handlers", "translate"]
+__all__ = ["HTTP_STATUS", "ApiError", "BodyLimit", "error_responses", "install_error_handlers", "translate"]
 
 log = logging.getLogger("workspacefs.server")
 
@@ -49,41 +50,64 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
     return JSONResponse(_body(code, message), status_code=status, headers=headers)
 
 
-def _describe(exc: OSError, fallback: str) -> str:
-    reason = exc.strerror or fallback
-    return f"{reason}: {exc.filename}" if exc.filename else reason
-
-
-_STATUS: dict[FailureKind, tuple[int, str]] = {
-    "precondition_failed": (412, "The file changed"),
-    "snapshot_not_found": (404, "No such snapshot"),
-    "snapshot_failed": (409, "The snapshot failed"),
-    "not_found": (404, "No such file or directory"),
-    "already_exists": (409, "Already exists"),
-    "is_a_directory": (409, "Is a directory"),
-    "not_a_directory": (409, "Not a directory"),
-    "not_allowed": (403, "Not allowed"),
-    "directory_not_empty": (409, "Directory not empty"),
-    "conflict": (409, "Changed concurrently; try again"),
-    "invalid": (400, "Invalid request"),
+HTTP_STATUS: Mapping[type[BaseException], int] = {
+    errors.PathEscapeError: 403,
+    errors.SymlinkRefusedError: 403,
+    errors.SpecialFileError: 403,
+    errors.HardLinkRefusedError: 403,
+    errors.RootProtectedError: 403,
+    errors.ReadOnlyError: 403,
+    errors.ReadOnlyFileError: 403,
+    errors.NotReadBeforeWriteError: 403,
+    errors.FileChangedSinceReadError: 412,
+    PermissionError: 403,
+    errors.DirectoryNotEmptyError: 409,
+    IsADirectoryError: 409,
+    NotADirectoryError: 409,
+    FileNotFoundError: 404,
+    FileExistsError: 409,
+    errors.PreconditionFailedError: 412,
+    errors.ConcurrentChangeError: 409,
+    OSError: 500,
+    UnicodeDecodeError: 400,
+    errors.InvalidPathError: 400,
+    errors.PathTooLongError: 400,
+    errors.PathTooDeepError: 400,
+    errors.NameTooLongError: 400,
+    errors.LimitExceededError: 400,
+    errors.ContentTooLargeError: 413,
+    errors.InvalidPatternError: 400,
+    errors.PatternTooSlowError: 400,
+    errors.MoveIntoSelfError: 400,
+    ValueError: 400,
+    TypeError: 400,
+    errors.UnsupportedOperationError: 501,
+    errors.SnapshotError: 409,
+    errors.SnapshotCreationError: 409,
+    errors.SnapshotRestoreError: 409,
+    errors.SnapshotNotFoundError: 404,
+    errors.SnapshotIncompatibleError: 400,
 }
-"""Each kind of failure (``errors.classify``) as a status and a fallback message."""
-_CODES: dict[FailureKind, str] = {"not_allowed": "read_only", "invalid": "bad_request"}
+"""The HTTP status of each error type (looked up by the exception's MRO: most specific first); the body's
+``code`` is the type's shared code (``errors.ERROR_CODES``)."""
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and not isinstance(exc, SnapshotError):
+        reason = exc.strerror or type(exc).__name__
+        return f"{reason}: {exc.filename}" if exc.filename else reason
+    return str(exc) or type(exc).__name__
 
 
 def translate(exc: BaseException) -> ApiError | None:
     """The response for a filesystem exception, or ``None`` if it is not a caller's error (a bug: 500)."""
     if isinstance(exc, ApiError):
         return exc
-    kind = classify(exc)
-    if kind is None:
+    status = errors.lookup(HTTP_STATUS, exc)
+    code = errors.error_code(exc)
+    if status is None or code is None:
         return None
-    status, fallback = _STATUS[kind]
-    if isinstance(exc, OSError) and not isinstance(exc, SnapshotError):
-        message = _describe(exc, fallback)
-    else:
-        message = str(exc) or fallback
-    return ApiError(status, _CODES.get(kind, kind), message)
+    return ApiError(status, code, _message(exc))
 
 
 async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -130,6 +154,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     mapped = translate(exc)
     if mapped is not None:
+        if mapped.status >= 500:  # the machine failed (an I/O error): the caller gets its code, we get the trace
+            log.error("%s on %s %s", mapped.code, request.method, request.url.path, exc_info=exc)
         return await _api_error(request, mapped)
     log.exception("Unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal_error", "The service failed; the error has been logged")
@@ -150,13 +176,14 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         400: "Bad path, pattern or parameter",
         401: "Missing or unknown bearer token",
-        403: "Read-only file",
+        403: "Not allowed: a read-only file or workspace, or a path outside it",
         404: "No such agent, session, file or snapshot",
         409: "Exists, not empty, or a conflicting change",
         412: "If-Match did not match the current content",
         413: "Body or file too large for this request",
         405: "Method not allowed here (see the Allow header)",
         422: "Invalid request body",
+        501: "Not offered by this session's storage",
     }
     every = sorted({400, 401, 404, 422, *statuses})  # any request can be malformed, unauthenticated or lost
     return {s: {"model": _error_model(), "description": descriptions[s]} for s in every}

@@ -14,16 +14,15 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.convertors import Convertor, register_url_convertor
 
-from workspacefs.backends.sql import SqlFilesystem
-from workspacefs.backends.sql_records import FileRecord, child_records, file_record, open_record, read_record
-from workspacefs.errors import PreconditionFailedError
+from workspacefs.errors import DirectoryNotEmptyError, PreconditionFailedError
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, strict_path_pattern
-from workspacefs.protocol import ByteReader, ByteWriter
+from workspacefs.protocol import ByteWriter
 from workspacefs.server._errors import ApiError, error_responses
 from workspacefs.server._models import CreateFileRequest, FileList, FileModel, UpdateFileRequest
 from workspacefs.server._service import (
     AgentId,
     CallerDep,
+    ServedFilesystem,
     ServiceDep,
     SessionId,
     decode_content,
@@ -41,8 +40,9 @@ from workspacefs.server._transfer import (
     receive_upload,
     wants_raw,
 )
+from workspacefs.streams import content_id_of
 
-__all__ = ["PREFIX", "router", "target_path"]
+__all__ = ["PREFIX", "described", "router", "target_path"]
 
 
 class _AnyPath(Convertor[str]):
@@ -62,8 +62,6 @@ register_url_convertor("wsfs_path", _AnyPath())
 
 PREFIX = "/v1/agents/{agent_id}/sessions/{session_id}/fs"
 router = APIRouter(prefix=PREFIX, tags=["files"], dependencies=[Depends(known_query_only)])
-_INLINE_DOWNLOAD = 1024 * 1024
-"""Raw downloads up to this size are read in one statement; larger ones stream."""
 
 
 def _if_match_schema(schema: dict[str, Any]) -> None:
@@ -121,26 +119,31 @@ def target_path(path: str) -> str:
     return norm
 
 
-def _resolve_expect(fs: SqlFilesystem, norm: str, tags: list[str] | None) -> str:
+def described(fs: ServedFilesystem, session_id: str, norm: str, status: int = 200) -> JSONResponse:
+    """A path's JSON without content, with the ``ETag`` of a file's current content."""
+    info = fs.stat(norm)
+    content_id = None if info.is_directory else fs.content_id(norm)
+    return _json(file_model(session_id, info), status=status, headers=etag(content_id))
+
+
+def _resolve_expect(fs: ServedFilesystem, norm: str, tags: list[str] | None) -> str:
     """The one content id a write must find: ``*`` without If-Match (the write itself then checks that
     the file exists), the current id if If-Match lists it, else one that makes the write fail (412)."""
     if tags is None or tags == ["*"]:
         return "*"
-    record = file_record(fs, norm)
-    if record.is_directory:
-        raise ApiError(409, "is_a_directory", f"Is a directory: {norm}")
-    return record.content_id if record.content_id in tags else tags[0]
+    current = fs.content_id(norm)  # 404 when missing, 409 for a directory
+    return current if current in tags else tags[0]
 
 
 @contextmanager
-def _explained(fs: SqlFilesystem, norm: str, expect: str) -> Iterator[None]:
+def _explained(fs: ServedFilesystem, norm: str, expect: str) -> Iterator[None]:
     """A write over ``*`` that finds no file: say why (404 missing, 409 a directory), not 412."""
     try:
         yield
     except PreconditionFailedError:
         if expect != "*":
             raise
-        if file_record(fs, norm).is_directory:  # raises FileNotFoundError (404) when it is missing
+        if fs.stat(norm).is_directory:  # raises FileNotFoundError (404) when it is missing
             raise ApiError(409, "is_a_directory", f"Is a directory: {norm}") from None
         raise
 
@@ -164,9 +167,8 @@ _READ_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _listing(fs: SqlFilesystem, session_id: str, norm: str) -> JSONResponse:
-    _, children = child_records(fs, norm)
-    return _json(FileList(data=[file_model(session_id, child) for child in children]))
+def _listing(fs: ServedFilesystem, session_id: str, norm: str) -> JSONResponse:
+    return _json(FileList(data=[file_model(session_id, child) for child in fs.list_stats(norm)]))
 
 
 @router.get("", response_model=FileList, responses=error_responses(404), summary="List the root directory")
@@ -179,20 +181,22 @@ async def list_root(*, agent_id: AgentId, session_id: SessionId, who: CallerDep,
     return await running.run(work)
 
 
-def _read(fs: SqlFilesystem, session_id: str, norm: str, raw: bool) -> Response:
-    record, content = read_record(fs, norm, max_bytes=_INLINE_DOWNLOAD if raw else MAX_CONVENIENCE_BYTES)
-    if record.is_directory:
+def _read(fs: ServedFilesystem, session_id: str, norm: str, raw: bool) -> Response:
+    try:
+        version = fs.open_versioned(norm)
+    except IsADirectoryError:
         return _listing(fs, session_id, norm)
     if raw:
-        reader: ByteReader | None = None
-        if content is None:
-            record, reader = open_record(fs, norm)
-        return raw_download(record, content, reader)
-    if content is None:
-        raise ApiError(
-            413, "too_large", f"Files over {MAX_CONVENIENCE_BYTES} bytes are read with Accept: application/octet-stream"
-        )
-    return _json(file_model(session_id, record, content), headers=etag(record))
+        return raw_download(version)
+    with version.reader as reader:
+        if version.stat.size_bytes > MAX_CONVENIENCE_BYTES:
+            raise ApiError(
+                413,
+                "too_large",
+                f"Files over {MAX_CONVENIENCE_BYTES} bytes are read with Accept: application/octet-stream",
+            )
+        content = reader.read()
+    return _json(file_model(session_id, version.stat, content), headers=etag(version.content_id))
 
 
 @router.get("/{path:wsfs_path}", responses=_READ_RESPONSES, summary="Read a file or list a directory")
@@ -212,18 +216,24 @@ async def read(
 # --- create -----------------------------------------------------------------------------------------------
 
 
-def _create_json(fs: SqlFilesystem, session_id: str, norm: str, body: CreateFileRequest) -> JSONResponse:
+def _require_flags(fs: ServedFilesystem) -> None:
+    if not fs.capabilities.file_read_only:
+        raise ApiError(422, "unsupported", "This session's storage cannot mark files read-only")
+
+
+def _create_json(fs: ServedFilesystem, session_id: str, norm: str, body: CreateFileRequest) -> JSONResponse:
     if body.is_directory:
         if body.content is not None or body.is_readonly:
             raise ApiError(422, "invalid_body", "A directory has no content and cannot be read-only")
         fs.mkdir(norm, parents=True, exist_ok=False)
-        return _json(file_model(session_id, file_record(fs, norm)), status=201)
+        return _json(file_model(session_id, fs.stat(norm)), status=201)
     data = decode_content(body.content or "", body.encoding)
+    if body.is_readonly:
+        _require_flags(fs)
     fs.write_bytes(norm, data, mode="create")
     if body.is_readonly:
         fs.set_read_only(norm)
-    record = file_record(fs, norm)
-    return _json(file_model(session_id, record, data), status=201, headers=etag(record))
+    return _json(file_model(session_id, fs.stat(norm), data), status=201, headers=etag(content_id_of(data)))
 
 
 @router.post(
@@ -247,8 +257,7 @@ async def create(
             return fs.open_write(norm, mode="create")
 
         await receive_upload(request, open_new, running.max_upload_bytes, running.run)
-        record = await running.run(file_record, fs, norm)
-        return _json(file_model(session_id, record), status=201, headers=etag(record))
+        return await running.run(described, fs, session_id, norm, 201)
     body = parse_json(CreateFileRequest, await request.body())
     return await running.run(_create_json, fs, session_id, norm, body)
 
@@ -257,23 +266,28 @@ async def create(
 
 
 def _update_json(
-    fs: SqlFilesystem, session_id: str, norm: str, body: UpdateFileRequest, tags: list[str] | None
+    fs: ServedFilesystem, session_id: str, norm: str, body: UpdateFileRequest, tags: list[str] | None
 ) -> JSONResponse:
     data = None if body.content is None else decode_content(body.content, body.encoding)
+    if body.is_readonly is not None:
+        _require_flags(fs)
     expect = _resolve_expect(fs, norm, tags)
     if body.is_readonly is False:
         fs.set_read_only(norm, False)
     if data is not None:
         with _explained(fs, norm, expect):
             fs.write_bytes_if(norm, data, expect=expect)
-    elif expect != "*" and file_record(fs, norm).content_id != expect:
+    elif expect != "*" and fs.content_id(norm) != expect:
         raise ApiError(412, "precondition_failed", f"The file changed since you read it: {norm}")
     if body.is_readonly:
         fs.set_read_only(norm, True)
-    record, content = read_record(fs, norm, max_bytes=MAX_CONVENIENCE_BYTES)
-    if record.is_directory:
-        raise ApiError(409, "is_a_directory", f"Is a directory: {norm}")
-    return _json(file_model(session_id, record, content), headers=etag(record))
+    try:
+        version = fs.open_versioned(norm)
+    except IsADirectoryError:
+        raise ApiError(409, "is_a_directory", f"Is a directory: {norm}") from None
+    with version.reader as reader:  # content only when JSON may carry it
+        content = reader.read() if version.stat.size_bytes <= MAX_CONVENIENCE_BYTES else None
+    return _json(file_model(session_id, version.stat, content), headers=etag(version.content_id))
 
 
 @router.put(
@@ -306,8 +320,7 @@ async def update(
                 return fs.open_write_if(norm, expect=expect)
 
         await receive_upload(request, open_existing, running.max_upload_bytes, running.run)
-        record = await running.run(file_record, fs, norm)
-        return _json(file_model(session_id, record), headers=etag(record))
+        return await running.run(described, fs, session_id, norm)
     body = parse_json(UpdateFileRequest, await request.body())
     return await running.run(_update_json, fs, session_id, norm, body, tags)
 
@@ -315,13 +328,14 @@ async def update(
 # --- delete -----------------------------------------------------------------------------------------------
 
 
-def _delete(fs: SqlFilesystem, norm: str, recursive: bool, tags: list[str] | None) -> None:
-    record: FileRecord = file_record(fs, norm)
-    if tags is not None and tags != ["*"] and record.content_id not in tags:
-        raise ApiError(412, "precondition_failed", f"The file changed since you read it: {norm}")
+def _delete(fs: ServedFilesystem, norm: str, recursive: bool, tags: list[str] | None) -> None:
+    if tags is not None and tags != ["*"]:
+        current = None if fs.stat(norm).is_directory else fs.content_id(norm)
+        if current not in tags:
+            raise ApiError(412, "precondition_failed", f"The file changed since you read it: {norm}")
     try:
         fs.delete(norm, recursive=recursive)
-    except IsADirectoryError:
+    except DirectoryNotEmptyError:
         raise ApiError(
             409, "directory_not_empty", f"{norm} is not empty; delete with ?recursive=true to remove it all"
         ) from None

@@ -1,8 +1,8 @@
-"""What every route shares: the store, who is asking, which session they may touch, and how a file
-row becomes seed 004's JSON.
+"""What every route shares: the store, who is asking, which session they may touch, and how a file's
+metadata becomes seed 004's JSON.
 
-A session belongs to one agent. Sessions created through the library without an agent belong to the
-agent ``default``, so a workspace made in Python can be browsed in the web UI.
+Routes depend on protocols (``ServedFilesystem``: a snapshotable filesystem with ``ConditionalWrites``),
+never on a backend class. A session belongs to one agent (``catalog.py``).
 """
 
 from __future__ import annotations
@@ -12,27 +12,30 @@ import binascii
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar
+from datetime import UTC, datetime
+from typing import Annotated, Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
 from fastapi import Depends, Header, Path, Request
 
-from workspacefs.backends.sql import SqlFilesystem
-from workspacefs.backends.sql_records import FileRecord
-from workspacefs.backends.sql_store import SessionInfo, SqlStore
-from workspacefs.paths import MAX_CONVENIENCE_BYTES, strict_path
+from workspacefs.backends.sql import SqlFilesystem, SqlStore
+from workspacefs.paths import MAX_CONVENIENCE_BYTES, basename, strict_path
+from workspacefs.protocol import ConditionalWrites, SnapshotableFilesystem
+from workspacefs.results import FileStat
 from workspacefs.search import text_or_base64
 from workspacefs.server._errors import ApiError
 from workspacefs.server._models import ID_PATTERN, FileModel, SessionModel
+from workspacefs.server.catalog import DEFAULT_AGENT, CatalogEntry, SessionCatalog
 from workspacefs.server.tokens import TokenInfo, TokenStore
 
 __all__ = [
     "DEFAULT_AGENT",
     "AgentId",
     "Caller",
+    "ServedFilesystem",
     "Service",
     "SessionId",
     "caller",
@@ -45,9 +48,6 @@ __all__ = [
     "wire_path",
 ]
 
-DEFAULT_AGENT = "default"
-"""The agent that owns sessions created without one."""
-
 OWNER_CACHE_SECONDS = 5.0
 """How long a session's owner is remembered without asking the database (like tokens: seconds)."""
 T = TypeVar("T")
@@ -55,6 +55,20 @@ T = TypeVar("T")
 AgentId = Annotated[str, Path(pattern=ID_PATTERN, description="Agent id")]
 SessionId = Annotated[str, Path(pattern=ID_PATTERN, description="Session id")]
 _FILE_IDS = uuid.UUID("6f1c9a52-4d8e-4c1b-9a57-3f0e7b2d5c11")
+_EPOCH = datetime.fromtimestamp(0, UTC)
+
+
+class ServedFilesystem(SnapshotableFilesystem, ConditionalWrites, Protocol):
+    """What the REST API needs of a session's filesystem: the protocols, plus two conveniences every
+    ``BaseFilesystem`` has (``set_read_only`` only where ``capabilities.file_read_only``)."""
+
+    def list_stats(self, path: str = ".") -> Sequence[FileStat]:
+        """The metadata of a directory's entries, sorted by name."""
+        ...
+
+    def set_read_only(self, path: str, read_only: bool = True) -> None:
+        """Mark a file read-only, or writable again."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +87,7 @@ class Service:
 
     def __init__(self, store: SqlStore, *, auth: bool, max_upload_bytes: int, db_threads: int = 8) -> None:
         self.store = store
+        self.catalog = SessionCatalog(store)
         self.tokens = TokenStore(store)
         self.auth = auth
         self.max_upload_bytes = max_upload_bytes
@@ -85,14 +100,10 @@ class Service:
         """Run blocking (database) work in the service's thread pool."""
         return await anyio.to_thread.run_sync(function, *args, limiter=self.limiter)
 
-    def owner(self, info: SessionInfo) -> str:
-        """The agent a session belongs to."""
-        return info.agent_id or DEFAULT_AGENT
-
-    def session(self, who: Caller, agent_id: str, session_id: str) -> SessionInfo:
+    def session(self, who: Caller, agent_id: str, session_id: str) -> CatalogEntry:
         """A session the caller may see, else 404 (never 403: existence must not leak across agents)."""
-        info = self.store.session(session_id) if who.allows(agent_id) else None
-        if info is None or self.owner(info) != agent_id:
+        info = self.catalog.get(session_id) if who.allows(agent_id) else None
+        if info is None or info.agent_id != agent_id:
             raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
         self._owners[session_id] = (time.monotonic() + OWNER_CACHE_SECONDS, agent_id)
         return info
@@ -101,7 +112,7 @@ class Service:
         """Drop a deleted session from the ownership cache."""
         self._owners.pop(session_id, None)
 
-    def filesystem(self, who: Caller, agent_id: str, session_id: str) -> SqlFilesystem:
+    def filesystem(self, who: Caller, agent_id: str, session_id: str) -> ServedFilesystem:
         """The filesystem of a session the caller may see (404 otherwise).
 
         Which agent owns a session is cached for a few seconds: it never changes while the session lives,
@@ -202,28 +213,29 @@ def decode_content(content: str, encoding: str) -> bytes:
     return data
 
 
-def file_model(session_id: str, record: FileRecord, content: bytes | None = None) -> FileModel:
-    """Seed 004's file JSON for a row (and its content, when the response carries it)."""
+def file_model(session_id: str, info: FileStat, content: bytes | None = None) -> FileModel:
+    """Seed 004's file JSON for a file's metadata (and its content, when the response carries it)."""
     text, encoding = text_or_base64(content) if content is not None else (None, None)
+    updated = info.modified_at or info.created_at or _EPOCH
     return FileModel(
-        id=str(uuid.uuid5(_FILE_IDS, f"{session_id}\0{record.path}")),
+        id=str(uuid.uuid5(_FILE_IDS, f"{session_id}\0{info.path}")),
         session_id=session_id,
-        path=shown(record.path),
-        name=record.name,
+        path=shown(info.path),
+        name=basename(info.path),
         content=text,
         encoding=encoding,
-        is_directory=record.is_directory,
-        is_readonly=record.is_readonly,
-        size_bytes=record.size_bytes,
-        created_at=record.created_at,
-        updated_at=record.updated_at,
+        is_directory=info.is_directory,
+        is_readonly=info.read_only,
+        size_bytes=info.size_bytes,
+        created_at=info.created_at or updated,
+        updated_at=updated,
     )
 
 
-def session_model(running: Service, info: SessionInfo) -> SessionModel:
+def session_model(info: CatalogEntry) -> SessionModel:
     """A session's JSON."""
     return SessionModel(
-        id=info.session_id, agent_id=running.owner(info), created_at=info.created_at, updated_at=info.updated_at
+        id=info.session_id, agent_id=info.agent_id, created_at=info.created_at, updated_at=info.updated_at
     )
 
 

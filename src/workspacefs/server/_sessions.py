@@ -13,8 +13,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from workspacefs.backends.sql import SqlFilesystem
 from workspacefs.errors import SnapshotNotFoundError
+from workspacefs.results import FilesystemSnapshot
 from workspacefs.server._errors import ApiError, error_responses
 from workspacefs.server._models import (
     ID_PATTERN,
@@ -28,9 +28,9 @@ from workspacefs.server._models import (
     SnapshotModel,
 )
 from workspacefs.server._service import (
-    DEFAULT_AGENT,
     AgentId,
     CallerDep,
+    ServedFilesystem,
     ServiceDep,
     SessionId,
     known_query_only,
@@ -38,7 +38,6 @@ from workspacefs.server._service import (
     uuid7,
 )
 from workspacefs.server._transfer import parse_json
-from workspacefs.snapshots import FilesystemSnapshot
 
 __all__ = ["router"]
 
@@ -53,9 +52,7 @@ async def list_agents(*, who: CallerDep, running: ServiceDep) -> AgentList:
     """Agents that have sessions; a token scoped to one agent sees only that agent."""
     if who.token is not None and who.token.agent_id is not None:
         return AgentList(data=[who.token.agent_id])
-    agents = await running.run(running.store.agents)
-    names = sorted({agent or DEFAULT_AGENT for agent in agents})
-    return AgentList(data=names)
+    return AgentList(data=await running.run(running.catalog.agents))
 
 
 @router.get("/agents/{agent_id}/sessions", response_model=SessionList, responses=error_responses(404))
@@ -63,8 +60,8 @@ async def list_sessions(*, agent_id: AgentId, who: CallerDep, running: ServiceDe
     """An agent's sessions, oldest first."""
     if not who.allows(agent_id):
         return SessionList(data=[])
-    found = await running.run(lambda: running.store.sessions(agent_id=agent_id, unassigned=agent_id == DEFAULT_AGENT))
-    return SessionList(data=[session_model(running, info) for info in found])
+    found = await running.run(running.catalog.sessions, agent_id)
+    return SessionList(data=[session_model(info) for info in found])
 
 
 @router.post(
@@ -88,10 +85,10 @@ async def create_session(*, request: Request, agent_id: AgentId, who: CallerDep,
 
     def work() -> SessionModel:
         try:
-            info = running.store.create_session(session_id, agent_id=agent_id)
+            info = running.catalog.create(agent_id, session_id)
         except FileExistsError:
             raise ApiError(409, "already_exists", f"Session {session_id!r} already exists") from None
-        return session_model(running, info)
+        return session_model(info)
 
     return await running.run(work)
 
@@ -100,7 +97,7 @@ async def create_session(*, request: Request, agent_id: AgentId, who: CallerDep,
 async def get_session(*, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep) -> SessionModel:
     """One session."""
     info = await running.run(running.session, who, agent_id, session_id)
-    return session_model(running, info)
+    return session_model(info)
 
 
 @router.delete(SESSION, status_code=204, responses=error_responses(404))
@@ -110,7 +107,7 @@ async def delete_session(*, agent_id: AgentId, session_id: SessionId, who: Calle
     def work() -> None:
         running.session(who, agent_id, session_id)
         running.forget(session_id)
-        if not running.store.delete_session(session_id):
+        if not running.catalog.delete(session_id):
             raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
 
     await running.run(work)
@@ -132,7 +129,7 @@ def _snapshot_model(session_id: str, snapshot: FilesystemSnapshot) -> SnapshotMo
     )
 
 
-def _find(fs: SqlFilesystem, snapshot_id: str) -> FilesystemSnapshot:
+def _find(fs: ServedFilesystem, snapshot_id: str) -> FilesystemSnapshot:
     try:
         wanted = uuid.UUID(snapshot_id)
     except ValueError:

@@ -19,13 +19,14 @@ from pydantic import BaseModel, ValidationError
 from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect
 
-from workspacefs.backends.sql_records import FileRecord
-from workspacefs.protocol import ByteReader, ByteWriter
+from workspacefs.paths import basename
+from workspacefs.protocol import ByteWriter, VersionedContent
 from workspacefs.server._errors import ApiError
 
 __all__ = [
     "DOWNLOAD_CHUNK",
     "IF_MATCH_PATTERN",
+    "INLINE_DOWNLOAD",
     "etag",
     "expected_version",
     "is_raw",
@@ -36,7 +37,9 @@ __all__ = [
 ]
 
 DOWNLOAD_CHUNK = 256 * 1024
-"""Bytes per streamed piece of a download: one SQL chunk."""
+"""Bytes per streamed piece of a download."""
+INLINE_DOWNLOAD = 1024 * 1024
+"""Raw downloads up to this size are sent in one piece; larger ones stream."""
 InThread = Callable[..., Awaitable[Any]]
 """Runs a blocking function with arguments in a worker thread (``Service.run``)."""
 _UPLOAD_BATCH = 1024 * 1024
@@ -46,9 +49,9 @@ _NEVER = "\x00weak"
 """Stands for a weak ETag in If-Match: RFC 9110 compares If-Match strongly, so it never matches."""
 
 
-def etag(record: FileRecord) -> dict[str, str]:
-    """The ``ETag`` header of a file (directories have none)."""
-    return {} if record.content_id is None else {"ETag": f'"{record.content_id}"'}
+def etag(content_id: str | None) -> dict[str, str]:
+    """The ``ETag`` header for a content id (directories have none)."""
+    return {} if content_id is None else {"ETag": f'"{content_id}"'}
 
 
 _ETAG = r'(?:W/)?"[!#-~]*"'
@@ -100,13 +103,16 @@ def _disposition(name: str) -> str:
     return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name, safe='')}"
 
 
-def raw_download(record: FileRecord, content: bytes | None, reader: ByteReader | None) -> Response:
-    """The raw bytes of a file: inline when small, otherwise streamed from ``reader`` (closed afterwards)."""
-    headers = {**etag(record), "Content-Disposition": _disposition(record.name)}
-    if content is not None:
+def raw_download(version: VersionedContent) -> Response:
+    """The raw bytes of one version of a file: in one piece when small, otherwise streamed from its reader
+    (closed afterwards); the ``ETag`` names exactly the bytes sent."""
+    headers = {**etag(version.content_id), "Content-Disposition": _disposition(basename(version.stat.path))}
+    reader = version.reader
+    if version.stat.size_bytes <= INLINE_DOWNLOAD:
+        with reader:
+            content = reader.read()
         return Response(content, media_type="application/octet-stream", headers=headers)
-    assert reader is not None
-    headers["Content-Length"] = str(record.size_bytes)
+    headers["Content-Length"] = str(version.stat.size_bytes)
 
     def pieces() -> Iterator[bytes]:
         while piece := reader.read(DOWNLOAD_CHUNK):

@@ -1,4 +1,4 @@
-"""Bearer tokens of the workspace service, kept in the service's own database as SHA-256 hashes.
+"""Bearer tokens of the workspace service, kept in the service's own table as SHA-256 hashes.
 
 A token is 32 random bytes, shown once when created; only its hash is stored, so a leaked database
 does not leak credentials. Random secrets of that size need no slow password hash: SHA-256 cannot be
@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 
 import sqlalchemy as sa
 
-from workspacefs.backends.sql_schema import tokens
-from workspacefs.backends.sql_store import SqlStore
+from workspacefs.backends.sql import SqlStore
+from workspacefs.server._tables import migrate_service, tokens
 
 __all__ = ["TOKEN_PREFIX", "TokenInfo", "TokenStore", "hash_token"]
 
@@ -52,6 +52,7 @@ class TokenStore:
 
     def __init__(self, store: SqlStore) -> None:
         self._store = store
+        migrate_service(store)
         self._cache: dict[str, tuple[float, TokenInfo | None]] = {}
         self._lock = threading.Lock()
 

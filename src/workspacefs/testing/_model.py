@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from workspacefs.errors import DirectoryNotEmptyError, MoveIntoSelfError
 from workspacefs.paths import ancestors, is_within
 from workspacefs.protocol import SnapshotableFilesystem
 from workspacefs.testing._base import SuiteBase
@@ -61,7 +62,7 @@ class TreeModel:
             return
         below = self._below(path)
         if below and not recursive:
-            raise IsADirectoryError(path)
+            raise DirectoryNotEmptyError(path)
         self._drop([*below, path])
 
     def _drop(self, paths: list[str]) -> None:
@@ -74,14 +75,14 @@ class TreeModel:
         if kind is None:
             raise FileNotFoundError(src)
         if is_within(dst, src):
-            raise ValueError(dst)
+            raise MoveIntoSelfError(dst)
         target = self.kind(dst)
         if target is None:
             self._parents(dst)
         elif not overwrite:
             raise FileExistsError(dst)
         elif is_within(src, dst):
-            raise ValueError(dst)
+            raise MoveIntoSelfError(dst)
         elif kind == "dir" and target == "file":
             raise NotADirectoryError(dst)
         elif kind == "file" and target == "dir":
@@ -124,6 +125,7 @@ _OPERATIONS: st.SearchStrategy[Operation] = st.one_of(
 
 
 def _outcome(action: Callable[[], object]) -> str:
+    """``ok``, or the exact error type: the typed errors are part of the contract, not only their bases."""
     try:
         action()
     except (OSError, ValueError) as exc:

@@ -7,28 +7,14 @@ Handlers take ``(params, *, context)`` and never raise for a model's mistake: th
 ``ToolResult(success=False)`` with a message saying what to do instead.
 """
 
-from workspacefs.protocol import Filesystem, SnapshotableFilesystem
 from workspacefs.tools._core import ReadState, SnapshotLedger, Tool, ToolContext, ToolResult
 from workspacefs.tools._dispatch import dispatch, to_anthropic_tools, to_openai_tools
 from workspacefs.tools._file_tools import CP, GLOB, GREP, LS, MKDIR, MV, RM, STAT
+from workspacefs.tools._messages import TOOL_MESSAGES
 from workspacefs.tools._schema import openai_strict_schema, portable_schema
+from workspacefs.tools._sets import ALL_TOOLS, EXTRA_TOOLS, FILESYSTEM_TOOLS, SNAPSHOT_TOOLS, tools_for
 from workspacefs.tools._snapshot_tools import DIFF, RESTORE, SNAPSHOT
 from workspacefs.tools._text_tools import EDIT_FILE, READ_FILE, WRITE_FILE
-
-FILESYSTEM_TOOLS: tuple[Tool, ...] = (LS, READ_FILE, WRITE_FILE, EDIT_FILE, GLOB, GREP, RM)  # type: ignore[type-arg]
-EXTRA_TOOLS: tuple[Tool, ...] = (MKDIR, MV, CP, STAT)  # type: ignore[type-arg]
-ALL_TOOLS: tuple[Tool, ...] = FILESYSTEM_TOOLS + EXTRA_TOOLS  # type: ignore[type-arg]
-SNAPSHOT_TOOLS: tuple[Tool, ...] = (SNAPSHOT, RESTORE, DIFF)  # type: ignore[type-arg]
-
-
-def tools_for(fs: Filesystem | None, *, read_only: bool | None = None) -> tuple[Tool, ...]:  # type: ignore[type-arg]
-    """The tools that make sense on ``fs``: every file tool, plus ``SNAPSHOT_TOOLS`` where it can
-    snapshot; on a read-only filesystem (or with ``read_only=True``) only the tools that change nothing."""
-    offered = ALL_TOOLS + (SNAPSHOT_TOOLS if isinstance(fs, SnapshotableFilesystem) else ())
-    if read_only if read_only is not None else bool(fs is not None and fs.read_only):
-        offered = tuple(tool for tool in offered if not tool.mutating and tool.name != "snapshot")
-    return offered
-
 
 __all__ = [
     "ALL_TOOLS",
@@ -48,6 +34,7 @@ __all__ = [
     "SNAPSHOT",
     "SNAPSHOT_TOOLS",
     "STAT",
+    "TOOL_MESSAGES",
     "WRITE_FILE",
     "ReadState",
     "SnapshotLedger",

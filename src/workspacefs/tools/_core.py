@@ -23,11 +23,13 @@ ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
 @dataclass(frozen=True, slots=True)
 class ToolResult(Generic[ValueT]):
-    """What a tool returns: ``message`` is what the model reads; ``value`` is for code."""
+    """What a tool returns: ``message`` is what the model reads; ``value`` is for code. A failure carries the
+    stable code of its error type (``errors.ERROR_CODES``) in ``error_code`` when an exception caused it."""
 
     message: str
     value: ValueT | None = None
     success: bool = True
+    error_code: str | None = None
 
 
 def content_digest(data: bytes) -> str:

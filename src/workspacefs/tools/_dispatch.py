@@ -13,6 +13,7 @@ from workspacefs.protocol import Filesystem, SnapshotableFilesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
 from workspacefs.tools._messages import failure
 from workspacefs.tools._schema import openai_strict_schema, portable_schema, prune_nulls
+from workspacefs.tools._sets import ALL_TOOLS, tools_for
 
 __all__ = ["dispatch", "to_anthropic_tools", "to_openai_tools"]
 
@@ -37,15 +38,17 @@ def _parse(tool: Tool[Any], arguments: str | Mapping[str, Any] | None) -> Any:
         except json.JSONDecodeError as exc:
             return failure(f"The arguments for {tool.name} are not valid JSON ({exc.msg} at position {exc.pos}).")
     if not isinstance(arguments, Mapping):
-        return failure(f"The arguments for {tool.name} must be a JSON object, not {type(arguments).__name__}.")
+        return failure(
+            f"The arguments for {tool.name} must be a JSON object, not {type(arguments).__name__}.", "invalid_argument"
+        )
     try:
         return tool.params.model_validate(prune_nulls(dict(arguments)))
     except ValidationError as exc:
-        return failure(_describe_validation(tool, exc))
+        return failure(_describe_validation(tool, exc), "invalid_argument")
 
 
 def _wants_transaction(context: ToolContext, fs: Filesystem | None) -> bool:
-    if not isinstance(fs, SnapshotableFilesystem) or fs.read_only:
+    if fs is None or not fs.capabilities.snapshots or fs.read_only:
         return False
     return True if context.transactional is None else context.transactional
 
@@ -55,7 +58,7 @@ def _run(tool: Tool[Any], params: Any, context: ToolContext) -> ToolResult[Any]:
         return tool(params, context=context)
     except Exception as exc:
         logger.exception("tool %s failed unexpectedly", tool.name)
-        return failure(f"Internal error in tool {tool.name}: {type(exc).__name__}: {exc}")
+        return failure(f"Internal error in tool {tool.name}: {type(exc).__name__}: {exc}", "internal_error")
 
 
 def dispatch(
@@ -73,31 +76,32 @@ def dispatch(
     failed result saying what to fix. A mutating tool that fails part way is rolled back when the
     context is transactional (see :class:`ToolContext`).
     """
-    from workspacefs.tools import tools_for  # noqa: PLC0415 - the package imports this module
-
     offered = tools if tools is not None else tools_for(context.filesystem, read_only=False)
     available = {tool.name: tool for tool in offered}
     tool = available.get(name)
     if tool is None:
-        return failure(f"There is no tool named {name!r}. Available tools: {', '.join(sorted(available))}.")
+        return failure(
+            f"There is no tool named {name!r}. Available tools: {', '.join(sorted(available))}.", "unknown_tool"
+        )
     params = _parse(tool, arguments)
     if isinstance(params, ToolResult):
         return params
     fs = context.filesystem
     if not (tool.mutating and tool.transactional and _wants_transaction(context, fs)):
         return _run(tool, params, context)
-    assert isinstance(fs, SnapshotableFilesystem)
+    assert isinstance(fs, SnapshotableFilesystem)  # the snapshots capability promises the protocol
+    cheap = fs.capabilities.cheap_snapshots
     snapshot = fs.snapshot(tag=f"before {tool.name}")
     result = _run(tool, params, context)
     try:
-        if not result.success and (getattr(fs, "snapshots_are_cheap", False) or not fs.diff(snapshot).is_empty):
+        if not result.success and (cheap or not fs.diff(snapshot).is_empty):
             fs.restore(snapshot)
-            if not getattr(fs, "snapshots_are_cheap", False):
-                result = failure(result.message + " Changes it made before failing were rolled back.")
+            if not cheap:
+                result = failure(
+                    result.message + " Changes it made before failing were rolled back.", result.error_code
+                )
     finally:
-        discard = getattr(fs, "delete_snapshot", None)
-        if discard is not None:
-            discard(snapshot)
+        fs.delete_snapshot(snapshot)
     return result
 
 
@@ -109,8 +113,6 @@ def to_openai_tools(
     With ``strict`` (the default) the schemas obey strict mode: every property required, optional
     ones nullable (a null means "use the default"), no other keywords.
     """
-    from workspacefs.tools import ALL_TOOLS  # noqa: PLC0415
-
     if api not in ("chat", "responses"):
         raise ValueError("api must be 'chat' or 'responses'")
     shaped = []
@@ -123,8 +125,6 @@ def to_openai_tools(
 
 def to_anthropic_tools(tools: Sequence[Tool[Any]] | None = None) -> list[dict[str, Any]]:
     """Tool definitions for Anthropic's Messages API (``name``, ``description``, ``input_schema``)."""
-    from workspacefs.tools import ALL_TOOLS  # noqa: PLC0415
-
     return [
         {"name": tool.name, "description": tool.description, "input_schema": portable_schema(tool.params)}
         for tool in (tools if tools is not None else ALL_TOOLS)

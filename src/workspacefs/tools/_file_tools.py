@@ -7,10 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from workspacefs.errors import MoveIntoSelfError
 from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, normalize_path
 from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
-from workspacefs.tools._messages import display, explain, failure, human_size, plural, shown
+from workspacefs.tools._messages import display, failure, failure_from, human_size, plural, shown
 
 __all__ = ["CP", "GLOB", "GREP", "LS", "MKDIR", "MV", "RM", "STAT"]
 
@@ -46,9 +47,11 @@ def ls(params: LsParams, *, context: ToolContext) -> ToolResult[list[dict[str, o
     try:
         entries = fs.list(params.path)
     except NotADirectoryError:
-        return failure(f"'{display(fs, params.path)}' is a file, not a directory; read it with read_file.")
+        return failure(
+            f"'{display(fs, params.path)}' is a file, not a directory; read it with read_file.", "not_a_directory"
+        )
     except (OSError, ValueError) as exc:
-        return failure(explain(exc, fs, params.path, verb="listed"))
+        return failure_from(exc, fs, params.path, verb="listed")
     where = display(fs, params.path)
     if not entries:
         return ToolResult(f"'{where}' is an empty directory.", [])
@@ -74,7 +77,7 @@ def glob(params: GlobParams, *, context: ToolContext) -> ToolResult[list[str]]:
     try:
         matches = [shown(fs, m.path) for m in fs.glob(params.pattern, path=params.path)]
     except (OSError, ValueError) as exc:
-        return failure(explain(exc, fs, params.path, verb="searched"))
+        return failure_from(exc, fs, params.path, verb="searched")
     if not matches:
         return ToolResult(f"No files match '{params.pattern}' under '{display(fs, params.path)}'.", [])
     body = "\n".join(matches[:GLOB_MAX_SHOWN])
@@ -102,13 +105,8 @@ def grep(params: GrepParams, *, context: ToolContext) -> ToolResult[list[dict[st
         return _no_filesystem()
     try:
         found = fs.grep(params.pattern, path=params.path, glob=params.glob, max_matches=params.max_results + 1)
-    except ValueError as exc:
-        text = str(exc)
-        if "regular expression" in text.lower():
-            return failure(f"{text}. Escape special characters such as ( ) [ ] . * + ? with a backslash.")
-        return failure(explain(exc, fs, params.path, verb="searched"))
-    except OSError as exc:
-        return failure(explain(exc, fs, params.path, verb="searched"))
+    except (OSError, ValueError) as exc:
+        return failure_from(exc, fs, params.path, verb="searched")
     capped = len(found) > params.max_results
     found = found[: params.max_results]
     if not found:
@@ -143,14 +141,9 @@ class RmParams(_Params):
 def _tree_counts(fs: Filesystem, path: str) -> tuple[int, int]:
     """(files, directories) below a directory."""
     files = dirs = 0
-    pending = [path]
-    while pending:
-        for entry in fs.list(pending.pop()):
-            if entry.is_directory:
-                dirs += 1
-                pending.append(entry.path)
-            else:
-                files += 1
+    for entry in fs.walk(path):
+        dirs += entry.is_directory
+        files += not entry.is_directory
     return files, dirs
 
 
@@ -170,7 +163,7 @@ def rm(params: RmParams, *, context: ToolContext) -> ToolResult[dict[str, object
             )
         fs.delete(params.path, recursive=params.recursive)
     except (OSError, ValueError) as exc:
-        return failure(explain(exc, fs, params.path, verb="removed"))
+        return failure_from(exc, fs, params.path, verb="removed")
     context.read_state.forget(fs, params.path)
     if info.is_directory:
         held = f" with {plural(files, 'file')} and {_dirs(dirs)}." if files or dirs else " (empty)."
@@ -197,9 +190,9 @@ def mkdir(params: MkdirParams, *, context: ToolContext) -> ToolResult[dict[str, 
         existed = fs.exists(params.path)
         fs.mkdir(params.path, parents=True, exist_ok=True)
     except FileExistsError:
-        return failure(f"'{where}' already exists as a file; choose another name.")
+        return failure(f"'{where}' already exists as a file; choose another name.", "already_exists")
     except (OSError, ValueError) as exc:
-        return failure(explain(exc, fs, params.path, verb="created"))
+        return failure_from(exc, fs, params.path, verb="created")
     return ToolResult(f"'{where}' already existed." if existed else f"Created directory '{where}'.", {"path": where})
 
 
@@ -218,13 +211,18 @@ def _transfer(params: TransferParams, context: ToolContext, *, move: bool) -> To
     try:
         (fs.move if move else fs.copy)(params.src, params.dst, overwrite=params.overwrite)
     except FileExistsError:
-        return failure(f"'{dst}' already exists; pass overwrite=true to replace it, or choose another destination.")
+        return failure(
+            f"'{dst}' already exists; pass overwrite=true to replace it, or choose another destination.",
+            "already_exists",
+        )
+    except MoveIntoSelfError:
+        return failure(
+            f"Cannot {verb[:-1]} '{src}' to '{dst}': a directory cannot go inside itself.", "move_into_itself"
+        )
     except ValueError as exc:
-        if "into itself" in str(exc) or "contains it" in str(exc):
-            return failure(f"Cannot {verb[:-1]} '{src}' to '{dst}': a directory cannot go inside itself.")
-        return failure(explain(exc, fs, params.src, verb=verb))
+        return failure_from(exc, fs, params.src, verb=verb)
     except OSError as exc:
-        return failure(explain(exc, fs, exc.filename if isinstance(exc.filename, str) else params.src, verb=verb))
+        return failure_from(exc, fs, exc.filename if isinstance(exc.filename, str) else params.src, verb=verb)
     if move:
         context.read_state.forget(fs, params.src)
     return ToolResult(f"{verb.capitalize()} '{src}' to '{dst}'.", {"src": src, "dst": dst})
@@ -252,7 +250,7 @@ def stat(params: StatParams, *, context: ToolContext) -> ToolResult[dict[str, ob
     try:
         info = fs.stat(params.path)
     except (OSError, ValueError) as exc:
-        return failure(explain(exc, fs, params.path, verb="examined"))
+        return failure_from(exc, fs, params.path, verb="examined")
     where = shown(fs, normalize_path(params.path, mount_point=fs.mount_point))
     text = f"'{where}' is a directory" if info.is_directory else f"'{where}' is a file of {human_size(info.size_bytes)}"
     if info.is_file and info.size_bytes >= 1024:

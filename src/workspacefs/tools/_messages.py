@@ -2,15 +2,58 @@
 
 from __future__ import annotations
 
-import errno
 import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from workspacefs.paths import MAX_PATH_DEPTH, MAX_SEGMENT_LENGTH, normalize_path
+from workspacefs.errors import (
+    ConcurrentChangeError,
+    ContentTooLargeError,
+    DirectoryNotEmptyError,
+    FileChangedSinceReadError,
+    HardLinkRefusedError,
+    InvalidPathError,
+    InvalidPatternError,
+    LimitExceededError,
+    MoveIntoSelfError,
+    NameTooLongError,
+    NotReadBeforeWriteError,
+    PathEscapeError,
+    PathTooDeepError,
+    PathTooLongError,
+    PatternTooSlowError,
+    PreconditionFailedError,
+    ReadOnlyError,
+    ReadOnlyFileError,
+    RootProtectedError,
+    SnapshotCreationError,
+    SnapshotError,
+    SnapshotIncompatibleError,
+    SnapshotNotFoundError,
+    SnapshotRestoreError,
+    SpecialFileError,
+    SymlinkRefusedError,
+    UnsupportedOperationError,
+    error_code,
+    lookup,
+)
+from workspacefs.paths import MAX_CONVENIENCE_BYTES, MAX_PATH_CHARS, MAX_PATH_DEPTH, MAX_SEGMENT_LENGTH, normalize_path
 from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import ToolResult
 
-__all__ = ["explain", "failure", "human_size", "plural", "shown"]
+__all__ = [
+    "TOOL_MESSAGES",
+    "Where",
+    "display",
+    "explain",
+    "failure",
+    "failure_from",
+    "human_size",
+    "looks_numbered",
+    "plural",
+    "shown",
+]
 
 
 def plural(count: int, noun: str) -> str:
@@ -43,63 +86,125 @@ def human_size(size: int) -> str:
     return f"{size} B"
 
 
-def failure(message: str) -> ToolResult[Any]:
-    """A failed result: the model reads ``message`` and tries something else."""
-    return ToolResult(message=message, value=None, success=False)
+def failure(message: str, error_code: str | None = None) -> ToolResult[Any]:
+    """A failed result: the model reads ``message`` and tries something else; ``error_code`` names the
+    kind of failure for code (the shared codes of ``errors.ERROR_CODES``)."""
+    return ToolResult(message=message, value=None, success=False, error_code=error_code)
 
 
-def _escape_message(fs: Filesystem, path: str) -> str:
-    root = fs.mount_point or "the workspace root"
-    return (
-        f"'{path}' is outside the workspace. Paths are relative to {root}; "
+@dataclass(frozen=True, slots=True)
+class Where:
+    """What a message says besides the exception: the path as the model gave it, as it is shown, the verb."""
+
+    fs: Filesystem
+    path: str
+    shown: str
+    verb: str
+
+    @property
+    def root(self) -> str:
+        return self.fs.mount_point or "the workspace root"
+
+
+def _reason(exc: BaseException) -> str:
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return text[0].upper() + text[1:] if text else type(exc).__name__
+
+
+Explain = Callable[[Any, Where], str]
+
+TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
+    PathEscapeError: lambda _, w: (
+        f"'{w.path}' is outside the workspace. Paths are relative to {w.root}; "
         "'..' cannot climb above it and symbolic links are not followed."
-    )
-
-
-def _permission_message(exc: PermissionError, fs: Filesystem, path: str, where: str) -> str:
-    if exc.errno == errno.EROFS:
-        return "This workspace is read-only: nothing can be written, moved or deleted."
-    if exc.errno == errno.ELOOP:
-        return f"'{where}' is (or goes through) a symbolic link, which this workspace never follows."
-    reason = exc.strerror or str(exc)
-    if "escapes" in reason or "outside" in reason:
-        return _escape_message(fs, path)
-    return f"Permission denied for '{where}': {reason}."
-
-
-def _value_message(exc: ValueError, path: str, where: str) -> str:
-    text = str(exc)
-    if "control character" in text:
-        return f"The path {path!r} contains a control character (such as a newline or NUL); remove it."
-    if "segments" in text:
-        return f"The path '{path}' is too deep: at most {MAX_PATH_DEPTH} directories and file name."
-    if "segment is longer" in text:
-        return f"A name in '{path}' is longer than {MAX_SEGMENT_LENGTH} characters; use a shorter name."
-    return text[0].upper() + text[1:] if text else f"Invalid request for '{where}'."
+    ),
+    SymlinkRefusedError: lambda _, w: (
+        f"'{w.shown}' is (or goes through) a symbolic link, which this workspace never follows."
+    ),
+    SpecialFileError: lambda _, w: (
+        f"'{w.shown}' is a FIFO, socket or device; only regular files and directories can be used."
+    ),
+    HardLinkRefusedError: lambda _, w: (
+        f"'{w.shown}' has several hard links (another name for it may lie outside "
+        "the workspace), so it cannot be appended to; write the whole file instead."
+    ),
+    RootProtectedError: lambda _, w: f"The workspace root itself cannot be {w.verb}; name a path inside it.",
+    ReadOnlyError: lambda _, _w: "This workspace is read-only: nothing can be written, moved or deleted.",
+    ReadOnlyFileError: lambda _, w: f"'{w.shown}' is marked read-only: it cannot be changed (it can be deleted).",
+    NotReadBeforeWriteError: lambda _, w: (
+        f"You have not read '{w.shown}' yet, and it already exists. Read it with read_file(path=\"{w.shown}\") "
+        "before overwriting or editing it, so its current content is not lost."
+    ),
+    FileChangedSinceReadError: lambda _, w: (
+        f"'{w.shown}' has changed since you last read it (someone else edited it). "
+        f'Read it again with read_file(path="{w.shown}") before changing it, so no edit is lost.'
+    ),
+    PermissionError: lambda e, w: f"Permission denied for '{w.shown}': {_reason(e)}.",
+    DirectoryNotEmptyError: lambda _, w: (
+        f"'{w.shown}' is a directory that is not empty; pass recursive=true to remove it and all it holds."
+    ),
+    IsADirectoryError: lambda _, w: (
+        f"'{w.shown}' is a directory, so it cannot be {w.verb}; use ls to see what it holds."
+    ),
+    NotADirectoryError: lambda _, w: (
+        f"Part of '{w.shown}' is a file, not a directory, so nothing can be {w.verb} there."
+    ),
+    FileNotFoundError: lambda _, w: f"'{w.shown}' does not exist. Use ls or glob to find the right path.",
+    FileExistsError: lambda _, w: f"'{w.shown}' already exists.",
+    PreconditionFailedError: lambda _, w: f"'{w.shown}' changed since it was read; read it again, then retry.",
+    ConcurrentChangeError: lambda _, w: f"'{w.shown}' was changed by another writer at the same moment; try again.",
+    OSError: lambda e, w: f"Could not {w.verb} '{w.shown}': {_reason(e)}.",
+    UnicodeDecodeError: lambda _, w: (
+        f"'{w.shown}' is not UTF-8 text (it looks binary), so it cannot be shown as lines."
+    ),
+    InvalidPathError: lambda e, w: (
+        f"The path {w.path!r} is not valid: {_reason(e)}. Remove control characters such as newlines or NUL."
+    ),
+    PathTooLongError: lambda _, _w: f"The path is longer than {MAX_PATH_CHARS} characters; use a shorter one.",
+    PathTooDeepError: lambda _, w: (
+        f"The path '{w.path}' is too deep: at most {MAX_PATH_DEPTH} directories and file name."
+    ),
+    NameTooLongError: lambda _, w: (
+        f"A name in '{w.path}' is longer than {MAX_SEGMENT_LENGTH} characters; use a shorter name."
+    ),
+    LimitExceededError: lambda e, _w: f"{_reason(e)}.",
+    ContentTooLargeError: lambda _, w: (
+        f"'{w.shown}' is too large to be {w.verb} in one call (the limit is "
+        f"{MAX_CONVENIENCE_BYTES // (1024 * 1024)} MiB); work on it in parts."
+    ),
+    InvalidPatternError: lambda e, _w: (
+        f"{_reason(e)}. In a regular expression, escape special characters such as ( ) [ ] . * + ? with a backslash."
+    ),
+    PatternTooSlowError: lambda e, _w: f"{_reason(e)}.",
+    MoveIntoSelfError: lambda _, w: (
+        f"'{w.shown}' cannot be {w.verb} into itself (or over a directory that holds "
+        "it); choose a destination outside it."
+    ),
+    ValueError: lambda e, w: _reason(e) if str(e) else f"Invalid request for '{w.shown}'.",
+    TypeError: lambda e, _w: f"Invalid argument: {_reason(e)}.",
+    UnsupportedOperationError: lambda e, _w: f"This workspace cannot do that: {_reason(e)}.",
+    SnapshotError: lambda e, _w: f"The snapshot operation failed: {_reason(e)}",
+    SnapshotCreationError: lambda e, _w: f"The snapshot could not be taken: {_reason(e)}",
+    SnapshotRestoreError: lambda e, _w: f"The snapshot could not be restored: {_reason(e)}",
+    SnapshotNotFoundError: lambda e, _w: f"{_reason(e)}. Call snapshot to take one, or diff to compare existing ones.",
+    SnapshotIncompatibleError: lambda e, _w: f"{_reason(e)}.",
+}
+"""The message a model reads for each error type (looked up by the exception's MRO: most specific first)."""
 
 
 def explain(exc: BaseException, fs: Filesystem, path: str, *, verb: str) -> str:
     """The actionable message for an exception raised while ``verb``-ing ``path``."""
-    where = display(fs, path)
-    if isinstance(exc, UnicodeDecodeError):
-        return f"'{where}' is not UTF-8 text (it looks binary), so it cannot be shown as lines."
-    if isinstance(exc, FileNotFoundError):
-        return f"'{where}' does not exist. Use ls or glob to find the right path."
-    if isinstance(exc, IsADirectoryError):
-        if exc.errno == errno.ENOTEMPTY:
-            return f"'{where}' is a directory that is not empty; pass recursive=true to {verb} it and all it holds."
-        return f"'{where}' is a directory, so it cannot be {verb}; use ls to see what it holds."
-    if isinstance(exc, NotADirectoryError):
-        return f"Part of '{where}' is a file, not a directory, so nothing can be {verb} there."
-    if isinstance(exc, FileExistsError):
-        return f"'{where}' already exists."
-    if isinstance(exc, PermissionError):
-        return _permission_message(exc, fs, path, where)
-    if isinstance(exc, ValueError):
-        return _value_message(exc, path, where)
-    if isinstance(exc, OSError):
-        return f"Could not {verb} '{where}': {exc.strerror or exc}."
-    return f"Could not {verb} '{where}': {type(exc).__name__}: {exc}"
+    message = lookup(TOOL_MESSAGES, exc)
+    where = Where(fs, path, display(fs, path), verb)
+    if message is None:
+        return f"Could not {verb} '{where.shown}': {type(exc).__name__}: {exc}"
+    return message(exc, where)
+
+
+def failure_from(exc: BaseException, fs: Filesystem, path: str, *, verb: str) -> ToolResult[Any]:
+    """The failed result for an exception: its message from :data:`TOOL_MESSAGES`, its code from the
+    shared table."""
+    return failure(explain(exc, fs, path, verb=verb), error_code(exc))
 
 
 _LINE_NUMBER_PREFIX = re.compile(r"^\s*\d+\t", re.MULTILINE)

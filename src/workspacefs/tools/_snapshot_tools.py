@@ -12,11 +12,12 @@ from typing import Any
 
 from pydantic import Field
 
-from workspacefs.protocol import Filesystem, SnapshotableFilesystem
-from workspacefs.snapshots import FilesystemSnapshot
+from workspacefs.errors import SnapshotError
+from workspacefs.protocol import SnapshotableFilesystem
+from workspacefs.results import FilesystemSnapshot
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
 from workspacefs.tools._file_tools import _Params
-from workspacefs.tools._messages import failure, human_size, plural
+from workspacefs.tools._messages import failure, failure_from, human_size, plural
 
 __all__ = ["DIFF", "RESTORE", "SNAPSHOT"]
 
@@ -26,22 +27,22 @@ _PREFIX_CHARACTERS = 8
 
 def _snapshotable(context: ToolContext) -> SnapshotableFilesystem | ToolResult[Any]:
     fs = context.filesystem
-    if not isinstance(fs, SnapshotableFilesystem):
-        return failure("This workspace cannot take snapshots, so snapshot, restore and diff are unavailable.")
+    if fs is None or not fs.capabilities.snapshots or not isinstance(fs, SnapshotableFilesystem):
+        return failure(
+            "This workspace cannot take snapshots, so snapshot, restore and diff are unavailable.", "unsupported"
+        )
     return fs
 
 
-def _known(fs: Filesystem, context: ToolContext) -> list[FilesystemSnapshot]:
+def _known(fs: SnapshotableFilesystem, context: ToolContext) -> list[FilesystemSnapshot]:
     """Snapshots of ``fs`` the model can name: its own, then those the backend keeps."""
     found = {str(s.snapshot_id): s for s in context.snapshots.all()}
-    listing = getattr(fs, "snapshots", None)
-    if callable(listing):
-        for kept in listing():
-            found.setdefault(str(kept.snapshot_id), kept)
+    for kept in fs.snapshots():
+        found.setdefault(str(kept.snapshot_id), kept)
     return sorted(found.values(), key=lambda s: s.created_at)
 
 
-def _find(fs: Filesystem, context: ToolContext, name: str) -> FilesystemSnapshot | ToolResult[Any]:
+def _find(fs: SnapshotableFilesystem, context: ToolContext, name: str) -> FilesystemSnapshot | ToolResult[Any]:
     known = _known(fs, context)
     wanted = name.strip()
     exact = [s for s in known if str(s.snapshot_id) == wanted]
@@ -54,9 +55,11 @@ def _find(fs: Filesystem, context: ToolContext, name: str) -> FilesystemSnapshot
     if tagged:
         return tagged[-1]
     if not known:
-        return failure(f"There is no snapshot {name!r}: none has been taken yet. Call snapshot first.")
+        return failure(
+            f"There is no snapshot {name!r}: none has been taken yet. Call snapshot first.", "snapshot_not_found"
+        )
     listed = ", ".join(f"{s.snapshot_id}" + (f" ({s.tag})" if s.tag else "") for s in known[-5:])
-    return failure(f"There is no snapshot {name!r}. Recent ones: {listed}.")
+    return failure(f"There is no snapshot {name!r}. Recent ones: {listed}.", "snapshot_not_found")
 
 
 def _named(context: ToolContext, name: str) -> tuple[SnapshotableFilesystem, FilesystemSnapshot] | ToolResult[Any]:
@@ -86,8 +89,8 @@ def snapshot(params: SnapshotParams, *, context: ToolContext) -> ToolResult[dict
         return fs
     try:
         taken = fs.snapshot(tag=params.tag)
-    except (OSError, ValueError) as exc:
-        return failure(f"The snapshot could not be taken: {exc}")
+    except (OSError, ValueError, SnapshotError) as exc:
+        return failure_from(exc, fs, ".", verb="snapshotted")
     context.snapshots.add(taken)
     size = f"{plural(taken.file_count, 'file')}, {human_size(taken.total_bytes)}"
     return ToolResult(
@@ -112,8 +115,8 @@ def restore(params: RestoreParams, *, context: ToolContext) -> ToolResult[dict[s
     try:
         undone = fs.diff(target)
         fs.restore(target)
-    except (OSError, ValueError) as exc:
-        return failure(f"Snapshot {_label(target)} could not be restored: {exc}")
+    except (OSError, ValueError, SnapshotError) as exc:
+        return failure_from(exc, fs, ".", verb="restored")
     context.read_state.forget(fs, ".")  # every file may differ now: read again before writing
     changed = len(undone.added) + len(undone.modified) + len(undone.deleted)
     return ToolResult(
@@ -143,8 +146,8 @@ def diff(params: DiffParams, *, context: ToolContext) -> ToolResult[dict[str, ob
         return other
     try:
         changes = fs.diff(base, other)
-    except (OSError, ValueError) as exc:
-        return failure(f"The snapshots could not be compared: {exc}")
+    except (OSError, ValueError, SnapshotError) as exc:
+        return failure_from(exc, fs, ".", verb="compared")
     until = f"snapshot {_label(other)}" if other else "now"
     lines = [f"A {p}" for p in changes.added] + [f"M {p}" for p in changes.modified]
     lines += [f"D {p}" for p in changes.deleted]

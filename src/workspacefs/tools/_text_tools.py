@@ -11,11 +11,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from workspacefs.errors import FileChangedSinceReadError, NotReadBeforeWriteError
 from workspacefs.paths import MAX_CONVENIENCE_BYTES
 from workspacefs.protocol import Filesystem
 from workspacefs.search import BINARY_SNIFF_BYTES
 from workspacefs.tools._core import Tool, ToolContext, ToolResult, content_digest
-from workspacefs.tools._messages import display, explain, failure, human_size, looks_numbered
+from workspacefs.tools._messages import display, failure, failure_from, human_size, looks_numbered
 
 __all__ = ["EDIT_FILE", "READ_FILE", "WRITE_FILE", "file_digest"]
 
@@ -127,12 +128,10 @@ def read_file(params: ReadFileParams, *, context: ToolContext) -> ToolResult[Rea
     try:
         scan = _scan(fs, params.path, params.offset, limit)
         lines = [_render_line(raw, cut) for raw, cut in scan.lines]
-    except _BinaryContentError:
-        return failure(_binary_message(fs, params.path))
-    except UnicodeDecodeError:
-        return failure(_binary_message(fs, params.path))
+    except (_BinaryContentError, UnicodeDecodeError):
+        return failure(_binary_message(fs, params.path), "not_text")
     except (OSError, ValueError) as exc:
-        return failure(explain(exc, fs, params.path, verb="read"))
+        return failure_from(exc, fs, params.path, verb="read")
     context.read_state.record(fs, params.path, scan.digest)
     if scan.total_lines == 0:
         return ToolResult(f"'{where}' is empty (0 lines).", ReadFileValue(where, (), 0, 0, False))
@@ -186,29 +185,16 @@ def file_digest(fs: Filesystem, path: str) -> str | None:
     return digest.hexdigest()
 
 
-def _unread_message(fs: Filesystem, path: str, *, changed: bool) -> str:
-    where = display(fs, path)
-    if changed:
-        return (
-            f"'{where}' has changed since you last read it (someone else edited it). "
-            f'Read it again with read_file(path="{where}") before changing it, so no edit is lost.'
-        )
-    return (
-        f"You have not read '{where}' yet, and it already exists. Read it with read_file(path=\"{where}\") "
-        "before overwriting or editing it, so its current content is not lost."
-    )
-
-
-def _check_read(context: ToolContext, fs: Filesystem, path: str, current: str | None) -> str | None:
-    """A refusal message if the policy forbids changing ``path`` now."""
+def _check_read(context: ToolContext, fs: Filesystem, path: str, current: str | None) -> None:
+    """Raise ``NotReadBeforeWriteError`` (or ``FileChangedSinceReadError``) if the read-before-write policy
+    forbids changing ``path`` now; a file that does not exist yet may always be written."""
     if not context.read_before_write or current is None:
-        return None
+        return
     seen = context.read_state.seen(fs, path)
     if seen is None:
-        return _unread_message(fs, path, changed=False)
+        raise NotReadBeforeWriteError(path)
     if seen != current:
-        return _unread_message(fs, path, changed=True)
-    return None
+        raise FileChangedSinceReadError(path)
 
 
 # --- write_file -----------------------------------------------------------------------------------
@@ -234,12 +220,10 @@ def write_file(params: WriteFileParams, *, context: ToolContext) -> ToolResult[d
     try:
         current = file_digest(fs, params.path)
         if not params.append:
-            refusal = _check_read(context, fs, params.path, current)
-            if refusal:
-                return failure(refusal)
+            _check_read(context, fs, params.path, current)
         result = fs.write(params.path, params.content, mode="append" if params.append else "overwrite")
     except (OSError, ValueError) as exc:
-        return failure(explain(exc, fs, params.path, verb="written"))
+        return failure_from(exc, fs, params.path, verb="written")
     data = params.content.encode("utf-8")
     if not params.append:
         context.read_state.record(fs, params.path, content_digest(data))
@@ -366,19 +350,20 @@ def edit_file(params: EditFileParams, *, context: ToolContext) -> ToolResult[dic
     where = display(fs, params.path)
     try:
         if fs.stat(params.path).size_bytes > MAX_CONVENIENCE_BYTES:
-            return failure(f"'{where}' is larger than {human_size(MAX_CONVENIENCE_BYTES)}; edit_file cannot change it.")
+            return failure(
+                f"'{where}' is larger than {human_size(MAX_CONVENIENCE_BYTES)}; edit_file cannot change it.",
+                "too_large",
+            )
         data = fs.read_bytes(params.path).content
+        _check_read(context, fs, params.path, content_digest(data))
     except FileNotFoundError:
-        return failure(f"'{where}' does not exist. To create it, use write_file.")
+        return failure(f"'{where}' does not exist. To create it, use write_file.", "not_found")
     except (OSError, ValueError) as exc:
-        return failure(explain(exc, fs, params.path, verb="edited"))
-    refusal = _check_read(context, fs, params.path, content_digest(data))
-    if refusal:
-        return failure(refusal)
+        return failure_from(exc, fs, params.path, verb="edited")
     try:
         original = data.decode("utf-8")
     except UnicodeDecodeError:
-        return failure(_binary_message(fs, params.path))
+        return failure(_binary_message(fs, params.path), "not_text")
     bom = original.startswith(_BOM)
     text = original[1:] if bom else original
     crlf = "\r\n" in text
@@ -393,7 +378,7 @@ def edit_file(params: EditFileParams, *, context: ToolContext) -> ToolResult[dic
     try:
         fs.write(params.path, final)
     except (OSError, ValueError) as exc:
-        return failure(explain(exc, fs, params.path, verb="written"))
+        return failure_from(exc, fs, params.path, verb="written")
     context.read_state.record(fs, params.path, content_digest(final.encode("utf-8")))
     diff = _short_diff(text, updated, where)
     count = f"{len(edits)} edits" if len(edits) > 1 else "1 edit"

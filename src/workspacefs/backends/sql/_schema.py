@@ -7,11 +7,17 @@ or holding the same content in many sessions copies no bytes.
 
 Paths are stored normalised and relative (``""`` is the root row every session has), compared
 bytewise (``COLLATE "C"`` on PostgreSQL) so that ranges select subtrees without ``LIKE``.
+
+Only storage lives here. The workspace service keeps its own tables (tokens, which agent owns a session)
+under ``workspacefs.server``; databases made before that split still carry a ``wsfs_sessions.agent_id``
+column, which this backend ignores and the service's first migration reads once.
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
+
+from workspacefs.streams import CONTENT_CHUNK_SIZE
 
 __all__ = [
     "CHUNK_SIZE",
@@ -24,12 +30,12 @@ __all__ = [
     "sessions",
     "snapshot_entries",
     "snapshots",
-    "tokens",
     "uploads",
 ]
 
-CHUNK_SIZE = 256 * 1024
-"""Largest chunk row; files are cut at fixed offsets, so equal content always gives equal chunks."""
+CHUNK_SIZE = CONTENT_CHUNK_SIZE
+"""Largest chunk row; files are cut at fixed offsets, so equal content always gives equal chunks, and a
+blob's id (a hash of its chunks' hashes) is exactly the content id every backend computes."""
 
 Path = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
 """Bytewise-ordered text: ``'a/' <= p < 'a0'`` is exactly the subtree of ``a``."""
@@ -41,7 +47,6 @@ sessions = sa.Table(
     "wsfs_sessions",
     metadata,
     sa.Column("id", sa.Text, primary_key=True),
-    sa.Column("agent_id", sa.Text, nullable=True, index=True),
     sa.Column("created_at", Stamp, nullable=False),
     sa.Column("updated_at", Stamp, nullable=False),
 )
@@ -126,14 +131,3 @@ snapshot_entries = sa.Table(
     sa.Column("created_at", Stamp, nullable=False),
     sa.Column("updated_at", Stamp, nullable=False),
 )
-
-tokens = sa.Table(
-    "wsfs_tokens",
-    metadata,
-    sa.Column("id", sa.Text, primary_key=True),
-    sa.Column("token_hash", sa.Text, nullable=False, unique=True),
-    sa.Column("agent_id", sa.Text, nullable=True),
-    sa.Column("label", sa.Text, nullable=True),
-    sa.Column("created_at", Stamp, nullable=False),
-)
-"""Bearer tokens of the service, by SHA-256 of the secret; ``agent_id`` NULL means every agent (admin)."""

@@ -2,7 +2,7 @@
 
 A strategy only stores and returns *content*. Walking the workspace (race-proof, through the
 resolver), the manifest of paths and metadata, and restoring (through the backend's own atomic,
-race-proof writes) are shared in ``host_snapshots.py``, so no strategy ever reads or writes the
+race-proof writes) are shared in ``_snapshots.py``, so no strategy ever reads or writes the
 workspace by name.
 """
 

@@ -1,7 +1,7 @@
 """Host snapshots: manifests, persistence under ``snapshot_dir``, restore and diff for every strategy.
 
 A snapshot is a manifest (every directory and regular file with size, mtime, permissions and, for
-most strategies, a content digest) plus content kept by a strategy (``host_strategies.py``). The
+most strategies, a content digest) plus content kept by a strategy (``_strategies.py``). The
 workspace is read only through the race-proof resolver and restored only through the backend's
 atomic writes. Metadata lives in a :class:`DirectorySnapshotStore`, so another process on the same
 root and ``snapshot_dir`` can list and restore what an earlier one took.
@@ -14,6 +14,7 @@ which case content decides.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import json
@@ -25,23 +26,16 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workspacefs._hostio import DIR_FLAGS, TEMP_PREFIX
-from workspacefs.backends.host_strategies import STRATEGIES, SnapshotStrategy, digest_of
+from workspacefs.backends.host._strategies import STRATEGIES, SnapshotStrategy, digest_of
+from workspacefs.backends.host._tree import HostTree
 from workspacefs.errors import SnapshotCreationError, SnapshotIncompatibleError, SnapshotRestoreError
 from workspacefs.paths import join
-from workspacefs.snapshots import (
-    DirectorySnapshotStore,
-    FilesystemSnapshot,
-    SnapshotRetentionPolicy,
-    select_prunable,
-)
-
-if TYPE_CHECKING:
-    from workspacefs.backends.host import HostFilesystem
+from workspacefs.results import FilesystemSnapshot
+from workspacefs.snapshots import DirectorySnapshotStore, SnapshotRetentionPolicy, select_prunable
 
 __all__ = ["HostSnapshots", "Manifest", "ManifestEntry", "SnapshotStrategy"]
 
@@ -134,19 +128,22 @@ def default_snapshot_dir(root: str) -> Path:
 
 
 class HostSnapshots:
-    """Snapshot machinery of one :class:`HostFilesystem`."""
+    """Snapshot machinery of one host root, working through its :class:`HostTree`."""
 
     def __init__(
         self,
-        fs: HostFilesystem,
+        tree: HostTree,
+        root: str,
         *,
+        backend: str,
         strategy: str | SnapshotStrategy | None,
         snapshot_dir: str | os.PathLike[str] | None,
         retention: SnapshotRetentionPolicy | None,
     ) -> None:
-        self._fs = fs
-        self._root = os.path.realpath(fs.root)
-        self.directory = Path(snapshot_dir) if snapshot_dir is not None else default_snapshot_dir(fs.root)
+        self._tree = tree
+        self._backend = backend
+        self._root = os.path.realpath(root)
+        self.directory = Path(snapshot_dir) if snapshot_dir is not None else default_snapshot_dir(root)
         self.directory = Path(os.path.realpath(self.directory))
         root_path = Path(self._root)
         if (
@@ -168,11 +165,11 @@ class HostSnapshots:
         if wanted is not None:
             if wanted not in STRATEGIES:
                 raise ValueError(f"Unknown snapshot strategy {wanted!r}; use one of {', '.join(STRATEGIES)}")
-            if not STRATEGIES[wanted].available(self._fs.resolver.root_fd, self.directory):
+            if not STRATEGIES[wanted].available(self._tree.resolver.root_fd, self.directory):
                 raise ValueError(f"Snapshot strategy {wanted!r} is not available for this root and snapshot_dir")
             return self._strategy(wanted)
         for name, kind in STRATEGIES.items():
-            if kind.available(self._fs.resolver.root_fd, self.directory):
+            if kind.available(self._tree.resolver.root_fd, self.directory):
                 return self._strategy(name)
         raise RuntimeError("No snapshot strategy is available")  # copy always is; kept for clarity
 
@@ -204,21 +201,28 @@ class HostSnapshots:
                     return None
         return None
 
-    def capture(self, tag: str | None) -> FilesystemSnapshot:
-        snapshot_id = uuid.uuid4()
+    @property
+    def root(self) -> str:
+        """The root's real path: what every snapshot of it records as ``root_path``."""
+        return self._root
+
+    def capture(self, draft: FilesystemSnapshot) -> FilesystemSnapshot:
+        """Keep the workspace's state under ``draft``'s id; the completed, stored snapshot."""
+        snapshot_id = draft.snapshot_id
+        tag = draft.tag
         previous = self._previous() if self.strategy.digest_kind == "git" else None
         captured_ns = time.time_ns()
         sink = self.strategy.begin(str(snapshot_id))
         entries: dict[str, ManifestEntry] = {}
         try:
-            for path, is_dir in self._fs.resolver.walk(""):
+            for path, is_dir in self._tree.resolver.walk(""):
                 if is_dir:
                     mode = self._dir_mode(path)
                     sink.add_dir(path, mode)
                     entries[path] = ManifestEntry(True, mode=mode)
                     continue
                 try:
-                    fd, info = self._fs._open_regular(path)
+                    fd, info = self._tree.open_regular(path)
                 except OSError:
                     continue  # vanished, or replaced by something that is not a file, since the walk
                 try:
@@ -238,13 +242,8 @@ class HostSnapshots:
         self._manifest_file(snapshot_id).parent.mkdir(parents=True, exist_ok=True)
         self._manifest_file(snapshot_id).write_text(manifest.to_json(), encoding="utf-8")
         files = [e for e in entries.values() if not e.is_dir]
-        snapshot = FilesystemSnapshot(
-            snapshot_id=snapshot_id,
-            created_at=datetime.now(UTC),
-            backend=self._fs.backend_name,
-            root_path=self._root,
-            tag=tag,
-            parent_id=self._fs.current_snapshot_id,
+        snapshot = dataclasses.replace(
+            draft,
             file_count=len(files),
             total_bytes=sum(e.size for e in files),
             commit_ref=commit_ref,
@@ -257,7 +256,7 @@ class HostSnapshots:
 
     def _dir_mode(self, path: str) -> int:
         try:
-            return stat.S_IMODE(self._fs.resolver.fstat_path(path).st_mode)
+            return stat.S_IMODE(self._tree.resolver.fstat_path(path).st_mode)
         except OSError:
             return 0o755
 
@@ -306,7 +305,7 @@ class HostSnapshots:
             wanted = self._changed_files(manifest)
             for path, fill in strategy.fills(str(stored.snapshot_id), {p: manifest.entries[p].digest for p in wanted}):
                 entry = manifest.entries[path]
-                self._fs._install(path, fill, entry.mode, entry.mtime_ns)
+                self._tree.install(path, fill, entry.mode, entry.mtime_ns)
                 wanted.discard(path)
         except OSError as exc:
             raise SnapshotRestoreError(f"Restoring snapshot {stored.snapshot_id} failed: {exc}") from exc
@@ -315,11 +314,11 @@ class HostSnapshots:
 
     def _remove_extras(self, manifest: Manifest) -> None:
         """Delete everything the snapshot does not hold (links, FIFOs and odd names included)."""
-        _prune_tree(os.open(".", DIR_FLAGS, dir_fd=self._fs.resolver.root_fd), "", manifest.entries)
+        _prune_tree(os.open(".", DIR_FLAGS, dir_fd=self._tree.resolver.root_fd), "", manifest.entries)
 
     def _ensure_dir(self, path: str) -> None:
         with contextlib.suppress(FileExistsError):
-            self._fs._make_dir(path)
+            self._tree.make_dir(path)
 
     def _changed_files(self, manifest: Manifest) -> set[str]:
         """Files of the snapshot whose current content differs (or is missing)."""
@@ -328,7 +327,7 @@ class HostSnapshots:
             if entry.is_dir:
                 continue
             try:
-                fd, info = self._fs._open_regular(path)
+                fd, info = self._tree.open_regular(path)
             except OSError:
                 changed.add(path)
                 continue
@@ -375,9 +374,9 @@ class HostSnapshots:
     def _current_manifest(self) -> Mapping[str, Any]:
         now = time.time_ns()
         found = {}
-        for path in self._fs.resolver.walk_files(""):
+        for path in self._tree.resolver.walk_files(""):
             try:
-                info = self._fs.resolver.fstat_path(path)
+                info = self._tree.resolver.fstat_path(path)
             except OSError:
                 continue
             racy = info.st_mtime_ns >= now - RACY_WINDOW_NS
@@ -388,7 +387,7 @@ class HostSnapshots:
 
     def _current_loader(self, path: str) -> Callable[[str], str]:
         def load(kind: str) -> str:
-            fd, info = self._fs._open_regular(path)
+            fd, info = self._tree.open_regular(path)
             try:
                 return digest_of(fd, info.st_size, kind)
             finally:

@@ -10,7 +10,6 @@ seeing the content it opened even if the file is overwritten and collected meanw
 
 from __future__ import annotations
 
-import errno
 import io
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -22,18 +21,32 @@ from sqlalchemy.engine import Connection, Row
 from sqlalchemy.exc import IntegrityError
 
 from workspacefs import errors
-from workspacefs.backends.base import BaseFilesystem, Fingerprint
-from workspacefs.backends.sql_schema import CHUNK_SIZE, blob_chunks, chunks, session_files, snapshot_entries, snapshots
-from workspacefs.backends.sql_store import SqlStore
-from workspacefs.errors import PreconditionFailedError, SnapshotNotFoundError, name_caller_path
+from workspacefs.backends._core import too_big
+from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
+from workspacefs.backends.sql._schema import (
+    CHUNK_SIZE,
+    blob_chunks,
+    chunks,
+    session_files,
+    snapshot_entries,
+    snapshots,
+)
+from workspacefs.backends.sql._store import SqlStore
+from workspacefs.capabilities import Capabilities
+from workspacefs.errors import (
+    ConcurrentChangeError,
+    PreconditionFailedError,
+    ReadOnlyFileError,
+    SnapshotNotFoundError,
+    caller_paths,
+)
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT, ancestors, basename, parent
-from workspacefs.protocol import ByteReader, ByteWriter
-from workspacefs.results import FileEntry, FileStat, WriteMode, WriteResult
+from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
+from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode, WriteResult
 from workspacefs.search import GrepPattern, required_literal
-from workspacefs.snapshots import FilesystemSnapshot
 from workspacefs.streams import StreamReader, StreamWriter
 
-__all__ = ["SqlFilesystem", "open_sql"]
+__all__ = ["SqlFilesystem"]
 
 F = session_files
 E = snapshot_entries
@@ -49,6 +62,18 @@ _CHILDREN = (
     .where(F.c.session_id == _SESSION, F.c.parent == _PATH)
     .order_by(F.c.name)
 )
+_CHILD_ROWS = sa.select(F).where(F.c.session_id == _SESSION, F.c.parent == _PATH).order_by(F.c.name)
+_LIMIT: Any = sa.bindparam("b_limit")
+_ROW_WITH_SMALL_CONTENT = (  # the row, and its chunks only when the file is small enough to be read whole
+    sa.select(F, chunks.c.data)
+    .select_from(F)
+    .outerjoin(blob_chunks, sa.and_(blob_chunks.c.blob_id == F.c.blob_id, F.c.size_bytes <= _LIMIT))
+    .outerjoin(chunks, chunks.c.hash == blob_chunks.c.chunk_hash)
+    .where(F.c.session_id == _SESSION, F.c.path == _PATH)
+    .order_by(blob_chunks.c.seq)
+)
+_INLINE_VERSIONED = 1024 * 1024
+"""``open_versioned`` reads files up to this size with their row in one statement; larger ones stream."""
 _ENTRY_COLUMNS = (
     "path",
     "parent",
@@ -83,10 +108,6 @@ def _subtree(base: str) -> sa.ColumnElement[bool]:
     if base == ROOT:
         return F.c.path != ROOT
     return sa.and_(F.c.path > base + "/", F.c.path < base + "0")  # '0' is the character after '/'
-
-
-def _read_only_file(path: str) -> PermissionError:
-    return PermissionError(errno.EACCES, "File is read-only (it can be deleted, not changed)", path)
 
 
 class _Raced(Exception):  # noqa: N818 - a signal to retry, not an error anyone sees
@@ -196,6 +217,7 @@ class SqlFilesystem(BaseFilesystem):
     """One session of a :class:`SqlStore` (pass a store, or a ``sqlite:///`` / ``postgresql://`` URL)."""
 
     backend_name: ClassVar[str] = "sql"
+    declared_capabilities: ClassVar[Capabilities] = Capabilities(file_read_only=True)
 
     def __init__(
         self,
@@ -204,7 +226,6 @@ class SqlFilesystem(BaseFilesystem):
         *,
         read_only: bool = False,
         mount_point: str | None = None,
-        agent_id: str | None = None,
         create: bool = True,
     ) -> None:
         super().__init__(read_only=read_only, mount_point=mount_point)
@@ -215,7 +236,7 @@ class SqlFilesystem(BaseFilesystem):
         self._session = session_id
         if create:  # a caller that knows the session exists (the service) skips this write
             with self._store.write() as connection:
-                self._store.ensure_session(connection, session_id, agent_id)
+                self._store.ensure_session(connection, session_id)
 
     @property
     def root(self) -> str:
@@ -299,7 +320,7 @@ class SqlFilesystem(BaseFilesystem):
         if mode == "create":
             raise errors.file_exists(path)
         if row.is_readonly:
-            raise _read_only_file(path)
+            raise ReadOnlyFileError(path)
 
     # --- primitives -------------------------------------------------------------------------------------
 
@@ -308,15 +329,17 @@ class SqlFilesystem(BaseFilesystem):
             row = self._row(connection, path)
         if row is None:
             raise errors.file_not_found(path)
-        return FileStat(
-            path,
-            not row.is_directory,
-            row.is_directory,
-            row.size_bytes,
-            _utc(row.created_at),
-            _utc(row.updated_at),
-            row.is_readonly,
-        )
+        return _file_stat(row)
+
+    def _list_stats(self, path: str) -> Sequence[FileStat]:
+        with self._store.read() as connection:
+            row = self._row(connection, path)
+            if row is None:
+                raise errors.file_not_found(path)
+            if not row.is_directory:
+                raise errors.not_a_directory(path)
+            children = connection.execute(_CHILD_ROWS, {"b_session": self._session, "b_path": path}).all()
+        return tuple(_file_stat(child) for child in children)
 
     def _list_dir(self, path: str) -> Sequence[FileEntry]:
         with self._store.read() as connection:
@@ -398,12 +421,12 @@ class SqlFilesystem(BaseFilesystem):
             _check_expected(row, path, expect)
             self._check_writable_file(row, path, mode)
             if mode == "append" and (row.blob_id if row is not None else None) != base:
-                raise OSError(errno.EAGAIN, "The file changed while it was being appended to; append again", path)
+                raise ConcurrentChangeError(path, "The file changed while it was being appended to; append again")
             blob_id = self._store.register_blob(connection, hashes, size)
             try:
                 self._put_file(connection, path, blob_id, size, existing=row, mode=mode)
             except _Raced:
-                raise OSError(errno.EAGAIN, "Another writer created the file meanwhile; write it again", path) from None
+                raise ConcurrentChangeError(path, "Another writer created the file meanwhile; write it again") from None
 
     def _write_content(self, path: str, data: bytes, mode: WriteMode, *, expect: str | None = None) -> None:
         for attempt in range(_RETRIES):
@@ -421,7 +444,7 @@ class SqlFilesystem(BaseFilesystem):
                 return
             except _Raced:
                 if attempt == _RETRIES - 1:
-                    raise OSError(errno.EAGAIN, "Too many concurrent writers; try again", path) from None
+                    raise ConcurrentChangeError(path, "Too many concurrent writers; try again") from None
 
     def _appended(self, connection: Connection, row: Row[Any], data: bytes) -> tuple[str, int]:
         """The blob of a file's content plus ``data``: only its last, partial chunk is cut again."""
@@ -468,7 +491,7 @@ class SqlFilesystem(BaseFilesystem):
                 sa.select(F.c.path).where(F.c.session_id == self._session, F.c.parent == path).limit(1)
             ).first()
             if child is not None:
-                raise errors.directory_not_empty(path)
+                raise errors.DirectoryNotEmptyError(path)
             connection.execute(sa.delete(F).where(self._where(path)))
 
     def _blobs_below(self, connection: Connection, path: str) -> list[str]:
@@ -518,7 +541,7 @@ class SqlFilesystem(BaseFilesystem):
                 if not replace or existing.is_directory:
                     raise errors.file_exists(dst)
                 if existing.is_readonly:
-                    raise _read_only_file(dst)
+                    raise ReadOnlyFileError(dst)
                 connection.execute(sa.delete(F).where(self._where(dst)))
             self._graft(connection, src, dst, keep_times=True)
             connection.execute(sa.delete(F).where(self._where(src)))
@@ -582,51 +605,51 @@ class SqlFilesystem(BaseFilesystem):
                 return []
             return [r[0] for r in connection.execute(small.union(large))]
 
-    # --- compare-and-set, for editors that must not overwrite each other ----------------------------------
+    # --- compare-and-set: one transaction checks the version and commits -----------------------------
 
-    def content_id(self, path: str) -> str | None:
-        """The id of a file's current content (a hash: equal content, equal id); ``None`` for a directory.
-
-        Use it as an ETag and pass it back as ``expect`` to write only over that exact version.
-        """
-        norm = self._norm(path)
+    def _content_id(self, path: str) -> str:
         with self._store.read_once() as connection:
-            row = connection.execute(_ROW, {"b_session": self._session, "b_path": norm}).first()
+            row = connection.execute(_ROW, {"b_session": self._session, "b_path": path}).first()
         if row is None:
             raise errors.file_not_found(path)
-        return None if row.is_directory else str(row.blob_id)
+        if row.is_directory:
+            raise errors.is_a_directory(path)
+        return str(row.blob_id)  # a blob's id is its content id (the same hash every backend computes)
 
-    def write_bytes_if(self, path: str, content: bytes, *, expect: str) -> WriteResult:
-        """Overwrite ``path`` only if its content id is still ``expect`` (``"*"``: it must exist).
+    def _open_versioned(self, path: str) -> VersionedContent:
+        key = {"b_session": self._session, "b_path": path, "b_limit": _INLINE_VERSIONED}
+        with self._store.read_once() as connection:  # one statement: the row and, if small, its chunks
+            rows = connection.execute(_ROW_WITH_SMALL_CONTENT, key).all()
+        if not rows:
+            raise errors.file_not_found(path)
+        row = rows[0]
+        if row.is_directory:
+            raise errors.is_a_directory(path)
+        if row.size_bytes > _INLINE_VERSIONED:
+            row, reader = self._open_row_reader(path)
+        else:
+            data = b"".join(bytes(r.data) for r in rows if r.data is not None)
+            reader = StreamReader(path, io.BytesIO(data), len(data))
+        return VersionedContent(_file_stat(row), str(row.blob_id), reader)
 
-        Raises:
-            PreconditionFailedError: the file is missing or holds other content now.
-        """
-        norm = self._norm(path)
-        self._writable(path)
-        if len(content) > MAX_CONVENIENCE_BYTES:
-            raise ValueError(f"Writing {path!r} would exceed the convenience limit; use open_write_if()")
-        try:
-            self._write_content(norm, bytes(content), "overwrite", expect=expect)
-        except OSError as exc:
-            name_caller_path(exc, norm, path)
-            raise
-        return WriteResult(norm, len(content), "overwrite")
+    def write_bytes_if(self, path: str, content: BytesLike, *, expect: str) -> WriteResult:
+        """As :meth:`BaseFilesystem.write_bytes_if`: the check and the write are one transaction."""
+        data = bytes(content)
+        with self._conditional_target(path) as norm:
+            if len(data) > MAX_CONVENIENCE_BYTES:
+                raise too_big("Writing", path)
+            self._write_content(norm, data, "overwrite", expect=expect)
+        return WriteResult(norm, len(data), "overwrite")
 
     def open_write_if(self, path: str, *, expect: str) -> ByteWriter:
-        """A streaming writer whose commit succeeds only over content id ``expect`` (``"*"``: any)."""
-        norm = self._norm(path)
-        self._writable(path)
-        try:
+        """As :meth:`BaseFilesystem.open_write_if`: the commit's transaction checks the version."""
+        with self._conditional_target(path) as norm:
             with self._store.read() as connection:
                 self._parent_dir(connection, norm)
                 row = self._row(connection, norm)
                 _check_expected(row, norm, expect)
                 self._check_writable_file(row, norm, "overwrite")
-        except OSError as exc:
-            name_caller_path(exc, norm, path)
-            raise
-        return _SqlWriter(self, norm, "overwrite", (None, [], b"", 0), expect)
+            return _SqlWriter(self, norm, "overwrite", (None, [], b"", 0), expect)
 
     # --- per-file read-only flag ------------------------------------------------------------------------
 
@@ -634,12 +657,12 @@ class SqlFilesystem(BaseFilesystem):
         """Mark a file read-only (its content cannot change; it can still be deleted) or writable again."""
         norm = self._norm(path)
         self._writable(path)
-        with self._store.write() as connection:
+        with caller_paths({norm: path}), self._store.write() as connection:
             row = self._row(connection, norm, lock=True)
             if row is None:
-                raise errors.file_not_found(path)
+                raise errors.file_not_found(norm)
             if row.is_directory:
-                raise errors.is_a_directory(path, "Only files can be marked read-only")
+                raise errors.is_a_directory(norm, "Only files can be marked read-only")
             connection.execute(sa.update(F).where(self._where(norm)).values(is_readonly=bool(read_only)))
 
     def delete_session(self) -> None:
@@ -649,12 +672,15 @@ class SqlFilesystem(BaseFilesystem):
 
     # --- snapshots ---------------------------------------------------------------------------------------
 
+    def _snapshot_root(self) -> str:
+        return f"session:{self._session}"
+
     def _snapshot_value(self, row: Row[Any]) -> FilesystemSnapshot:
         return FilesystemSnapshot(
             snapshot_id=uuid.UUID(row.id),
             created_at=_utc(row.created_at),
             backend=self.backend_name,
-            root_path=f"session:{self._session}",
+            root_path=self._snapshot_root(),
             tag=row.tag,
             parent_id=uuid.UUID(row.parent_id) if row.parent_id else None,
             file_count=row.file_count,
@@ -663,24 +689,23 @@ class SqlFilesystem(BaseFilesystem):
             strategy="manifest",
         )
 
-    def _capture(self, tag: str | None) -> FilesystemSnapshot:
-        snapshot_id = str(uuid.uuid4())
+    def _capture(self, draft: FilesystemSnapshot) -> FilesystemSnapshot:
+        snapshot_id = str(draft.snapshot_id)
         with self._store.write() as connection:
             count, total = connection.execute(
                 sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(F.c.size_bytes), 0)).where(
                     F.c.session_id == self._session, F.c.is_directory.is_(False)
                 )
             ).one()
-            parent_id = str(self._current_snapshot_id) if self._current_snapshot_id else None
             connection.execute(
                 sa.insert(snapshots).values(
                     id=snapshot_id,
                     session_id=self._session,
-                    tag=tag,
-                    parent_id=parent_id,
+                    tag=draft.tag,
+                    parent_id=str(draft.parent_id) if draft.parent_id else None,
                     file_count=count,
                     total_bytes=total,
-                    created_at=datetime.now(UTC),
+                    created_at=draft.created_at,
                 )
             )
             connection.execute(
@@ -691,8 +716,9 @@ class SqlFilesystem(BaseFilesystem):
                     ),
                 )
             )
-            row = connection.execute(sa.select(snapshots).where(snapshots.c.id == snapshot_id)).one()
-        return self._snapshot_value(row)
+        return self._completed(
+            draft, file_count=int(count), total_bytes=int(total), commit_ref=snapshot_id, strategy="manifest"
+        )
 
     def _own_snapshot(self, connection: Connection, snapshot: FilesystemSnapshot) -> Row[Any]:
         row = connection.execute(sa.select(snapshots).where(snapshots.c.id == str(snapshot.snapshot_id))).first()
@@ -728,16 +754,14 @@ class SqlFilesystem(BaseFilesystem):
                 )
             return {r.path: r.blob_id for r in connection.execute(query)}
 
-    def snapshots(self) -> list[FilesystemSnapshot]:
-        """This session's snapshots, oldest first."""
+    def _kept_snapshots(self) -> Sequence[FilesystemSnapshot]:
         with self._store.read() as connection:
             rows = connection.execute(
                 sa.select(snapshots).where(snapshots.c.session_id == self._session).order_by(snapshots.c.created_at)
             ).all()
         return [self._snapshot_value(r) for r in rows]
 
-    def delete_snapshot(self, snapshot: FilesystemSnapshot) -> None:
-        """Remove a snapshot; content only it held is collected."""
+    def _drop_snapshot(self, snapshot: FilesystemSnapshot) -> None:
         with self._store.write() as connection:
             self._own_snapshot(connection, snapshot)
             held = [
@@ -760,28 +784,21 @@ def _check_expected(row: Row[Any] | None, path: str, expect: str | None) -> None
         return
     if row is None or row.is_directory:
         raise PreconditionFailedError(path, "The file no longer exists")
-    if expect not in ("*", row.blob_id):
+    if expect not in (ANY_VERSION, row.blob_id):
         raise PreconditionFailedError(path)
+
+
+def _file_stat(row: Row[Any]) -> FileStat:
+    return FileStat(
+        row.path,
+        not row.is_directory,
+        row.is_directory,
+        row.size_bytes,
+        _utc(row.created_at),
+        _utc(row.updated_at),
+        row.is_readonly,
+    )
 
 
 def _utc(stamp: datetime) -> datetime:
     return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
-
-
-def open_sql(url: str, params: dict[str, str]) -> SqlFilesystem:
-    """``sqlite:///file.db?session=ID`` and ``postgresql://…?session=ID`` for :func:`open_filesystem`."""
-    from workspacefs.open import query_flag  # noqa: PLC0415
-
-    session = params.get("session")
-    if not session:
-        raise ValueError(f"SQL URLs need a session: add ?session=ID to {url!r}")
-    unknown = set(params) - {"session", "read_only", "mount_point", "agent"}
-    if unknown:
-        raise ValueError(f"Unknown option(s) for a SQL filesystem: {', '.join(sorted(unknown))}")
-    return SqlFilesystem(
-        url,
-        session,
-        read_only=query_flag(params, "read_only"),
-        mount_point=params.get("mount_point"),
-        agent_id=params.get("agent"),
-    )

@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
-from workspacefs.backends.sql_schema import (
+from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
     blobs,
@@ -33,10 +33,12 @@ from workspacefs.backends.sql_schema import (
     session_files,
     sessions,
     snapshot_entries,
+    snapshots,
     uploads,
 )
+from workspacefs.streams import content_id_of_chunks
 
-__all__ = ["UPLOAD_GRACE", "SessionInfo", "SqlStore", "engine_url", "migrate"]
+__all__ = ["UPLOAD_GRACE", "SessionInfo", "SqlStore", "default_database", "engine_url", "migrate"]
 
 UPLOAD_GRACE = timedelta(hours=1)
 """A streaming write silent for this long is taken for abandoned by :meth:`SqlStore.gc`."""
@@ -45,10 +47,9 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 @dataclass(frozen=True, slots=True)
 class SessionInfo:
-    """A session of the store."""
+    """A session of the store: one isolated tree of files and its snapshots."""
 
     session_id: str
-    agent_id: str | None
     created_at: datetime
     updated_at: datetime
 
@@ -133,7 +134,7 @@ def migrate(engine_or_url: Engine | str) -> None:
 
     engine = engine_or_url if isinstance(engine_or_url, Engine) else sa.create_engine(engine_url(engine_or_url)[0])
     config = Config()
-    config.set_main_option("script_location", str(resources.files("workspacefs.backends") / "sql_migrations"))
+    config.set_main_option("script_location", str(resources.files("workspacefs.backends.sql") / "migrations"))
     with engine.connect().execution_options(wsfs_write=True) as connection, connection.begin():
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
@@ -208,12 +209,12 @@ class SqlStore:
 
     # --- sessions -----------------------------------------------------------------------------------
 
-    def ensure_session(self, connection: Connection, session_id: str, agent_id: str | None = None) -> None:
+    def ensure_session(self, connection: Connection, session_id: str) -> None:
         """Create the session and its root directory if they do not exist."""
         now = datetime.now(UTC)
         connection.execute(
             self.insert(sessions)
-            .values(id=session_id, agent_id=agent_id, created_at=now, updated_at=now)
+            .values(id=session_id, created_at=now, updated_at=now)
             .on_conflict_do_nothing(index_elements=["id"])
         )
         connection.execute(
@@ -233,52 +234,39 @@ class SqlStore:
             .on_conflict_do_nothing(index_elements=["session_id", "path"])
         )
 
-    def create_session(self, session_id: str, *, agent_id: str | None = None) -> SessionInfo:
-        """Create a session (``FileExistsError`` if the id is taken)."""
-        with self.write() as connection:
-            if connection.execute(sa.select(sessions.c.id).where(sessions.c.id == session_id)).first():
-                raise FileExistsError(f"Session {session_id!r} already exists")
-            self.ensure_session(connection, session_id, agent_id)
-        info = self.session(session_id)
-        assert info is not None
-        return info
+    def create_session(self, connection: Connection, session_id: str) -> None:
+        """Create a session in the caller's transaction (``FileExistsError`` if the id is taken)."""
+        if connection.execute(sa.select(sessions.c.id).where(sessions.c.id == session_id)).first():
+            raise FileExistsError(f"Session {session_id!r} already exists")
+        self.ensure_session(connection, session_id)
 
     def session(self, session_id: str) -> SessionInfo | None:
         """A session by id, or ``None``."""
         with self.read_once() as connection:
             row = connection.execute(_SESSION_BY_ID, {"b_id": session_id}).first()
-        return None if row is None else SessionInfo(row.id, row.agent_id, _utc(row.created_at), _utc(row.updated_at))
+        return None if row is None else SessionInfo(row.id, _utc(row.created_at), _utc(row.updated_at))
 
-    def sessions(self, *, agent_id: str | None = None, unassigned: bool = False) -> list[SessionInfo]:
-        """Sessions, oldest first; only one agent's when ``agent_id`` is given, plus those created without
-        an agent when ``unassigned`` is true."""
+    def sessions(self) -> list[SessionInfo]:
+        """Every session of the store, oldest first."""
         query = sa.select(sessions).order_by(sessions.c.created_at, sessions.c.id)
-        if agent_id is not None:
-            mine = sessions.c.agent_id == agent_id
-            query = query.where(sa.or_(mine, sessions.c.agent_id.is_(None)) if unassigned else mine)
         with self.read() as connection:
             rows = connection.execute(query).all()
-        return [SessionInfo(r.id, r.agent_id, _utc(r.created_at), _utc(r.updated_at)) for r in rows]
+        return [SessionInfo(r.id, _utc(r.created_at), _utc(r.updated_at)) for r in rows]
 
-    def agents(self) -> list[str | None]:
-        """The distinct agent ids sessions were created for (``None``: sessions without an agent)."""
-        with self.read() as connection:
-            rows = connection.execute(sa.select(sessions.c.agent_id).distinct()).all()
-        return sorted((r[0] for r in rows), key=lambda agent: (agent is not None, agent or ""))
-
-    def delete_session(self, session_id: str) -> bool:
-        """Delete a session with its files and snapshots; ``False`` if it did not exist."""
-        with self.write() as connection:
-            released = self._blob_ids(connection, session_id)
-            deleted = connection.execute(
-                sa.delete(sessions).where(sessions.c.id == session_id).returning(sessions.c.id)
-            ).first()
-            self.release(connection, released)
+    def delete_session(self, session_id: str, connection: Connection | None = None) -> bool:
+        """Delete a session with its files and snapshots (in ``connection``'s transaction when given);
+        ``False`` if it did not exist."""
+        if connection is None:
+            with self.write() as own:
+                return self.delete_session(session_id, own)
+        released = self._blob_ids(connection, session_id)
+        deleted = connection.execute(
+            sa.delete(sessions).where(sessions.c.id == session_id).returning(sessions.c.id)
+        ).first()
+        self.release(connection, released)
         return deleted is not None
 
     def _blob_ids(self, connection: Connection, session_id: str) -> set[str]:
-        from workspacefs.backends.sql_schema import snapshots  # noqa: PLC0415
-
         files = sa.select(session_files.c.blob_id).where(session_files.c.session_id == session_id)
         snaps = (
             sa.select(snapshot_entries.c.blob_id)
@@ -434,16 +422,10 @@ class SqlStore:
         """Release every pooled connection."""
         self.engine.dispose()
 
-    def filesystem(self, session_id: str, *, read_only: bool = False, agent_id: str | None = None) -> Any:
-        """A :class:`~workspacefs.backends.sql.SqlFilesystem` of one session (created if new)."""
-        from workspacefs.backends.sql import SqlFilesystem  # noqa: PLC0415 - the filesystem imports the store
-
-        return SqlFilesystem(self, session_id, read_only=read_only, agent_id=agent_id)
-
 
 def blob_id_for(hashes: Sequence[str], size: int) -> str:
     """A blob's id: the hash of its size and chunk hashes (fixed chunking makes it a content id)."""
-    return hashlib.sha256(f"{size}:{','.join(hashes)}".encode()).hexdigest()
+    return content_id_of_chunks(hashes, size)
 
 
 def default_database() -> str:

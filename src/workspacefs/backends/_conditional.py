@@ -1,0 +1,159 @@
+"""``ConditionalWrites`` written once over the primitives: content ids, versioned reads, compare-and-set.
+
+A content id is a function of the bytes alone (``streams.content_id_of``), so every backend names the
+same content the same way. The check and the commit of a conditional write happen under
+``_compare_lock``: the in-memory backend's state lock, a directory lock on a host, a transaction in
+SQL (which overrides these methods with its own single-transaction versions).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+from workspacefs.backends._core import FilesystemCore, too_big
+from workspacefs.errors import PreconditionFailedError, caller_paths, is_a_directory
+from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT
+from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
+from workspacefs.results import WriteResult
+from workspacefs.streams import ContentHasher, StreamWriter
+
+__all__ = ["ANY_VERSION", "ConditionalWritesMixin"]
+
+ANY_VERSION = "*"
+"""``expect`` value that accepts any existing file (HTTP's ``If-Match: *``)."""
+
+
+def hash_reader(reader: ByteReader) -> str:
+    """The content id of everything ``reader`` holds, read from its start (the reader stays open)."""
+    hasher = ContentHasher()
+    reader.seek(0)
+    for chunk in reader:
+        hasher.update(chunk)
+    reader.seek(0)
+    return hasher.content_id()
+
+
+class _ConditionalWriter(StreamWriter):
+    """Streams into an ordinary atomic writer; its commit first checks, under the lock, that the file
+    still has the expected content id."""
+
+    __slots__ = ("_expect", "_fs", "_inner")
+
+    def __init__(self, fs: ConditionalWritesMixin, path: str, expect: str, inner: ByteWriter) -> None:
+        super().__init__(path)
+        self._fs = fs
+        self._expect = expect
+        self._inner = inner
+
+    def _write_chunk(self, data: bytes) -> None:
+        self._inner.write(data)
+
+    def _commit(self) -> None:  # on failure StreamWriter.close() calls _discard: the old content stays
+        with self._fs._compare_lock(self.path):
+            self._fs._check_expected(self.path, self._expect)
+            self._inner.close()
+
+    def _discard(self) -> None:
+        self._inner.abort()
+
+
+class ConditionalWritesMixin(FilesystemCore):
+    """The ``ConditionalWrites`` protocol for every backend built on the primitives."""
+
+    def __init__(self, *, read_only: bool = False, mount_point: str | None = None) -> None:
+        super().__init__(read_only=read_only, mount_point=mount_point)
+        self._conditional = threading.RLock()
+
+    # --- hooks a backend may override ------------------------------------------------------------
+
+    def _compare_lock(self, path: str) -> AbstractContextManager[object]:
+        """Held while a conditional write checks the current version and commits the new one."""
+        return self._conditional
+
+    def _content_id(self, path: str) -> str:
+        """The content id of the file at normalised ``path`` (streamed: any size)."""
+        with self._open_reader(path) as reader:
+            return hash_reader(reader)
+
+    def _open_versioned(self, path: str) -> VersionedContent:
+        """Metadata, id and a reader of one version: the reader is hashed, then rewound for the caller."""
+        reader = self._open_reader(path)
+        try:
+            content_id = hash_reader(reader)
+            info = self._stat(path)
+        except BaseException:
+            reader.close()
+            raise
+        return VersionedContent(info, content_id, reader)
+
+    def _check_expected(self, path: str, expect: str) -> None:
+        """Raise ``PreconditionFailedError`` unless the file at ``path`` still has content id ``expect``."""
+        try:
+            if expect == ANY_VERSION:
+                if self._stat(path).is_file:
+                    return
+                raise PreconditionFailedError(path, "The file no longer exists")
+            current = self._content_id(path)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise PreconditionFailedError(path, "The file no longer exists") from None
+        if current != expect:
+            raise PreconditionFailedError(path)
+
+    # --- the protocol ----------------------------------------------------------------------------------
+
+    def content_id(self, path: str) -> str:
+        """The id of a file's current content: equal content, equal id, on every backend. Use it as an
+        ETag and pass it back as ``expect`` to write only over that exact version.
+
+        Raises:
+            FileNotFoundError: nothing at ``path``.
+            IsADirectoryError: ``path`` is a directory.
+        """
+        norm = self._norm(path)
+        with caller_paths({norm: path}):
+            if norm == ROOT:
+                raise is_a_directory(norm)
+            return self._content_id(norm)
+
+    def open_versioned(self, path: str) -> VersionedContent:
+        """A file's metadata, its content id and a reader of exactly that content (close the reader)."""
+        norm = self._norm(path)
+        with caller_paths({norm: path}):
+            if norm == ROOT:
+                raise is_a_directory(norm)
+            return self._open_versioned(norm)
+
+    @contextmanager
+    def _conditional_target(self, path: str) -> Iterator[str]:
+        norm = self._norm(path)
+        self._writable(path)
+        with caller_paths({norm: path}):
+            if norm == ROOT:
+                raise is_a_directory(norm)
+            yield norm
+
+    def write_bytes_if(self, path: str, content: BytesLike, *, expect: str) -> WriteResult:
+        """Overwrite ``path`` only if its content id is still ``expect`` (``"*"``: any existing file).
+
+        Raises:
+            PreconditionFailedError: the file is missing or holds other content now.
+            ContentTooLargeError: more than 32 MiB (use :meth:`open_write_if`).
+            ReadOnlyError: the filesystem, or the file, is read-only.
+        """
+        data = bytes(content)
+        with self._conditional_target(path) as norm:
+            if len(data) > MAX_CONVENIENCE_BYTES:
+                raise too_big("Writing", path)
+            with self._compare_lock(norm):
+                self._check_expected(norm, expect)
+                self._write_content(norm, data, "overwrite")
+        return WriteResult(norm, len(data), "overwrite")
+
+    def open_write_if(self, path: str, *, expect: str) -> ByteWriter:
+        """A streaming writer whose commit succeeds only over content id ``expect`` (``"*"``: any file);
+        a failed check at commit leaves the old content and raises ``PreconditionFailedError``."""
+        with self._conditional_target(path) as norm:
+            self._check_expected(norm, expect)  # fail before the upload, and again at commit
+            return _ConditionalWriter(self, norm, expect, self._open_writer(norm, "overwrite"))

@@ -1,0 +1,390 @@
+"""``HostFilesystem``: a sandboxed host directory that a hostile model cannot escape.
+
+Security: every path is validated lexically by ``paths.py`` and then resolved from a descriptor of
+the root with symlinks refused in every component (``openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS)``,
+or a per-component ``O_NOFOLLOW`` walk), and each operation acts on the descriptor it resolved —
+never on the name a second time. So a ``/allowed-evil`` sibling, a symlink to the outside, or a
+directory swapped for a symlink mid-operation cannot lead out of the root. Symlinks are never
+followed: listings skip them, touching one raises ``PermissionError``, ``delete`` removes the link.
+FIFOs, sockets and devices are refused without blocking. Messages never name host paths.
+
+Writes are atomic: a temporary file in the target's directory, ``fsync``, then ``rename`` (or
+``link`` for ``mode="create"``, which cannot replace a file that appeared meanwhile).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import ClassVar
+
+from workspacefs import errors
+from workspacefs._hostio import DIR_FLAGS, HostResolver, is_listable_name, parent_and_name, renameat_noreplace
+from workspacefs.backends.base import BaseFilesystem, Fingerprint
+from workspacefs.backends.host._ripgrep import Ripgrep
+from workspacefs.backends.host._snapshots import HostSnapshots, SnapshotStrategy
+from workspacefs.backends.host._tree import (
+    AppendWriter,
+    HostTree,
+    HostWriter,
+    content_id_of_fd,
+    copy_range,
+    fail,
+    lookup_fail,
+    read_fd,
+    stat_result,
+    write_fd,
+)
+from workspacefs.capabilities import Capabilities
+from workspacefs.errors import SpecialFileError, name_caller_path
+from workspacefs.paths import ROOT, join
+from workspacefs.protocol import ByteReader, ByteWriter, VersionedContent
+from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode
+from workspacefs.search import GrepPattern
+from workspacefs.snapshots import SnapshotRetentionPolicy
+from workspacefs.streams import StreamReader
+
+__all__ = ["HostFilesystem"]
+
+
+class HostFilesystem(BaseFilesystem):
+    """A host directory, sandboxed: see the module docstring for what that guarantees.
+
+    Warning: this backend touches a real disk. Point it at a directory the agent may change, and
+    give it a ``snapshot_dir`` outside that directory (the default lives under the user's cache).
+    """
+
+    backend_name: ClassVar[str] = "host"
+    declared_capabilities: ClassVar[Capabilities] = Capabilities(host_directory=True)
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        mount_point: str | None = None,
+        snapshot_strategy: str | SnapshotStrategy | None = None,
+        snapshot_dir: str | os.PathLike[str] | None = None,
+        retention: SnapshotRetentionPolicy | None = None,
+        durable: bool = True,
+        use_openat2: bool | None = None,
+        use_ripgrep: bool | None = None,
+    ) -> None:
+        super().__init__(read_only=read_only, mount_point=mount_point)
+        self._root = os.fspath(root)
+        if not os.path.isdir(self._root):
+            raise NotADirectoryError(errno.ENOTDIR, "Workspace root is not a directory", self._root)
+        self._tree = HostTree(self._root, durable=durable, use_openat2=use_openat2)
+        self._snapshots = HostSnapshots(
+            self._tree,
+            self._root,
+            backend=self.backend_name,
+            strategy=snapshot_strategy,
+            snapshot_dir=snapshot_dir,
+            retention=retention,
+        )
+        self._ripgrep = Ripgrep.find() if use_ripgrep is not False else None
+        if use_ripgrep and self._ripgrep is None:
+            raise RuntimeError("use_ripgrep=True but no rg binary was found (install ripgrep)")
+
+    # --- properties ---------------------------------------------------------------------------------
+
+    @property
+    def root(self) -> str:
+        """The host directory, as given."""
+        return self._root
+
+    @property
+    def snapshot_strategy(self) -> str:
+        """The strategy snapshots use (``reflink``, ``git``, ``archive`` or ``copy``)."""
+        return self._snapshots.strategy.name
+
+    @property
+    def snapshot_dir(self) -> Path:
+        """Where snapshots are kept (never inside the root)."""
+        return self._snapshots.directory
+
+    @property
+    def resolver(self) -> HostResolver:
+        """The race-proof resolver (for the snapshot strategies and the container backend)."""
+        return self._tree.resolver
+
+    def close(self) -> None:
+        """Release the root descriptor and any helper process; idempotent."""
+        self._snapshots.close()
+        self._tree.close()
+
+    # --- primitives -------------------------------------------------------------------------------------
+
+    def _stat(self, path: str) -> FileStat:
+        try:
+            info = self._tree.resolver.fstat_path(path)
+        except OSError as exc:
+            raise lookup_fail(exc, path) from None
+        return stat_result(path, info)
+
+    def _list_dir(self, path: str) -> Sequence[FileEntry]:
+        try:
+            fd = self._tree.resolver.open_dir(path, DIR_FLAGS)
+        except OSError as exc:
+            if exc.errno == errno.ENOTDIR and self._tree.is_regular(path):
+                raise errors.not_a_directory(path) from None
+            raise lookup_fail(exc, path) from None
+        entries: list[FileEntry] = []
+        try:
+            with os.scandir(fd) as listing:
+                for entry in listing:
+                    name = entry.name
+                    if not is_listable_name(name) or entry.is_symlink():
+                        continue
+                    child = join(path, name)
+                    if entry.is_dir(follow_symlinks=False):
+                        entries.append(FileEntry(name, child, False, True, None))
+                    elif entry.is_file(follow_symlinks=False):
+                        try:
+                            size = entry.stat(follow_symlinks=False).st_size
+                        except FileNotFoundError:
+                            continue  # removed since the directory was read
+                        entries.append(FileEntry(name, child, True, False, size))
+        finally:
+            os.close(fd)
+        entries.sort(key=lambda e: e.name)
+        return tuple(entries)
+
+    def _open_reader(self, path: str) -> ByteReader:
+        fd, info = self._tree.open_regular(path)
+        return StreamReader(path, os.fdopen(fd, "rb", buffering=0), info.st_size)
+
+    def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
+        fd, info = self._tree.open_regular(path)
+        if info.st_size > inline_limit:
+            return StreamReader(path, os.fdopen(fd, "rb", buffering=0), info.st_size)
+        try:
+            return read_fd(fd, info.st_size)
+        finally:
+            os.close(fd)
+
+    def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:
+        if mode == "append":
+            return AppendWriter(self._tree, path)
+        return HostWriter(self._tree, path, mode)
+
+    def _write_content(self, path: str, data: bytes, mode: WriteMode) -> None:
+        if mode == "append":
+            fd = self._tree.open_for_append(path)
+            try:
+                write_fd(fd, data)
+                if self._tree.durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            return
+        cut = path.rfind("/")
+        above, name = (path[:cut], path[cut + 1 :]) if cut >= 0 else (ROOT, path)
+        dir_fd = self._tree.open_parent(path, above)
+        try:
+            if mode == "create":
+                self._tree.check_target(dir_fd, name, path, mode)  # fail before writing; the link re-checks
+            fd, temp = self._tree.make_temp(dir_fd, path)
+            try:
+                write_fd(fd, data)
+            except OSError as exc:
+                os.close(fd)
+                os.unlink(temp, dir_fd=dir_fd)
+                raise fail(exc, path) from None
+            self._tree.finish_temp(fd, dir_fd, temp, name=name, path=path, mode=mode)
+        finally:
+            os.close(dir_fd)
+
+    def _make_dir(self, path: str) -> None:
+        self._tree.make_dir(path)
+
+    def _remove_file(self, path: str) -> None:
+        above, name = parent_and_name(path)
+        dir_fd = self._tree.open_parent(path, above)
+        try:
+            try:
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except OSError as exc:
+                raise fail(exc, path) from None
+            if stat.S_ISDIR(info.st_mode):
+                raise errors.is_a_directory(path)
+            try:
+                os.unlink(name, dir_fd=dir_fd)  # a symlink goes itself; its target is untouched
+            except OSError as exc:
+                raise fail(exc, path) from None
+        finally:
+            os.close(dir_fd)
+
+    def _remove_empty_dir(self, path: str) -> None:
+        above, name = parent_and_name(path)
+        dir_fd = self._tree.open_parent(path, above)
+        try:
+            os.rmdir(name, dir_fd=dir_fd)
+        except OSError as exc:
+            raise fail(exc, path) from None
+        finally:
+            os.close(dir_fd)
+
+    def _remove_tree(self, path: str) -> None:
+        above, name = parent_and_name(path)
+        dir_fd = self._tree.open_parent(path, above)
+        try:
+            # rmtree with dir_fd walks by descriptor and re-checks each directory it enters
+            shutil.rmtree(name, dir_fd=dir_fd)
+        except OSError as exc:
+            raise fail(exc, path) from None
+        finally:
+            os.close(dir_fd)
+
+    def _rename(self, src: str, dst: str, *, replace: bool) -> None:
+        src_above, src_name = parent_and_name(src)
+        dst_above, dst_name = parent_and_name(dst)
+        src_fd = self._tree.open_parent(src, src_above)
+        try:
+            dst_fd = self._tree.open_parent(dst, dst_above)
+        except BaseException:
+            os.close(src_fd)
+            raise
+        try:
+            try:
+                info = os.stat(src_name, dir_fd=src_fd, follow_symlinks=False)
+            except OSError as exc:
+                raise fail(exc, src) from None
+            if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+                raise SpecialFileError(src)
+            try:
+                if replace or not renameat_noreplace(src_fd, src_name, dst_fd, dst_name):
+                    if not replace:
+                        self._check_absent(dst_fd, dst_name, dst)
+                    os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+            except FileExistsError as exc:
+                raise errors.file_exists(dst) from exc
+            except OSError as exc:
+                if exc.filename == dst:
+                    raise
+                raise fail(exc, dst if exc.errno in (errno.EISDIR, errno.ENOTDIR) else src) from None
+        finally:
+            os.close(src_fd)
+            os.close(dst_fd)
+
+    @staticmethod
+    def _check_absent(dir_fd: int, name: str, path: str) -> None:
+        try:
+            os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        raise errors.file_exists(path)
+
+    def _copy_file(self, src: str, dst: str) -> None:
+        src_fd, info = self._tree.open_regular(src)
+        try:
+            above, name = parent_and_name(dst)
+            dir_fd = self._tree.open_parent(dst, above)
+            try:
+                self._tree.check_target(dir_fd, name, dst, "overwrite")
+                fd, temp = self._tree.make_temp(dir_fd, dst)
+                try:
+                    copy_range(src_fd, fd, info.st_size)
+                except OSError as exc:
+                    os.close(fd)
+                    os.unlink(temp, dir_fd=dir_fd)
+                    raise fail(exc, dst) from None
+                self._tree.finish_temp(fd, dir_fd, temp, name=name, path=dst, mode="overwrite")
+            finally:
+                os.close(dir_fd)
+        finally:
+            os.close(src_fd)
+
+    def _iter_files(self, base: str) -> Iterator[str]:
+        return self._tree.resolver.walk_files(base)
+
+    def delete(self, path: str, *, recursive: bool = False) -> None:
+        """As :meth:`BaseFilesystem.delete`; a symlink, FIFO, socket or device is removed itself (a
+        link's target is never touched)."""
+        norm = self._norm(path)
+        if norm != ROOT and not self._read_only and self._is_odd_entry(norm):
+            try:
+                self._remove_file(norm)  # unlinks the entry itself
+            except OSError as exc:
+                name_caller_path(exc, norm, path)
+                raise
+            return
+        super().delete(path, recursive=recursive)
+
+    def _is_odd_entry(self, path: str) -> bool:
+        """True if ``path`` names a symlink or special file (resolving its parent race-free)."""
+        above, name = parent_and_name(path)
+        try:
+            dir_fd = self._tree.resolver.open_dir(above)
+        except OSError:
+            return False
+        try:
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except OSError:
+            return False
+        finally:
+            os.close(dir_fd)
+        return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+    def _grep_candidates(self, pattern: GrepPattern, base: str) -> Iterable[str]:
+        """With ripgrep installed, it picks the files worth searching; the shared engine still reads
+        every one of them through the race-proof resolver, so results are identical either way."""
+        if self._ripgrep is not None:
+            candidates = self._ripgrep.candidates(self._root, pattern, base)
+            if candidates is not None:
+                return candidates
+        return self._iter_files(base)
+
+    # --- conditional writes -------------------------------------------------------------------------
+
+    def _compare_lock(self, path: str) -> AbstractContextManager[None]:
+        return self._tree.directory_lock(path)
+
+    def _content_id(self, path: str) -> str:
+        fd, _ = self._tree.open_regular(path)
+        try:
+            return content_id_of_fd(fd)
+        finally:
+            os.close(fd)
+
+    def _open_versioned(self, path: str) -> VersionedContent:
+        """One descriptor serves all three: atomic writes replace the inode, so what it reads stays the
+        version it hashed, and ``fstat`` describes that same version."""
+        fd, info = self._tree.open_regular(path)
+        try:
+            content_id = content_id_of_fd(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        reader = StreamReader(path, os.fdopen(fd, "rb", buffering=0), info.st_size)
+        return VersionedContent(stat_result(path, info), content_id, reader)
+
+    # --- snapshots ---------------------------------------------------------------------------------------
+
+    def _snapshot_root(self) -> str:
+        return self._snapshots.root
+
+    def _capture(self, draft: FilesystemSnapshot) -> FilesystemSnapshot:
+        return self._snapshots.capture(draft)
+
+    def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
+        self._snapshots.restore(snapshot)
+
+    def _manifest(self, snapshot: FilesystemSnapshot | None) -> Mapping[str, Fingerprint]:
+        return self._snapshots.manifest(snapshot)
+
+    def _kept_snapshots(self) -> Sequence[FilesystemSnapshot]:
+        return self._snapshots.list()
+
+    def _drop_snapshot(self, snapshot: FilesystemSnapshot) -> None:
+        self._snapshots.delete(snapshot.snapshot_id)
+
+    def __repr__(self) -> str:
+        flags = ", read_only=True" if self._read_only else ""
+        return f"HostFilesystem({self._root!r}{flags}, snapshot_strategy={self.snapshot_strategy!r})"

@@ -1,0 +1,379 @@
+"""The host directory's low-level operations, all by descriptor: what the backend and its snapshots share.
+
+A :class:`HostTree` owns the race-proof resolver of one root and does the few things that touch the
+disk — open a parent directory, open a regular file, write a file atomically through a hidden
+temporary file, make a directory, install restored content — each acting on the descriptor it
+resolved, never on a name a second time. ``HostFilesystem`` builds the protocol on it, and the
+snapshot machinery restores through it, so neither reaches into the other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import itertools
+import os
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Final
+
+from workspacefs import errors
+from workspacefs._hostio import (
+    DIR_FLAGS,
+    PATH_FLAGS,
+    TEMP_PREFIX,
+    HostResolver,
+    host_error,
+    parent_and_name,
+    renameat_noreplace,
+)
+from workspacefs.errors import HardLinkRefusedError, SpecialFileError
+from workspacefs.paths import ROOT
+from workspacefs.results import FileStat, WriteMode
+from workspacefs.streams import ContentHasher, StreamWriter
+
+__all__ = [
+    "AppendWriter",
+    "HostTree",
+    "HostWriter",
+    "content_id_of_fd",
+    "copy_range",
+    "fail",
+    "lookup_fail",
+    "read_fd",
+    "stat_result",
+    "write_fd",
+]
+
+_TEMP_NAMES = itertools.count()
+_TEMP_STEM = [f"{TEMP_PREFIX}{os.getpid():x}-"]
+os.register_at_fork(after_in_child=lambda: _TEMP_STEM.__setitem__(0, f"{TEMP_PREFIX}{os.getpid():x}-"))
+_PARENT_FLAGS: Final = PATH_FLAGS | os.O_DIRECTORY | os.O_NOFOLLOW
+READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY  # NONBLOCK: a FIFO can never hang the open
+CHUNK: Final = 1024 * 1024
+
+
+def _timestamp(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def stat_result(path: str, info: os.stat_result) -> FileStat:
+    if stat.S_ISREG(info.st_mode):
+        return FileStat(path, True, False, info.st_size, None, _timestamp(info.st_mtime))
+    if stat.S_ISDIR(info.st_mode):
+        return FileStat(path, False, True, 0, None, _timestamp(info.st_mtime))
+    raise SpecialFileError(path)
+
+
+def read_fd(fd: int, size: int) -> bytes:
+    """All of a file from its descriptor (``size`` is a hint: the file may have grown)."""
+    data = os.read(fd, size + 1)
+    if len(data) <= size:
+        return data
+    chunks = [data]
+    while chunk := os.read(fd, CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def write_fd(fd: int, data: bytes | memoryview) -> None:
+    written = os.write(fd, data)
+    if written < len(data):  # rare: a short write; finish it without copying
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def content_id_of_fd(fd: int) -> str:
+    """The content id of an open file, read with ``pread`` from offset 0 to its end (the offset stays)."""
+    hasher = ContentHasher()
+    offset = 0
+    while chunk := os.pread(fd, CHUNK, offset):
+        hasher.update(chunk)
+        offset += len(chunk)
+    return hasher.content_id()
+
+
+class HostWriter(StreamWriter):
+    """Writes into a hidden temporary file beside the target; commit is ``fsync`` + rename (or link)."""
+
+    __slots__ = ("_dir_fd", "_fd", "_mode", "_name", "_temp", "_tree")
+
+    def __init__(self, tree: HostTree, path: str, mode: WriteMode) -> None:
+        super().__init__(path)
+        self._tree = tree
+        self._mode = mode
+        above, self._name = parent_and_name(path)
+        self._dir_fd = tree.open_parent(path, above)
+        self._fd = -1
+        self._temp = ""
+        try:
+            tree.check_target(self._dir_fd, self._name, path, mode)
+            self._fd, self._temp = tree.make_temp(self._dir_fd, path)
+        except BaseException:
+            self._release()
+            raise
+
+    def _write_chunk(self, data: bytes) -> None:
+        write_fd(self._fd, data)
+
+    def _commit(self) -> None:
+        fd, temp = self._fd, self._temp
+        self._fd, self._temp = -1, ""  # _finish_temp consumes both, whatever happens
+        try:
+            self._tree.finish_temp(fd, self._dir_fd, temp, name=self._name, path=self.path, mode=self._mode)
+        finally:
+            self._release()
+
+    def _discard(self) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._temp:
+            with contextlib.suppress(OSError):
+                os.unlink(self._temp, dir_fd=self._dir_fd)
+            self._temp = ""
+        if self._dir_fd >= 0:
+            os.close(self._dir_fd)
+            self._dir_fd = -1
+
+
+class AppendWriter(StreamWriter):
+    """Appends in place (append is not atomic by contract); an abort truncates back to the old size."""
+
+    __slots__ = ("_fd", "_start")
+
+    def __init__(self, tree: HostTree, path: str) -> None:
+        super().__init__(path)
+        self._fd = tree.open_for_append(path)
+        self._start = os.fstat(self._fd).st_size
+
+    def _write_chunk(self, data: bytes) -> None:
+        write_fd(self._fd, data)
+
+    def _commit(self) -> None:
+        try:
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+
+    def _discard(self) -> None:
+        try:
+            os.ftruncate(self._fd, self._start)
+        finally:
+            os.close(self._fd)
+
+
+class HostTree:
+    """Descriptor-based operations beneath one root (see the module docstring)."""
+
+    def __init__(self, root: str, *, durable: bool = True, use_openat2: bool | None = None) -> None:
+        self.resolver = HostResolver(root, use_openat2=use_openat2)
+        self.durable = durable
+
+    def close(self) -> None:
+        """Release the root descriptor; idempotent."""
+        self.resolver.close()
+
+    @contextmanager
+    def directory_lock(self, path: str) -> Iterator[None]:
+        """An exclusive ``flock`` on ``path``'s parent directory, held by every conditional write into it
+        (in this process or another), so a compare and the rename after it are one step for them."""
+        above, _ = parent_and_name(path)
+        try:
+            fd = self.resolver.open_dir(above, DIR_FLAGS)
+        except OSError as exc:
+            raise lookup_fail(exc, path) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the last descriptor of the open file releases the lock
+
+    def open_parent(self, path: str, above: str) -> int:
+        """A descriptor of ``path``'s parent directory, resolved race-free."""
+        try:
+            if above and "/" not in above:  # hot path: one component, one openat(O_NOFOLLOW)
+                return os.open(above, _PARENT_FLAGS, dir_fd=self.resolver.root_fd)
+            return self.resolver.open_dir(above)
+        except OSError as exc:
+            if exc.errno == errno.ENOTDIR and "/" not in above:
+                try:  # a symlink fails O_DIRECTORY with ENOTDIR: let the resolver say ELOOP
+                    os.close(self.resolver.open_dir(above))
+                except OSError as precise:
+                    exc = precise
+            raise fail(exc, path) from None
+
+    def check_target(self, dir_fd: int, name: str, path: str, mode: WriteMode) -> os.stat_result | None:
+        """The entry a write would replace: refuse directories, links, special files, and ``create`` clashes."""
+        try:
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise fail(exc, path) from None
+        if stat.S_ISDIR(info.st_mode):
+            raise errors.is_a_directory(path)
+        if stat.S_ISLNK(info.st_mode):
+            raise host_error(errno.ELOOP, path)
+        if not stat.S_ISREG(info.st_mode):
+            raise SpecialFileError(path)
+        if mode == "create":
+            raise errors.file_exists(path)
+        return info
+
+    def make_temp(self, dir_fd: int, path: str) -> tuple[int, str]:
+        for _ in range(8):
+            # unique within this process by the counter, across processes by the pid; O_EXCL checks anyway
+            temp = f"{_TEMP_STEM[0]}{next(_TEMP_NAMES):x}"
+            try:
+                fd = os.open(
+                    temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd
+                )
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise fail(exc, path) from None
+            return fd, temp
+        raise host_error(errno.EEXIST, path)
+
+    def finish_temp(
+        self, fd: int, dir_fd: int, temp: str, *, name: str, path: str, mode: WriteMode, keep_mode: bool = True
+    ) -> None:
+        """Flush the temporary file and put it in place: rename for overwrite, link for create.
+
+        Always consumes ``fd`` and ``temp``: on any failure the temporary file is removed.
+        """
+        try:
+            try:
+                if self.durable:
+                    os.fsync(fd)
+                old = self.check_target(dir_fd, name, path, mode)
+                if old is not None and keep_mode:
+                    os.fchmod(fd, stat.S_IMODE(old.st_mode))  # an overwrite keeps the file's permissions
+            finally:
+                os.close(fd)
+            if mode == "create":
+                self.link_new(dir_fd, temp, name)
+            else:
+                os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+            if isinstance(exc, OSError) and exc.filename != path:
+                raise fail(exc, path) from None
+            raise
+
+    @staticmethod
+    def link_new(dir_fd: int, temp: str, name: str) -> None:
+        """Give the temporary file its name only if nothing has it (a file that appeared meanwhile wins)."""
+        try:
+            os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+                raise
+            if not renameat_noreplace(dir_fd, temp, dir_fd, name):
+                raise
+            return
+        os.unlink(temp, dir_fd=dir_fd)
+
+    def open_for_append(self, path: str) -> int:
+        try:
+            fd = self.resolver.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError as exc:
+            raise fail(exc, path) from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise SpecialFileError(path)
+        if info.st_nlink > 1:
+            os.close(fd)
+            raise HardLinkRefusedError(path)
+        return fd
+
+    def is_regular(self, path: str) -> bool:
+        try:
+            return stat.S_ISREG(self.resolver.fstat_path(path).st_mode)
+        except OSError:
+            return False
+
+    def open_regular(self, path: str) -> tuple[int, os.stat_result]:
+        """A read descriptor of the regular file at ``path`` and its metadata."""
+        if path == ROOT:
+            raise errors.is_a_directory(path)
+        try:
+            fd = self.resolver.open(path, READ_FLAGS)
+        except OSError as exc:
+            raise lookup_fail(exc, path) from None
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise errors.is_a_directory(path)
+            raise SpecialFileError(path)
+        return fd, info
+
+    def install(self, path: str, fill: Callable[[int], None], mode: int, mtime_ns: int) -> None:
+        """Write a restored file atomically from ``fill``, with its recorded permissions and time."""
+        above, name = parent_and_name(path)
+        dir_fd = self.open_parent(path, above)
+        try:
+            fd, temp = self.make_temp(dir_fd, path)
+            try:
+                fill(fd)
+                os.fchmod(fd, mode)
+                os.utime(fd, ns=(mtime_ns, mtime_ns))
+            except BaseException:
+                os.close(fd)
+                os.unlink(temp, dir_fd=dir_fd)
+                raise
+            self.finish_temp(fd, dir_fd, temp, name=name, path=path, mode="overwrite", keep_mode=False)
+        finally:
+            os.close(dir_fd)
+
+    def make_dir(self, path: str) -> None:
+        above, name = parent_and_name(path)
+        dir_fd = self.open_parent(path, above)
+        try:
+            os.mkdir(name, 0o777, dir_fd=dir_fd)
+        except OSError as exc:
+            raise fail(exc, path) from None
+        finally:
+            os.close(dir_fd)
+
+
+def copy_range(src_fd: int, dst_fd: int, size: int) -> None:
+    """Copy a whole file between descriptors in the kernel where possible (a reflink on XFS/btrfs)."""
+    remaining = size
+    try:
+        while remaining > 0:
+            copied = os.copy_file_range(src_fd, dst_fd, min(remaining, 1 << 30))
+            if copied == 0:
+                break
+            remaining -= copied
+        if remaining == 0 and not os.read(src_fd, 1):
+            return
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+            raise
+    os.lseek(src_fd, 0, os.SEEK_SET)
+    os.lseek(dst_fd, 0, os.SEEK_SET)
+    os.ftruncate(dst_fd, 0)
+    while chunk := os.read(src_fd, CHUNK):
+        write_fd(dst_fd, chunk)
+
+
+def fail(exc: OSError, path: str) -> OSError:
+    """The public error for a failed host call on ``path``."""
+    return host_error(exc.errno or errno.EIO, path)
+
+
+def lookup_fail(exc: OSError, path: str) -> OSError:
+    """As :func:`_fail` for lookups: nothing exists below a file, so ENOTDIR means not found."""
+    return host_error(errno.ENOENT if exc.errno == errno.ENOTDIR else exc.errno or errno.EIO, path)

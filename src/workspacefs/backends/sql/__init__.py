@@ -1,0 +1,8 @@
+"""The SQL backend: ``SqlFilesystem`` sessions in one ``SqlStore`` (SQLite, the embedded default, or
+PostgreSQL). ``_store.py`` owns the database and the deduplicated content, ``_schema.py`` the tables,
+``_filesystem.py`` one session's files, ``migrations/`` the schema's history (Alembic)."""
+
+from workspacefs.backends.sql._filesystem import SqlFilesystem
+from workspacefs.backends.sql._store import SessionInfo, SqlStore, default_database, engine_url, migrate
+
+__all__ = ["SessionInfo", "SqlFilesystem", "SqlStore", "default_database", "engine_url", "migrate"]
