@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -452,3 +453,16 @@ def test_tools_for_fits_the_filesystem() -> None:
     assert {t.name for t in tools_for(read_only)} == {"ls", "read_file", "glob", "grep", "stat", "diff"}
     assert {t.name for t in tools_for(writable, read_only=True)} == {"ls", "read_file", "glob", "grep", "stat", "diff"}
     assert tools_for(None) == ALL_TOOLS  # nothing that can snapshot: the file tools only
+
+
+def test_a_refused_append_to_a_hard_linked_file_says_why(fast_tmp: Path) -> None:
+    """Regression: the model was told the file was 'outside the workspace' (messages matched on text)."""
+    root = fast_tmp / "hardlinked"
+    root.mkdir()
+    (root / "notes.txt").write_text("one\n")
+    os.link(root / "notes.txt", root / "alias.txt")
+    with HostFilesystem(root, snapshot_dir=fast_tmp / "hardlinked-snaps") as fs:
+        result = dispatch("write_file", {"path": "notes.txt", "content": "two\n", "append": True}, ToolContext(fs))
+        assert not result.success and result.error_code == "hard_link_refused"
+        assert "hard links" in result.message and "outside the workspace" not in result.message
+        assert fs.read("notes.txt").content == "one\n"

@@ -10,6 +10,7 @@ the file manager, async and archive helpers, backends with optional dependencies
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from workspacefs._version import __version__
 from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host import HostFilesystem
 from workspacefs.backends.memory import HostMount, HydrationResult, InMemoryFilesystem
@@ -103,7 +104,6 @@ if TYPE_CHECKING:
         tools_for,
     )
 
-__version__ = "0.1.0"
 
 _TOOLS = "workspacefs.tools"
 _LAZY: dict[str, tuple[str, str | None]] = {

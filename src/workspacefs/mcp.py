@@ -33,7 +33,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-import workspacefs
+from workspacefs._version import __version__
 from workspacefs.open import open_filesystem
 from workspacefs.paths import is_within, normalize_path
 from workspacefs.protocol import Filesystem
@@ -212,7 +212,7 @@ def build_server(
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server: Server[Any] = Server(
             name,
-            version=workspacefs.__version__,
+            version=__version__,
             title="workspacefs",
             instructions=(
                 f"Files of one workspace. Paths are relative to {where}; '..' cannot leave it and symbolic "

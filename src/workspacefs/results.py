@@ -154,6 +154,7 @@ class FilesystemDiff:
         return not (self.added or self.modified or self.deleted)
 
 
+@_fast_init
 @dataclass(frozen=True, slots=True)
 class FilesystemSnapshot:
     """An immutable capture of a filesystem's state.

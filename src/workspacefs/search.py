@@ -304,7 +304,7 @@ def _compile_re2(pattern: str | bytes, options: re2.Options) -> Any:
 class GrepPattern:
     """A compiled grep pattern; ``InvalidPatternError`` (a ``ValueError``) if it is not a valid regex."""
 
-    __slots__ = ("_block", "_line", "engine", "pattern")
+    __slots__ = ("_block", "_line", "_literal", "engine", "pattern")
 
     def __init__(self, pattern: str) -> None:
         if not isinstance(pattern, str):
@@ -314,6 +314,9 @@ class GrepPattern:
         options.never_nl = True  # a match never spans lines, as when each line is searched alone
         self._block: Any = None
         self._line: _LineSearch | None = None
+        # every matching line holds this literal: a block without it needs no regex at all (a C substring
+        # search, far cheaper than a call into the engine for the many files that do not match)
+        self._literal = required_literal(pattern) or b""
         rewritten = rewrite_text_anchors(pattern)
         per_line = _compile_re2(rewritten, options)
         if per_line is not None:
@@ -338,6 +341,8 @@ class GrepPattern:
 
     def scan(self, path: str, block: bytes, first_line: int, limit: int, budget: _Budget) -> list[GrepMatch]:
         """Matches in ``block`` (whole lines; line ``first_line`` first), at most ``limit``."""
+        if self._literal and self._literal not in block:
+            return []
         if self._block is not None:
             return _scan_block(self._block, path, block, first_line, limit)
         assert self._line is not None

@@ -10,7 +10,6 @@ state to content fingerprints (``_manifest``); ``diff`` compares two such maps.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -115,6 +114,28 @@ class SnapshotMixin(FilesystemCore):
             self._head = snapshot.parent_id
 
     @staticmethod
-    def _completed(draft: FilesystemSnapshot, **captured: object) -> FilesystemSnapshot:
+    def _completed(
+        draft: FilesystemSnapshot,
+        *,
+        file_count: int,
+        total_bytes: int,
+        strategy: str,
+        commit_ref: str | None = None,
+        git_dir: str | None = None,
+        payload: object = None,
+    ) -> FilesystemSnapshot:
         """``draft`` with what a backend captured (counts, strategy, references, payload)."""
-        return dataclasses.replace(draft, **captured)  # type: ignore[arg-type]
+        return FilesystemSnapshot(
+            draft.snapshot_id,
+            draft.created_at,
+            draft.backend,
+            draft.root_path,
+            draft.tag,
+            draft.parent_id,
+            file_count,
+            total_bytes,
+            commit_ref,
+            git_dir,
+            strategy,
+            payload,
+        )

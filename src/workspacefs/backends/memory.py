@@ -17,6 +17,7 @@ import os
 import stat
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,12 +29,12 @@ from workspacefs import errors
 from workspacefs._hostio import HostResolver, host_error
 from workspacefs.backends.base import BaseFilesystem, Fingerprint, lines_window, total_lines
 from workspacefs.capabilities import Capabilities
-from workspacefs.errors import PathEscapeError, SnapshotRestoreError
+from workspacefs.errors import PathEscapeError, SnapshotNotFoundError, SnapshotRestoreError
 from workspacefs.paths import ROOT, ancestors, basename, join, normalize_path, parent, relative_to
 from workspacefs.protocol import ByteReader, ByteWriter, VersionedContent
 from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode
 from workspacefs.search import PathFilter
-from workspacefs.snapshots import InMemorySnapshotStore, SnapshotRetentionPolicy, select_prunable
+from workspacefs.snapshots import SnapshotRetentionPolicy, select_prunable
 from workspacefs.streams import StreamReader, StreamWriter, content_id_of
 
 __all__ = ["HostMount", "HydrationResult", "InMemoryFilesystem"]
@@ -316,7 +317,7 @@ class InMemoryFilesystem(BaseFilesystem):
         super().__init__(read_only=read_only, mount_point=mount_point)
         self._set_state(_empty_state())
         self._lock = threading.RLock()
-        self._kept = InMemorySnapshotStore()
+        self._kept: dict[uuid.UUID, FilesystemSnapshot] = {}
         self._retention = retention or SnapshotRetentionPolicy()
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -582,16 +583,25 @@ class InMemoryFilesystem(BaseFilesystem):
             strategy="persistent-map",
             payload=state,
         )
-        self._kept.save(snapshot)
-        for doomed in select_prunable(self._kept.list(), self._retention):
-            self._kept.delete(doomed.snapshot_id)
+        with self._lock:
+            self._kept[snapshot.snapshot_id] = snapshot  # in the order taken: the catalogue stays sorted
+            if len(self._kept) > 2 * self._retention.max_count:  # prune in batches: amortised O(1) per snapshot
+                self._prune()
         return snapshot
 
+    def _prune(self) -> None:
+        for doomed in select_prunable(list(self._kept.values()), self._retention):
+            del self._kept[doomed.snapshot_id]
+
     def _kept_snapshots(self) -> Sequence[FilesystemSnapshot]:
-        return self._kept.list()
+        with self._lock:
+            self._prune()  # what is listed follows the policy exactly
+            return list(self._kept.values())
 
     def _drop_snapshot(self, snapshot: FilesystemSnapshot) -> None:
-        self._kept.delete(snapshot.snapshot_id)
+        with self._lock:
+            if self._kept.pop(snapshot.snapshot_id, None) is None:
+                raise SnapshotNotFoundError(f"No snapshot with id {snapshot.snapshot_id}")
 
     @staticmethod
     def _payload(snapshot: FilesystemSnapshot) -> _State:

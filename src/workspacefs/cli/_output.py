@@ -56,11 +56,13 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print result
 
 
 def open_fs(url: str) -> Filesystem:
-    """The filesystem at ``url`` (errors become exit code 6)."""
+    """The filesystem at ``url`` (a bad URL is exit code 6; a backend whose extra is missing, 1)."""
     try:
         return open_filesystem(url)
     except (ValueError, KeyError) as exc:
         fail(EXIT_INVALID, "bad_url", f"cannot open {url!r}: {exc}")
+    except ImportError as exc:  # an extra that is not installed: the message names it
+        fail(EXIT_FAILURE, "missing_dependency", str(exc))
 
 
 def fail(code: int, kind: str, message: str) -> NoReturn:

@@ -6,14 +6,12 @@ import hashlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio.to_thread
 
 from workspacefs.manager._models import FileAction, FileResponse
-
-if TYPE_CHECKING:
-    from workspacefs.manager._manager import FileManager
+from workspacefs.manager._services import ManagerServices
 
 __all__ = ["ReaderTool"]
 
@@ -38,7 +36,7 @@ class ReaderTool:
 
     name = "reader"
 
-    def __init__(self, manager: FileManager) -> None:
+    def __init__(self, manager: ManagerServices) -> None:
         self._manager = manager
         self._documents: dict[str, _Document] = {}
 

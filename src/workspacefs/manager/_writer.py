@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from workspacefs.manager._models import FileAction, FileResponse
-
-if TYPE_CHECKING:
-    from workspacefs.manager._manager import FileManager
+from workspacefs.manager._services import ManagerServices
 
 __all__ = ["WriterTool"]
 
@@ -21,7 +19,7 @@ class WriterTool:
 
     name = "writer"
 
-    def __init__(self, manager: FileManager) -> None:
+    def __init__(self, manager: ManagerServices) -> None:
         self._manager = manager
 
     async def execute(

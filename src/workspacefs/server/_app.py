@@ -13,7 +13,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-import workspacefs
+from workspacefs._version import __version__
 from workspacefs.backends.sql import SqlStore, default_database
 from workspacefs.server import _actions, _files, _sessions
 from workspacefs.server._errors import ASGIApp, BodyLimit, Message, Receive, Scope, Send, install_error_handlers
@@ -109,7 +109,7 @@ def create_app(
 
     app = FastAPI(
         title="workspacefs",
-        version=workspacefs.__version__,
+        version=__version__,
         description=_DESCRIPTION,
         lifespan=lifespan,
         openapi_tags=[

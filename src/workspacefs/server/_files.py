@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.convertors import Convertor, register_url_convertor
 
-from workspacefs.errors import DirectoryNotEmptyError, PreconditionFailedError
+from workspacefs.errors import PreconditionFailedError
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, strict_path_pattern
 from workspacefs.protocol import ByteWriter
 from workspacefs.server._errors import ApiError, error_responses
@@ -333,12 +333,7 @@ def _delete(fs: ServedFilesystem, norm: str, recursive: bool, tags: list[str] | 
         current = None if fs.stat(norm).is_directory else fs.content_id(norm)
         if current not in tags:
             raise ApiError(412, "precondition_failed", f"The file changed since you read it: {norm}")
-    try:
-        fs.delete(norm, recursive=recursive)
-    except DirectoryNotEmptyError:
-        raise ApiError(
-            409, "directory_not_empty", f"{norm} is not empty; delete with ?recursive=true to remove it all"
-        ) from None
+    fs.delete(norm, recursive=recursive)  # a non-empty directory: DirectoryNotEmptyError, 409 by the table
 
 
 @router.delete(

@@ -16,6 +16,7 @@ Requires the ``testing`` extra (pytest, hypothesis).
 """
 
 from workspacefs.testing._base import SuiteBase
+from workspacefs.testing._contracts import CapabilitiesSuite, ConditionalWritesSuite, ErrorTypesSuite, WalkSuite
 from workspacefs.testing._model import ModelSuite, TreeModel
 from workspacefs.testing._mutations import CopySuite, DeleteSuite, MkdirSuite, MoveSuite
 from workspacefs.testing._paths import MountPointSuite, PathSuite
@@ -25,8 +26,11 @@ from workspacefs.testing._snapshots import ReadOnlySuite, SnapshotSuite
 from workspacefs.testing._streaming import StreamingSuite, TextStreamSuite
 
 __all__ = [
+    "CapabilitiesSuite",
+    "ConditionalWritesSuite",
     "CopySuite",
     "DeleteSuite",
+    "ErrorTypesSuite",
     "FilesystemValidationSuite",
     "GlobSuite",
     "GrepSuite",
@@ -44,6 +48,7 @@ __all__ = [
     "SuiteBase",
     "TextStreamSuite",
     "TreeModel",
+    "WalkSuite",
 ]
 
 
@@ -64,5 +69,9 @@ class FilesystemValidationSuite(
     ReadOnlySuite,
     SnapshotSuite,
     ModelSuite,
+    CapabilitiesSuite,
+    ConditionalWritesSuite,
+    ErrorTypesSuite,
+    WalkSuite,
 ):
     """Every part of the conformance suite; subclass it and implement the factory methods."""

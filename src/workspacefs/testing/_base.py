@@ -2,17 +2,46 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import pytest
 
 from workspacefs.protocol import Filesystem, SnapshotableFilesystem
 
-__all__ = ["SuiteBase"]
+__all__ = ["HANG_BUDGET_SECONDS", "SuiteBase", "finishes"]
 
 Content = bytes | str
+T = TypeVar("T")
+
+HANG_BUDGET_SECONDS = 60.0
+"""Long enough that only a hang can use it up: the suite never times how fast anything is (bench/ does)."""
+
+
+def finishes(work: Callable[[], T], budget: float = HANG_BUDGET_SECONDS) -> T:
+    """Run ``work`` and return its result, failing the test if it hangs (a budget only a hang can reach).
+
+    Under load a fast operation can take many times its usual time, so no assertion here measures speed.
+    """
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as exc:  # handed to the test's thread below
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(budget)
+    if worker.is_alive():
+        pytest.fail(f"did not finish within {budget:.0f} s: it hangs")
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 class SuiteBase:

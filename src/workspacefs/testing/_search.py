@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from workspacefs.testing._base import SuiteBase
+from workspacefs.errors import PatternTooSlowError
+from workspacefs.testing._base import SuiteBase, finishes
 
 __all__ = ["GlobSuite", "GrepSuite", "ListingSuite"]
 
@@ -160,9 +159,7 @@ class GlobSuite(SuiteBase):
 
     def test_many_stars_do_not_hang(self) -> None:
         fs = self.make({"a" * 70 + ".txt": ""})
-        started = time.monotonic()
-        assert list(fs.glob("*a*a*a*a*a*a*a*a*a*a*b")) == []
-        assert time.monotonic() - started < 1.0
+        assert finishes(lambda: list(fs.glob("*a*a*a*a*a*a*a*a*a*a*b"))) == []
 
 
 class GrepSuite(SuiteBase):
@@ -305,19 +302,18 @@ class GrepSuite(SuiteBase):
 
     def test_catastrophic_backtracking_cannot_hang(self) -> None:
         fs = self.make({"evil.txt": "a" * 30_000 + "!\n"})
-        started = time.monotonic()
-        assert list(fs.grep("(a+)+$")) == []
-        assert time.monotonic() - started < 1.0
+        assert finishes(lambda: list(fs.grep("(a+)+$"))) == []
 
     def test_backtracking_only_syntax_is_bounded(self) -> None:
         fs = self.make({"evil.txt": "a" * 30_000 + "!\n"})
-        started = time.monotonic()
-        try:
-            result = fs.grep(r"(?=a)(a+)+$")
-        except ValueError:
-            result = ()
-        assert list(result) == []
-        assert time.monotonic() - started < 1.0
+
+        def search() -> list[object]:
+            try:
+                return list(fs.grep(r"(?=a)(a+)+$"))
+            except PatternTooSlowError:  # refused by the fallback engine's deadline: also fine
+                return []
+
+        assert finishes(search) == []
 
     def test_lookaround_and_backreferences_work(self) -> None:
         fs = self.make({"f.txt": "price: $42\nlook: aa\nnone\n"})

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from workspacefs.errors import SnapshotError, SnapshotIncompatibleError
+from workspacefs.errors import ReadOnlyError, SnapshotError, SnapshotIncompatibleError, SnapshotNotFoundError
 from workspacefs.protocol import Filesystem, SnapshotableFilesystem
-from workspacefs.snapshots import FilesystemSnapshot
+from workspacefs.results import FilesystemSnapshot
 from workspacefs.testing._base import SuiteBase
 
 __all__ = ["ReadOnlySuite", "SnapshotSuite"]
@@ -50,7 +50,7 @@ class ReadOnlySuite(SuiteBase):
     @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
     def test_every_mutation_raises_permission_error(self, mutation: str) -> None:
         fs = self.make_read_only(READ_ONLY_FILES)
-        with pytest.raises(PermissionError):
+        with pytest.raises(ReadOnlyError):  # a PermissionError
             MUTATIONS[mutation](fs)
         assert self.tree(fs) == {"a.txt": b"alpha\n", "dir": None, "dir/inner.txt": b"inner\n"}
 
@@ -58,7 +58,7 @@ class ReadOnlySuite(SuiteBase):
         fs = self.make_read_only(READ_ONLY_FILES)
         assert isinstance(fs, SnapshotableFilesystem)
         snapshot = fs.snapshot(tag="ro")
-        with pytest.raises(PermissionError):
+        with pytest.raises(ReadOnlyError):
             fs.restore(snapshot)
 
     def test_read_only_with_mount_point(self) -> None:
@@ -83,6 +83,33 @@ class SnapshotSuite(SuiteBase):
         assert abs((datetime.now(UTC) - snapshot.created_at).total_seconds()) < 60
         assert snapshot.tag == "first"
         assert (snapshot.file_count, snapshot.total_bytes) == (2, 8)
+
+    def test_parent_id_is_the_snapshot_the_state_descends_from(self) -> None:
+        """``parent_id``: the newest snapshot this filesystem took or restored (``None`` before either)."""
+        fs = self.make_snapshotable({"a.txt": "a"})
+        first = fs.snapshot(tag="first")
+        assert first.parent_id is None
+        fs.write("a.txt", "b")
+        second = fs.snapshot()
+        assert second.parent_id == first.snapshot_id
+        fs.restore(first)
+        third = fs.snapshot()
+        assert third.parent_id == first.snapshot_id  # a branch from the restored state
+        fs.delete_snapshot(third)
+        assert fs.snapshot().parent_id == first.snapshot_id  # lineage skips a deleted head
+
+    def test_snapshots_are_listed_and_deleted(self) -> None:
+        fs = self.make_snapshotable({"a.txt": "a"})
+        first = fs.snapshot(tag="one")
+        second = fs.snapshot(tag="two")
+        listed = [s.snapshot_id for s in fs.snapshots()]
+        assert listed[-2:] == [first.snapshot_id, second.snapshot_id]
+        assert [s.tag for s in fs.snapshots() if s.snapshot_id == first.snapshot_id] == ["one"]
+        fs.delete_snapshot(first)
+        assert first.snapshot_id not in [s.snapshot_id for s in fs.snapshots()]
+        with pytest.raises(SnapshotNotFoundError):
+            fs.delete_snapshot(first)
+        assert fs.diff(second).is_empty  # the other one still works
 
     def test_snapshot_ids_are_unique(self) -> None:
         fs = self.make_snapshotable({"a.txt": "a"})

@@ -9,9 +9,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from workspacefs.errors import error_code
 from workspacefs.protocol import Filesystem, SnapshotableFilesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
-from workspacefs.tools._messages import failure
+from workspacefs.tools._messages import failure, failure_from
 from workspacefs.tools._schema import openai_strict_schema, portable_schema, prune_nulls
 from workspacefs.tools._sets import ALL_TOOLS, tools_for
 
@@ -57,6 +58,10 @@ def _run(tool: Tool[Any], params: Any, context: ToolContext) -> ToolResult[Any]:
     try:
         return tool(params, context=context)
     except Exception as exc:
+        fs = context.filesystem
+        if fs is not None and error_code(exc) is not None:  # a caller's error the handler left to the boundary
+            named = params.model_dump()
+            return failure_from(exc, fs, str(named.get("path", named.get("src", "."))), verb="used")
         logger.exception("tool %s failed unexpectedly", tool.name)
         return failure(f"Internal error in tool {tool.name}: {type(exc).__name__}: {exc}", "internal_error")
 

@@ -125,8 +125,8 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         f"'{w.shown}' is a FIFO, socket or device; only regular files and directories can be used."
     ),
     HardLinkRefusedError: lambda _, w: (
-        f"'{w.shown}' has several hard links (another name for it may lie outside "
-        "the workspace), so it cannot be appended to; write the whole file instead."
+        f"'{w.shown}' has several hard links (another name for it may live "
+        "elsewhere on this machine), so it cannot be appended to; write the whole file instead."
     ),
     RootProtectedError: lambda _, w: f"The workspace root itself cannot be {w.verb}; name a path inside it.",
     ReadOnlyError: lambda _, _w: "This workspace is read-only: nothing can be written, moved or deleted.",
