@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from workspacefs import InMemoryFilesystem
+from workspacefs import Capabilities, InMemoryFilesystem, UnsupportedOperationError
 from workspacefs.asyncfs import AsyncFilesystem
 from workspacefs.results import FileStat
 
@@ -85,10 +85,11 @@ async def test_the_event_loop_stays_free() -> None:
     assert ticks >= 10, "the loop stalled while the filesystem worked"
 
 
-async def test_snapshot_of_a_non_snapshotable_filesystem_is_a_type_error(tmp_path: Path) -> None:
+async def test_snapshot_of_a_filesystem_that_declares_none_is_unsupported(tmp_path: Path) -> None:
     class Plain:
         mount_point = None
+        capabilities = Capabilities(snapshots=False)
 
     afs = AsyncFilesystem(Plain())  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    with pytest.raises(UnsupportedOperationError):
         await afs.snapshot()

@@ -8,12 +8,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _quickstart() -> str:
+def _first_block(heading: str) -> str:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Quickstart", 1)[1]
+    section = readme.split(heading, 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, "README has no python block under '## Quickstart'"
+    assert match, f"README has no python block under {heading!r}"
     return match.group(1)
+
+
+def _quickstart() -> str:
+    return _first_block("## Quickstart")
+
+
+def test_readme_errors_example_runs() -> None:
+    code = _first_block("## Errors, capabilities and compare-and-set")
+    exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
 
 
 def test_readme_quickstart_runs(capsys: object) -> None:

@@ -52,16 +52,8 @@ class ArchiveStats:
 
 
 def _walk(fs: Filesystem, base: str) -> list[tuple[str, bool, int]]:
-    """(path, is_directory, size) below ``base``, parents before children, sorted."""
-    found: list[tuple[str, bool, int]] = []
-    pending = [base]
-    while pending:
-        directory = pending.pop()
-        for entry in fs.list(directory or "."):
-            found.append((entry.path, entry.is_directory, entry.size_bytes or 0))
-            if entry.is_directory:
-                pending.append(entry.path)
-    return sorted(found)
+    """(path, is_directory, size) below ``base``, sorted (so parents come before children)."""
+    return sorted((entry.path, entry.is_directory, entry.size_bytes or 0) for entry in fs.walk(base or "."))
 
 
 def export_tar(
@@ -156,16 +148,16 @@ def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".", progress: 
             before it remain.
     """
     base = normalize_path(path, mount_point=fs.mount_point)
-    snapshot = fs.snapshot(tag="before import") if isinstance(fs, SnapshotableFilesystem) else None
+    undo = fs if fs.capabilities.snapshots and isinstance(fs, SnapshotableFilesystem) else None
+    snapshot = undo.snapshot(tag="before import") if undo is not None else None
     try:
         with tarfile.open(fileobj=stream, mode="r|*") as tar:
             stats = _import(fs, tar, base, progress)
     except BaseException:
-        if snapshot is not None and isinstance(fs, SnapshotableFilesystem):
-            fs.restore(snapshot)
+        if undo is not None and snapshot is not None:
+            undo.restore(snapshot)
         raise
     finally:
-        discard = getattr(fs, "delete_snapshot", None)
-        if snapshot is not None and discard is not None:
-            discard(snapshot)
+        if undo is not None and snapshot is not None:
+            undo.delete_snapshot(snapshot)
     return stats

@@ -16,12 +16,14 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from workspacefs.errors import UnsupportedOperationError
 from workspacefs.paths import DEFAULT_CHUNK_SIZE
 from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, Filesystem, SnapshotableFilesystem, TextReader
 from workspacefs.results import (
     FileEntry,
     FileStat,
     FilesystemDiff,
+    FilesystemSnapshot,
     GlobMatch,
     GrepMatch,
     ReadBytesResult,
@@ -29,7 +31,6 @@ from workspacefs.results import (
     WriteMode,
     WriteResult,
 )
-from workspacefs.snapshots import FilesystemSnapshot
 
 __all__ = ["AsyncByteReader", "AsyncByteWriter", "AsyncFilesystem", "AsyncTextReader"]
 
@@ -242,8 +243,8 @@ class AsyncFilesystem:
         await _run(self.sync.copy, src, dst, overwrite=overwrite)
 
     def _snapshotable(self) -> SnapshotableFilesystem:
-        if not isinstance(self.sync, SnapshotableFilesystem):
-            raise TypeError(f"{type(self.sync).__name__} cannot take snapshots")
+        if not self.sync.capabilities.snapshots or not isinstance(self.sync, SnapshotableFilesystem):
+            raise UnsupportedOperationError(f"{type(self.sync).__name__} cannot take snapshots")
         return self.sync
 
     async def snapshot(self, *, tag: str | None = None) -> FilesystemSnapshot:
@@ -254,3 +255,9 @@ class AsyncFilesystem:
 
     async def diff(self, base: FilesystemSnapshot, target: FilesystemSnapshot | None = None) -> FilesystemDiff:
         return await _run(self._snapshotable().diff, base, target)
+
+    async def snapshots(self) -> Sequence[FilesystemSnapshot]:
+        return await _run(self._snapshotable().snapshots)
+
+    async def delete_snapshot(self, snapshot: FilesystemSnapshot) -> None:
+        await _run(self._snapshotable().delete_snapshot, snapshot)

@@ -144,7 +144,7 @@ class Session:
         """Return the slices, and the filesystems captured with them, to ``snapshot``."""
         for key, fs_snapshot in snapshot.filesystems.items():
             fs = self._filesystems.get(key)
-            if isinstance(fs, SnapshotableFilesystem):
+            if fs is not None and fs.capabilities.snapshots and isinstance(fs, SnapshotableFilesystem):
                 fs.restore(fs_snapshot)
         self._slices = dict(snapshot.slices)
 

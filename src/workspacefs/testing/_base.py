@@ -108,11 +108,7 @@ class SuiteBase:
     @staticmethod
     def tree(fs: Filesystem, path: str = "") -> dict[str, bytes | None]:
         """Every entry below ``path``: files map to their bytes, directories to ``None``."""
-        found: dict[str, bytes | None] = {}
-        for entry in fs.list(path or "."):
-            if entry.is_directory:
-                found[entry.path] = None
-                found.update(SuiteBase.tree(fs, entry.path))
-            else:
-                found[entry.path] = fs.read_bytes(entry.path).content
-        return found
+        return {
+            entry.path: None if entry.is_directory else fs.read_bytes(entry.path).content
+            for entry in fs.walk(path or ".")
+        }

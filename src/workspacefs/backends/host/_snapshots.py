@@ -247,7 +247,7 @@ class HostSnapshots:
             file_count=len(files),
             total_bytes=sum(e.size for e in files),
             commit_ref=commit_ref,
-            git_dir=str(getattr(self.strategy, "git_dir", "")) or None,
+            git_dir=None if self.strategy.git_dir is None else str(self.strategy.git_dir),
             strategy=self.strategy.name,
         )
         self._store.save(snapshot)

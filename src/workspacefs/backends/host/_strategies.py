@@ -112,6 +112,8 @@ class SnapshotStrategy(ABC):
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self.git_dir: Path | None = None
+        """The external git repository content is kept in (the git strategy), recorded in each snapshot."""
 
     @classmethod
     @abstractmethod
@@ -468,10 +470,11 @@ class GitStrategy(SnapshotStrategy):
 
     def __init__(self, directory: Path) -> None:
         super().__init__(directory)
-        self.git_dir = directory / "git"
-        if not (self.git_dir / "HEAD").exists():
-            self.git_dir.mkdir(parents=True, exist_ok=True)
-            self._run("init", "--bare", "--quiet", str(self.git_dir))
+        self.repo = directory / "git"
+        self.git_dir = self.repo
+        if not (self.repo / "HEAD").exists():
+            self.repo.mkdir(parents=True, exist_ok=True)
+            self._run("init", "--bare", "--quiet", str(self.repo))
 
     @classmethod
     def available(cls, root_fd: int, directory: Path) -> bool:
@@ -480,7 +483,7 @@ class GitStrategy(SnapshotStrategy):
     def _env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
         env.update(
-            GIT_DIR=str(self.git_dir),
+            GIT_DIR=str(self.repo),
             GIT_CONFIG_NOSYSTEM="1",
             GIT_CONFIG_GLOBAL=os.devnull,
             GIT_TERMINAL_PROMPT="0",
@@ -532,7 +535,7 @@ class GitStrategy(SnapshotStrategy):
 
     def discard(self, snapshot_id: str) -> None:
         self._run("update-ref", "-d", f"refs/snapshots/{snapshot_id}")
-        counter = self.git_dir / "workspacefs-deletions"
+        counter = self.repo / "workspacefs-deletions"
         deletions = int(counter.read_text() or 0) + 1 if counter.exists() else 1
         if deletions >= self._GC_EVERY:
             self._run("gc", "--prune=now", "--quiet")
