@@ -331,27 +331,23 @@ class SqlFilesystem(BaseFilesystem):
             raise errors.file_not_found(path)
         return _file_stat(row)
 
-    def _list_stats(self, path: str) -> Sequence[FileStat]:
+    def _children(self, path: str, query: Any) -> Sequence[Row[Any]]:
+        """A directory's child rows by ``query``, from one read (errors as for a listing)."""
         with self._store.read() as connection:
             row = self._row(connection, path)
             if row is None:
                 raise errors.file_not_found(path)
             if not row.is_directory:
                 raise errors.not_a_directory(path)
-            children = connection.execute(_CHILD_ROWS, {"b_session": self._session, "b_path": path}).all()
-        return tuple(_file_stat(child) for child in children)
+            return connection.execute(query, {"b_session": self._session, "b_path": path}).all()
+
+    def _list_stats(self, path: str) -> Sequence[FileStat]:
+        return tuple(_file_stat(child) for child in self._children(path, _CHILD_ROWS))
 
     def _list_dir(self, path: str) -> Sequence[FileEntry]:
-        with self._store.read() as connection:
-            row = self._row(connection, path)
-            if row is None:
-                raise errors.file_not_found(path)
-            if not row.is_directory:
-                raise errors.not_a_directory(path)
-            children = connection.execute(_CHILDREN, {"b_session": self._session, "b_path": path}).all()
         return tuple(
             FileEntry(c.name, c.path, not c.is_directory, c.is_directory, None if c.is_directory else c.size_bytes)
-            for c in children
+            for c in self._children(path, _CHILDREN)
         )
 
     def _file_row(self, connection: Connection, path: str) -> Row[Any]:
