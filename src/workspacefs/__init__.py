@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from workspacefs._version import __version__
 from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host import HostFilesystem
-from workspacefs.backends.memory import HostMount, HydrationResult, InMemoryFilesystem
+from workspacefs.backends.hydration import HostMount, HydrationResult
+from workspacefs.backends.memory import InMemoryFilesystem
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import (
     ConcurrentChangeError,

@@ -8,7 +8,8 @@ from string import Template
 from typing import Any, Protocol, runtime_checkable
 
 from workspacefs.backends.host import HostFilesystem
-from workspacefs.backends.memory import HostMount, InMemoryFilesystem
+from workspacefs.backends.hydration import HostMount
+from workspacefs.backends.memory import InMemoryFilesystem
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import FILESYSTEM_TOOLS, Tool
 

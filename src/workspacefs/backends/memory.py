@@ -10,61 +10,30 @@ a directory never scans the whole map.
 
 from __future__ import annotations
 
-import errno
 import io
 import operator
 import os
-import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import immutables
 
 from workspacefs import errors
-from workspacefs._hostio import HostResolver, host_error
 from workspacefs.backends.base import BaseFilesystem, Fingerprint, lines_window, total_lines
+from workspacefs.backends.hydration import HostMount, HydrationResult, collect_mount, locate_mount
 from workspacefs.capabilities import Capabilities
-from workspacefs.errors import PathEscapeError, SnapshotNotFoundError, SnapshotRestoreError
-from workspacefs.paths import ROOT, ancestors, basename, join, normalize_path, parent, relative_to
+from workspacefs.errors import SnapshotNotFoundError, SnapshotRestoreError
+from workspacefs.paths import ROOT, ancestors, basename, parent
 from workspacefs.protocol import ByteReader, ByteWriter, VersionedContent
 from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode
-from workspacefs.search import PathFilter
 from workspacefs.snapshots import SnapshotRetentionPolicy, select_prunable
 from workspacefs.streams import StreamReader, StreamWriter, content_id_of
 
-__all__ = ["HostMount", "HydrationResult", "InMemoryFilesystem"]
-
-
-@dataclass(frozen=True, slots=True)
-class HostMount:
-    """A host directory to copy into an in-memory filesystem (seed 002).
-
-    ``host_path`` is absolute, or relative to one of the allowed roots. ``mount_path`` is where its
-    files land (default: ``host_path`` relative to its allowed root). ``include_glob`` and
-    ``exclude_glob`` filter by name (no ``/``) or by path under ``host_path`` (with one), as grep's
-    ``glob=`` does; ``max_bytes`` caps the total loaded.
-    """
-
-    host_path: str
-    mount_path: str | None = None
-    include_glob: tuple[str, ...] = ()
-    exclude_glob: tuple[str, ...] = ()
-    max_bytes: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class HydrationResult:
-    """What ``hydrate_from_host`` loaded, and how many entries it passed over (links, special files,
-    names the path rules reject)."""
-
-    files: int
-    bytes: int
-    skipped: int
+__all__ = ["InMemoryFilesystem"]
 
 
 class _File:
@@ -215,81 +184,6 @@ class _MemoryWriter(StreamWriter):
 
     def _discard(self) -> None:
         self._buffer = io.BytesIO()
-
-
-def _locate_mount(host_path: str, allowed_roots: Sequence[str | os.PathLike[str]]) -> tuple[str, str]:
-    """The allowed root holding ``host_path`` and the path below it (segment-aware, lexical)."""
-    roots = [os.path.realpath(os.fspath(r)) for r in allowed_roots]
-    if not roots:
-        raise PathEscapeError(host_path, "No allowed host roots were given")
-    if os.path.isabs(host_path):
-        wanted = os.path.normpath(host_path)
-        for root in roots:
-            if wanted == root or wanted.startswith(root.rstrip("/") + "/"):
-                return root, normalize_path(wanted[len(root) :])
-        raise PathEscapeError(host_path, "Mount is outside the allowed host roots")
-    relative = normalize_path(host_path)  # '..' out of the root raises PermissionError
-    for root in roots:
-        if os.path.lexists(os.path.join(root, relative)) or len(roots) == 1:
-            return root, relative
-    return roots[0], relative
-
-
-def _collect_mount(
-    mount: HostMount, root: str, relative: str, target_base: str, normalize: Callable[[str], str]
-) -> tuple[dict[str, bytes], int, int]:
-    """Read a mount's files race-free: ``({target path: bytes}, total bytes, entries skipped)``."""
-    include = [PathFilter(g) for g in mount.include_glob]
-    exclude = [PathFilter(g) for g in mount.exclude_glob]
-    loaded: dict[str, bytes] = {}
-    total = skipped = 0
-    resolver = HostResolver(root)
-    try:
-        try:
-            info = resolver.fstat_path(relative)
-        except OSError as exc:
-            raise host_error(exc.errno or errno.EIO, mount.host_path) from None
-        if not stat.S_ISDIR(info.st_mode):
-            raise errors.not_a_directory(mount.host_path)
-        for path in resolver.walk_files(relative):
-            inner = relative_to(path, relative)
-            if include and not any(f.accepts(inner, "") for f in include):
-                continue
-            if any(f.accepts(inner, "") for f in exclude):
-                continue
-            data = _read_host_file(resolver, path)
-            try:
-                target = normalize(join(target_base, inner))
-            except (ValueError, PermissionError):
-                data = None
-            if data is None:
-                skipped += 1
-                continue
-            total += len(data)
-            if mount.max_bytes is not None and total > mount.max_bytes:
-                raise ValueError(f"Mount {mount.host_path!r} holds more than max_bytes={mount.max_bytes}")
-            loaded[target] = data
-    finally:
-        resolver.close()
-    return loaded, total, skipped
-
-
-def _read_host_file(resolver: HostResolver, path: str) -> bytes | None:
-    """A regular file's bytes, or ``None`` for anything else (or something that vanished)."""
-    try:
-        fd = resolver.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError:
-        return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        chunks = []
-        while chunk := os.read(fd, 1024 * 1024):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _timestamp(seconds: float) -> datetime:
@@ -654,9 +548,9 @@ class InMemoryFilesystem(BaseFilesystem):
             ValueError: more than ``max_bytes``.
         """
         self._writable(mount.mount_path or mount.host_path)
-        root, relative = _locate_mount(mount.host_path, allowed_roots)
+        root, relative = locate_mount(mount.host_path, allowed_roots)
         target_base = self._norm(mount.mount_path if mount.mount_path is not None else relative)
-        loaded, total, skipped = _collect_mount(mount, root, relative, target_base, self._norm)
+        loaded, total, skipped = collect_mount(mount, root, relative, target_base, self._norm)
         with self._lock:
             edit = _Edit(self._capture_state())
             for path in sorted(loaded):

@@ -10,6 +10,7 @@ seeing the content it opened even if the file is overwritten and collected meanw
 
 from __future__ import annotations
 
+import functools
 import io
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -32,6 +33,7 @@ from workspacefs.backends.sql._schema import (
     snapshots,
 )
 from workspacefs.backends.sql._store import SqlStore
+from workspacefs.backends.sql._streams import NO_BASE, AppendBase, BlobReader, FinishedUpload, UploadWriter
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import (
     ConcurrentChangeError,
@@ -44,7 +46,7 @@ from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT, ancestors, basename, 
 from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
 from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode, WriteResult
 from workspacefs.search import GrepPattern, required_literal
-from workspacefs.streams import StreamReader, StreamWriter
+from workspacefs.streams import StreamReader
 
 __all__ = ["SqlFilesystem"]
 
@@ -115,102 +117,6 @@ class _Raced(Exception):  # noqa: N818 - a signal to retry, not an error anyone 
 
 
 _RETRIES = 5
-
-
-class _BlobReader(io.RawIOBase):
-    """Reads a blob chunk by chunk inside a read transaction held for the reader's life."""
-
-    def __init__(self, fs: SqlFilesystem, connection: Connection, hashes: list[str], size: int) -> None:
-        super().__init__()
-        self._fs = fs
-        self._connection = connection
-        self._hashes = hashes
-        self._size = size
-        self._position = 0
-        self._cached: tuple[int, bytes] = (-1, b"")
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self._position = offset if whence == 0 else (self._position + offset if whence == 1 else self._size + offset)
-        return self._position
-
-    def read(self, size: int = -1) -> bytes:
-        end = self._size if size < 0 else min(self._size, self._position + size)
-        parts = []
-        while self._position < end:
-            index, offset = divmod(self._position, CHUNK_SIZE)
-            if self._cached[0] != index:
-                self._cached = (index, self._fs._store.read_chunk(self._connection, self._hashes[index]))
-            piece = self._cached[1][offset : offset + (end - self._position)]
-            if not piece:
-                break
-            parts.append(piece)
-            self._position += len(piece)
-        return b"".join(parts)
-
-    def close(self) -> None:
-        if not self.closed:
-            try:
-                self._connection.rollback()
-            finally:
-                self._connection.close()
-        super().close()
-
-
-class _SqlWriter(StreamWriter):
-    """Uploads full 256 KiB chunks as they fill; the file row changes in one transaction on close."""
-
-    __slots__ = ("_base", "_buffer", "_expect", "_fs", "_hashes", "_mode", "_size", "_upload")
-
-    def __init__(
-        self,
-        fs: SqlFilesystem,
-        path: str,
-        mode: WriteMode,
-        base: tuple[str | None, list[str], bytes, int],
-        expect: str | None = None,
-    ) -> None:
-        super().__init__(path)
-        self._fs = fs
-        self._mode = mode
-        self._expect = expect  # the content id the file must still have at commit (If-Match)
-        self._base = base  # (blob id, its full chunks, its partial last chunk, its size) when appending
-        self._hashes: list[str] = list(base[1])
-        self._buffer = bytearray(base[2])
-        self._size = base[3] - len(base[2])
-        self._upload = str(uuid.uuid4())
-
-    def _flush(self, final: bool) -> None:
-        while len(self._buffer) >= CHUNK_SIZE or (final and self._buffer):
-            piece = bytes(self._buffer[:CHUNK_SIZE])
-            del self._buffer[:CHUNK_SIZE]
-            self._hashes.append(self._fs._store.upload_chunk(self._upload, len(self._hashes), piece))
-            self._size += len(piece)
-
-    def _write_chunk(self, data: bytes) -> None:
-        self._buffer += data
-        self._flush(final=False)
-
-    def _commit(self) -> None:
-        self._flush(final=True)
-        self._fs._commit_stream(
-            self.path,
-            mode=self._mode,
-            hashes=self._hashes,
-            size=self._size,
-            base=self._base[0],
-            upload=self._upload,
-            expect=self._expect,
-        )
-
-    def _discard(self) -> None:
-        self._buffer = bytearray()
-        self._fs._store.abandon_upload(self._upload)
 
 
 class SqlFilesystem(BaseFilesystem):
@@ -373,7 +279,7 @@ class SqlFilesystem(BaseFilesystem):
         except BaseException:
             connection.close()
             raise
-        return row, StreamReader(path, _BlobReader(self, connection, hashes, row.size_bytes), row.size_bytes)
+        return row, StreamReader(path, BlobReader(self._store, connection, hashes, row.size_bytes), row.size_bytes)
 
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
         with self._store.read_once() as connection:  # one statement: the row and its chunks together
@@ -391,36 +297,29 @@ class SqlFilesystem(BaseFilesystem):
             self._parent_dir(connection, path)
             row = self._row(connection, path)
             self._check_writable_file(row, path, mode)
-            base: tuple[str | None, list[str], bytes, int] = (None, [], b"", 0)
+            base = NO_BASE
             if mode == "append" and row is not None:
                 hashes = self._store.chunk_hashes(connection, row.blob_id)
                 tail = self._store.read_chunk(connection, hashes[-1]) if hashes and row.size_bytes % CHUNK_SIZE else b""
                 full = hashes if not tail else hashes[:-1]
-                base = (row.blob_id, full, tail, row.size_bytes)
-        return _SqlWriter(self, path, mode, base)
+                base = AppendBase(row.blob_id, full, tail, row.size_bytes)
+        return self._uploader(path, mode, base)
 
-    def _commit_stream(
-        self,
-        path: str,
-        *,
-        mode: WriteMode,
-        hashes: list[str],
-        size: int,
-        base: str | None,
-        upload: str,
-        expect: str | None = None,
-    ) -> None:
+    def _uploader(self, path: str, mode: WriteMode, base: AppendBase, expect: str | None = None) -> ByteWriter:
+        return UploadWriter(self._store, path, base, functools.partial(self._commit_stream, path, mode, expect))
+
+    def _commit_stream(self, path: str, mode: WriteMode, expect: str | None, upload: FinishedUpload) -> None:
         with self._store.write() as connection:
-            self._store.finish_upload(connection, upload)
+            self._store.finish_upload(connection, upload.upload_id)
             self._parent_dir(connection, path)
             row = self._row(connection, path, lock=True)
             _check_expected(row, path, expect)
             self._check_writable_file(row, path, mode)
-            if mode == "append" and (row.blob_id if row is not None else None) != base:
+            if mode == "append" and (row.blob_id if row is not None else None) != upload.base_blob:
                 raise ConcurrentChangeError(path, "The file changed while it was being appended to; append again")
-            blob_id = self._store.register_blob(connection, hashes, size)
+            blob_id = self._store.register_blob(connection, upload.hashes, upload.size)
             try:
-                self._put_file(connection, path, blob_id, size, existing=row, mode=mode)
+                self._put_file(connection, path, blob_id, upload.size, existing=row, mode=mode)
             except _Raced:
                 raise ConcurrentChangeError(path, "Another writer created the file meanwhile; write it again") from None
 
@@ -645,7 +544,7 @@ class SqlFilesystem(BaseFilesystem):
                 row = self._row(connection, norm)
                 _check_expected(row, norm, expect)
                 self._check_writable_file(row, norm, "overwrite")
-            return _SqlWriter(self, norm, "overwrite", (None, [], b"", 0), expect)
+            return self._uploader(norm, "overwrite", NO_BASE, expect)
 
     # --- per-file read-only flag ------------------------------------------------------------------------
 

@@ -1,0 +1,121 @@
+"""The SQL backend's streams: a reader of one blob inside a held read transaction, and a writer that
+uploads fixed-size chunks as they fill and hands the finished upload to one committing transaction."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy.engine import Connection
+
+from workspacefs.backends.sql._schema import CHUNK_SIZE
+from workspacefs.backends.sql._store import SqlStore
+from workspacefs.streams import StreamWriter
+
+__all__ = ["NO_BASE", "AppendBase", "BlobReader", "FinishedUpload", "UploadWriter"]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendBase:
+    """What an append starts from: the blob's id, its full chunks, its partial last chunk, its size."""
+
+    blob_id: str | None
+    full_chunks: list[str]
+    tail: bytes
+    size: int
+
+
+NO_BASE = AppendBase(None, [], b"", 0)
+"""A write that starts from nothing (create or overwrite)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedUpload:
+    """Every chunk of a streamed write is stored; the file row can now point at them."""
+
+    upload_id: str
+    hashes: list[str]
+    size: int
+    base_blob: str | None
+
+
+class BlobReader(io.RawIOBase):
+    """Reads a blob chunk by chunk inside a read transaction held for the reader's life."""
+
+    def __init__(self, store: SqlStore, connection: Connection, hashes: list[str], size: int) -> None:
+        super().__init__()
+        self._store = store
+        self._connection = connection
+        self._hashes = hashes
+        self._size = size
+        self._position = 0
+        self._cached: tuple[int, bytes] = (-1, b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._position = offset if whence == 0 else (self._position + offset if whence == 1 else self._size + offset)
+        return self._position
+
+    def read(self, size: int = -1) -> bytes:
+        end = self._size if size < 0 else min(self._size, self._position + size)
+        parts = []
+        while self._position < end:
+            index, offset = divmod(self._position, CHUNK_SIZE)
+            if self._cached[0] != index:
+                self._cached = (index, self._store.read_chunk(self._connection, self._hashes[index]))
+            piece = self._cached[1][offset : offset + (end - self._position)]
+            if not piece:
+                break
+            parts.append(piece)
+            self._position += len(piece)
+        return b"".join(parts)
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._connection.rollback()
+            finally:
+                self._connection.close()
+        super().close()
+
+
+class UploadWriter(StreamWriter):
+    """Uploads full 256 KiB chunks as they fill; ``commit`` changes the file row in one transaction on close."""
+
+    __slots__ = ("_base", "_buffer", "_commit_upload", "_hashes", "_size", "_store", "_upload")
+
+    def __init__(self, store: SqlStore, path: str, base: AppendBase, commit: Callable[[FinishedUpload], None]) -> None:
+        super().__init__(path)
+        self._store = store
+        self._commit_upload = commit
+        self._base = base
+        self._hashes: list[str] = list(base.full_chunks)
+        self._buffer = bytearray(base.tail)
+        self._size = base.size - len(base.tail)
+        self._upload = str(uuid.uuid4())
+
+    def _flush(self, final: bool) -> None:
+        while len(self._buffer) >= CHUNK_SIZE or (final and self._buffer):
+            piece = bytes(self._buffer[:CHUNK_SIZE])
+            del self._buffer[:CHUNK_SIZE]
+            self._hashes.append(self._store.upload_chunk(self._upload, len(self._hashes), piece))
+            self._size += len(piece)
+
+    def _write_chunk(self, data: bytes) -> None:
+        self._buffer += data
+        self._flush(final=False)
+
+    def _commit(self) -> None:
+        self._flush(final=True)
+        self._commit_upload(FinishedUpload(self._upload, self._hashes, self._size, self._base.blob_id))
+
+    def _discard(self) -> None:
+        self._buffer = bytearray()
+        self._store.abandon_upload(self._upload)
