@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Mapping
 
@@ -143,3 +144,16 @@ class TestSharedDefaults(FilesystemValidationSuite):
         fork = _SharedDefaults(read_only=True, mount_point=mount_point)
         fork._set_state(writable._capture_state())
         return fork
+
+
+def test_the_snapshot_catalogue_never_keeps_a_state_alive() -> None:
+    """Snapshots carry their state: the catalogue lists those a caller still holds, and lets the rest go."""
+    fs = InMemoryFilesystem()
+    fs.write("a.txt", "a")
+    kept = fs.snapshot(tag="kept")
+    fs.snapshot(tag="dropped at once")
+    gc.collect()
+    assert [s.tag for s in fs.snapshots()] == ["kept"]
+    fs.write("a.txt", "b")
+    fs.restore(kept)
+    assert fs.read("a.txt").content == "a"

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workspacefs.search import GlobMatcher, GrepPattern, PathFilter, is_binary, search_content
+from workspacefs.search import GlobMatcher, GrepPattern, PathFilter, is_binary, required_literal, search_content
 
 
 def _grep(pattern: str, text: str) -> list[tuple[int, str, int, int]]:
@@ -112,3 +112,54 @@ def test_streamed_content_agrees_with_inline_content() -> None:
     )
     assert inline == streamed
     assert len(inline) == (300_000 + 96) // 97
+
+
+_PATTERN_PIECES = st.sampled_from(
+    [
+        "a",
+        "b",
+        "x",
+        "A",
+        "1",
+        ".",
+        "*",
+        "+",
+        "?",
+        "|",
+        "(",
+        ")",
+        "[",
+        "]",
+        "^",
+        "$",
+        "\\",
+        "{2}",
+        ":",
+        "-",
+        "[:alpha:]",
+        "\\x41",
+        "\\101",
+        "\\pL",
+        "\\d",
+        "\\w",
+        "(?i)",
+        "\\Q",
+        "\\E",
+        "\\b",
+    ]
+)
+_LINE_CHARACTERS = st.text(alphabet="abxA1.:-]( ", max_size=12)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PATTERN_PIECES, min_size=1, max_size=8).map("".join), st.lists(_LINE_CHARACTERS, max_size=6))
+def test_the_required_literal_is_in_every_matching_line(pattern: str, lines: list[str]) -> None:
+    """The pre-filter grep and the SQL backend rely on: a wrong literal would silently hide matches."""
+    try:
+        compiled = GrepPattern(pattern)
+    except ValueError:
+        return
+    literal = required_literal(pattern)
+    text = "\n".join(lines) + "\n"
+    for match in search_content(compiled, "f", text.encode(), 10_000, compiled.new_budget()):
+        assert literal is None or literal in match.line_content.encode(), (pattern, match.line_content)

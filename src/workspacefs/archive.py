@@ -9,11 +9,13 @@ refused archive leaves nothing behind (the import is rolled back).
 
 from __future__ import annotations
 
+import contextlib
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Literal
+from typing import IO, Literal, cast
 
+from workspacefs.errors import SnapshotNotFoundError
 from workspacefs.paths import join, normalize_path, relative_to
 from workspacefs.protocol import ByteReader, Filesystem, SnapshotableFilesystem
 
@@ -148,7 +150,7 @@ def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".", progress: 
             before it remain.
     """
     base = normalize_path(path, mount_point=fs.mount_point)
-    undo = fs if fs.capabilities.snapshots and isinstance(fs, SnapshotableFilesystem) else None
+    undo = cast(SnapshotableFilesystem, fs) if fs.capabilities.snapshots else None
     snapshot = undo.snapshot(tag="before import") if undo is not None else None
     try:
         with tarfile.open(fileobj=stream, mode="r|*") as tar:
@@ -159,5 +161,6 @@ def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".", progress: 
         raise
     finally:
         if undo is not None and snapshot is not None:
-            undo.delete_snapshot(snapshot)
+            with contextlib.suppress(SnapshotNotFoundError):  # a retention policy may have pruned it already
+                undo.delete_snapshot(snapshot)
     return stats

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio.to_thread
 
@@ -243,9 +243,9 @@ class AsyncFilesystem:
         await _run(self.sync.copy, src, dst, overwrite=overwrite)
 
     def _snapshotable(self) -> SnapshotableFilesystem:
-        if not self.sync.capabilities.snapshots or not isinstance(self.sync, SnapshotableFilesystem):
+        if not self.sync.capabilities.snapshots:
             raise UnsupportedOperationError(f"{type(self.sync).__name__} cannot take snapshots")
-        return self.sync
+        return cast(SnapshotableFilesystem, self.sync)  # the capability promises the protocol
 
     async def snapshot(self, *, tag: str | None = None) -> FilesystemSnapshot:
         return await _run(self._snapshotable().snapshot, tag=tag)

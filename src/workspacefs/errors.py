@@ -47,6 +47,7 @@ __all__ = [
     "SpecialFileError",
     "SymlinkRefusedError",
     "UnsupportedOperationError",
+    "WorkspaceError",
     "caller_paths",
     "error_code",
     "file_exists",
@@ -60,7 +61,14 @@ __all__ = [
 T = TypeVar("T")
 
 
-class _PathOSError(OSError):
+class WorkspaceError:
+    """Marks every error type workspacefs defines (each also derives from a built-in exception), so a boundary
+    can tell a deliberate, typed refusal from a bug that happened to raise a built-in."""
+
+    __slots__ = ()
+
+
+class _PathOSError(WorkspaceError, OSError):
     """An ``OSError`` built from a path (and optionally a reason); errno and default reason are per type."""
 
     errno_code: ClassVar[int] = errno.EIO
@@ -165,11 +173,11 @@ class ConcurrentChangeError(_PathOSError):
 # --- invalid input (ValueError) -----------------------------------------------------------------------
 
 
-class InvalidPathError(ValueError):
+class InvalidPathError(WorkspaceError, ValueError):
     """A path that does not validate: a control character, or not canonical where it must be."""
 
 
-class LimitExceededError(ValueError):
+class LimitExceededError(WorkspaceError, ValueError):
     """A request beyond one of the documented limits (sizes, depths, lengths, time)."""
 
 
@@ -189,7 +197,7 @@ class ContentTooLargeError(LimitExceededError):
     """A convenience read or write past the 32 MiB cap (stream it instead)."""
 
 
-class InvalidPatternError(ValueError):
+class InvalidPatternError(WorkspaceError, ValueError):
     """A regular expression or glob that does not compile."""
 
 
@@ -197,18 +205,18 @@ class PatternTooSlowError(InvalidPatternError, LimitExceededError):
     """A regular expression refused because it would backtrack too long."""
 
 
-class MoveIntoSelfError(ValueError):
+class MoveIntoSelfError(WorkspaceError, ValueError):
     """A directory moved or copied into itself, or over a directory that contains it."""
 
 
-class UnsupportedOperationError(NotImplementedError):
+class UnsupportedOperationError(WorkspaceError, NotImplementedError):
     """The backend does not offer this operation (see its ``capabilities``)."""
 
 
 # --- snapshots (RuntimeError) -------------------------------------------------------------------------
 
 
-class SnapshotError(RuntimeError):
+class SnapshotError(WorkspaceError, RuntimeError):
     """Base class for snapshot failures (seed 002)."""
 
 
@@ -260,7 +268,6 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     PatternTooSlowError: "pattern_too_slow",
     MoveIntoSelfError: "move_into_itself",
     ValueError: "invalid_argument",
-    TypeError: "invalid_argument",
     UnsupportedOperationError: "unsupported",
     SnapshotError: "snapshot_failed",
     SnapshotCreationError: "snapshot_creation_failed",

@@ -155,7 +155,7 @@ class FilesystemDiff:
 
 
 @_fast_init
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class FilesystemSnapshot:
     """An immutable capture of a filesystem's state.
 

@@ -220,17 +220,60 @@ def _after_quantifier(pattern: str, i: int) -> tuple[int, bool | None]:
     return i, optional
 
 
+_ESCAPE_WIDTH = {"x": 2, "u": 4, "U": 8}
+"""Fixed-width escapes: how many hex digits follow (``\\x41``, ``\\u0041``); ``\\x{…}`` is braced."""
+
+
+def _escape_end(pattern: str, i: int) -> int:
+    """The index after the escape at ``pattern[i] == "\\"`` whose letter or digit is ``pattern[i + 1]``,
+    arguments included (``\\x41``, ``\\x{263a}``, ``\\101``, ``\\pL``, ``\\p{Greek}``, ``\\k<name>``)."""
+    n = len(pattern)
+    letter = pattern[i + 1]
+    j = i + 2
+    if j < n and pattern[j] in "{<" and letter in "xpPkgN":
+        close = pattern.find("}" if pattern[j] == "{" else ">", j)
+        return n if close < 0 else close + 1
+    if letter in _ESCAPE_WIDTH:
+        return min(n, j + _ESCAPE_WIDTH[letter])
+    if letter in "pP":
+        return min(n, j + 1)
+    if letter.isdigit():
+        while j < n and j < i + 4 and pattern[j].isdigit():
+            j += 1
+    return j
+
+
+def _class_end(pattern: str, i: int) -> int:
+    """The index after the character class opening at ``pattern[i] == "["`` (``[^]]``, ``[[:alpha:]]``,
+    escapes inside)."""
+    n = len(pattern)
+    j = i + 1
+    if j < n and pattern[j] == "^":
+        j += 1
+    if j < n and pattern[j] == "]":
+        j += 1  # a ']' first is a member, not the end
+    while j < n and pattern[j] != "]":
+        if pattern[j] == "\\":
+            j += 2
+        elif pattern.startswith("[:", j):
+            close = pattern.find(":]", j + 2)
+            j = j + 1 if close < 0 else close + 2
+        else:
+            j += 1
+    return min(n, j + 1)
+
+
 def _token(pattern: str, i: int) -> tuple[str, str | None, int]:
     """The token at ``i``: (kind, literal character or None, next index). Kinds: ``literal``,
     ``other`` (class, anchor, escape class), ``open``, ``flags``, ``close``, ``or``."""
     char = pattern[i]
     if char == "\\" and i + 1 < len(pattern):
         following = pattern[i + 1]
-        literal = not (following.isalnum() or following == "Q")  # escaped punctuation is a literal
-        return ("literal", following, i + 2) if literal else ("other", None, i + 2)
+        if following.isalnum():  # a class, an anchor, a code point or a reference: never a plain literal
+            return "other", None, _escape_end(pattern, i)
+        return "literal", following, i + 2  # escaped punctuation is a literal
     if char == "[":
-        end = pattern.find("]", i + 2)
-        return "other", None, len(pattern) if end < 0 else end + 1
+        return "other", None, _class_end(pattern, i)
     if char == "(":
         flags = pattern.startswith("(?", i) and not pattern.startswith(("(?:", "(?P<", "(?<"), i)
         return ("flags" if flags else "open"), None, i + 1

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from workspacefs.backends.memory import InMemoryFilesystem
 from workspacefs.protocol import Filesystem, SnapshotableFilesystem
@@ -134,9 +134,9 @@ class Session:
     def snapshot(self) -> SessionSnapshot:
         """Capture the slices and every attached filesystem whose snapshots are cheap."""
         captured = {
-            key: fs.snapshot(tag=f"session {key}")
+            key: cast(SnapshotableFilesystem, fs).snapshot(tag=f"session {key}")  # the capability promises it
             for key, fs in self._filesystems.items()
-            if fs.capabilities.cheap_snapshots and isinstance(fs, SnapshotableFilesystem)
+            if fs.capabilities.cheap_snapshots
         }
         return SessionSnapshot(uuid.uuid4(), datetime.now(UTC), dict(self._slices), captured)
 
@@ -144,8 +144,8 @@ class Session:
         """Return the slices, and the filesystems captured with them, to ``snapshot``."""
         for key, fs_snapshot in snapshot.filesystems.items():
             fs = self._filesystems.get(key)
-            if fs is not None and fs.capabilities.snapshots and isinstance(fs, SnapshotableFilesystem):
-                fs.restore(fs_snapshot)
+            if fs is not None and fs.capabilities.snapshots:
+                cast(SnapshotableFilesystem, fs).restore(fs_snapshot)
         self._slices = dict(snapshot.slices)
 
     # --- persistence ------------------------------------------------------------------------------

@@ -127,12 +127,18 @@ class ConditionalWritesMixin(FilesystemCore):
 
     @contextmanager
     def _conditional_target(self, path: str) -> Iterator[str]:
+        """The normalised target of a conditional write. Whatever says the file is not there — a missing
+        parent, a file where a directory should be, a directory where the file should be — is the one
+        failure a compare-and-set promises: ``PreconditionFailedError``."""
         norm = self._norm(path)
         self._writable(path)
         with caller_paths({norm: path}):
             if norm == ROOT:
                 raise is_a_directory(norm)
-            yield norm
+            try:
+                yield norm
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+                raise PreconditionFailedError(norm, "The file no longer exists") from None
 
     def write_bytes_if(self, path: str, content: BytesLike, *, expect: str) -> WriteResult:
         """Overwrite ``path`` only if its content id is still ``expect`` (``"*"``: any existing file).

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from workspacefs import errors
 from workspacefs._hostio import HostResolver, host_error
-from workspacefs.errors import PathEscapeError
+from workspacefs.errors import LimitExceededError, PathEscapeError
 from workspacefs.paths import join, normalize_path, relative_to
 from workspacefs.search import PathFilter
 
@@ -99,7 +99,7 @@ def collect_mount(
                 continue
             total += len(data)
             if mount.max_bytes is not None and total > mount.max_bytes:
-                raise ValueError(f"Mount {mount.host_path!r} holds more than max_bytes={mount.max_bytes}")
+                raise LimitExceededError(f"Mount {mount.host_path!r} holds more than max_bytes={mount.max_bytes}")
             loaded[target] = data
     finally:
         resolver.close()

@@ -16,6 +16,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -30,7 +31,6 @@ from workspacefs.errors import SnapshotNotFoundError, SnapshotRestoreError
 from workspacefs.paths import ROOT, ancestors, basename, parent
 from workspacefs.protocol import ByteReader, ByteWriter, VersionedContent
 from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode
-from workspacefs.snapshots import SnapshotRetentionPolicy, select_prunable
 from workspacefs.streams import StreamReader, StreamWriter, content_id_of
 
 __all__ = ["InMemoryFilesystem"]
@@ -199,20 +199,13 @@ class InMemoryFilesystem(BaseFilesystem):
     backend_name = "memory"
     declared_capabilities = Capabilities(cheap_snapshots=True, persistent=False, fork=True)
 
-    def __init__(
-        self,
-        *,
-        read_only: bool = False,
-        mount_point: str | None = None,
-        retention: SnapshotRetentionPolicy | None = None,
-    ) -> None:
-        """``retention`` bounds the snapshots :meth:`snapshots` lists (a snapshot value dropped from the list
-        still restores: it carries its state)."""
+    def __init__(self, *, read_only: bool = False, mount_point: str | None = None) -> None:
         super().__init__(read_only=read_only, mount_point=mount_point)
         self._set_state(_empty_state())
         self._lock = threading.RLock()
-        self._kept: dict[uuid.UUID, FilesystemSnapshot] = {}
-        self._retention = retention or SnapshotRetentionPolicy()
+        # A snapshot carries its own state, so the catalogue holds it weakly: it lists the snapshots some
+        # caller still holds, and never keeps an old state alive by itself.
+        self._kept: weakref.WeakValueDictionary[uuid.UUID, FilesystemSnapshot] = weakref.WeakValueDictionary()
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -478,19 +471,12 @@ class InMemoryFilesystem(BaseFilesystem):
             payload=state,
         )
         with self._lock:
-            self._kept[snapshot.snapshot_id] = snapshot  # in the order taken: the catalogue stays sorted
-            if len(self._kept) > 2 * self._retention.max_count:  # prune in batches: amortised O(1) per snapshot
-                self._prune()
+            self._kept[snapshot.snapshot_id] = snapshot
         return snapshot
-
-    def _prune(self) -> None:
-        for doomed in select_prunable(list(self._kept.values()), self._retention):
-            del self._kept[doomed.snapshot_id]
 
     def _kept_snapshots(self) -> Sequence[FilesystemSnapshot]:
         with self._lock:
-            self._prune()  # what is listed follows the policy exactly
-            return list(self._kept.values())
+            return sorted(self._kept.values(), key=lambda snapshot: snapshot.created_at)
 
     def _drop_snapshot(self, snapshot: FilesystemSnapshot) -> None:
         with self._lock:
@@ -528,7 +514,6 @@ class InMemoryFilesystem(BaseFilesystem):
         forked = InMemoryFilesystem(
             read_only=self._read_only if read_only is None else read_only,
             mount_point=self._mount_point,
-            retention=self._retention,
         )
         forked._set_state(self._capture_state() if snapshot is None else self._payload(snapshot))
         return forked

@@ -111,7 +111,6 @@ EXIT_CODES: Mapping[type[BaseException], int] = {
     errors.PatternTooSlowError: EXIT_INVALID,
     errors.MoveIntoSelfError: EXIT_INVALID,
     ValueError: EXIT_INVALID,
-    TypeError: EXIT_INVALID,
     errors.UnsupportedOperationError: EXIT_INVALID,
     errors.SnapshotError: EXIT_FAILURE,
     errors.SnapshotCreationError: EXIT_FAILURE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import click
 
@@ -22,9 +22,9 @@ __all__ = ["register"]
 
 
 def _snapshotable(fs: Filesystem) -> SnapshotableFilesystem:
-    if not fs.capabilities.snapshots or not isinstance(fs, SnapshotableFilesystem):
+    if not fs.capabilities.snapshots:
         fail(EXIT_INVALID, "unsupported", f"{fs!r} cannot take snapshots")
-    return fs
+    return cast(SnapshotableFilesystem, fs)  # the capability promises the protocol
 
 
 def _stored(fs: SnapshotableFilesystem) -> list[FilesystemSnapshot]:

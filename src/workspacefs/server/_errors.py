@@ -80,7 +80,6 @@ HTTP_STATUS: Mapping[type[BaseException], int] = {
     errors.PatternTooSlowError: 400,
     errors.MoveIntoSelfError: 400,
     ValueError: 400,
-    TypeError: 400,
     errors.UnsupportedOperationError: 501,
     errors.SnapshotError: 409,
     errors.SnapshotCreationError: 409,

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.convertors import Convertor, register_url_convertor
 
-from workspacefs.errors import PreconditionFailedError
+from workspacefs.errors import PreconditionFailedError, UnsupportedOperationError
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, strict_path_pattern
 from workspacefs.protocol import ByteWriter
 from workspacefs.server._errors import ApiError, error_responses
@@ -120,10 +120,14 @@ def target_path(path: str) -> str:
 
 
 def described(fs: ServedFilesystem, session_id: str, norm: str, status: int = 200) -> JSONResponse:
-    """A path's JSON without content, with the ``ETag`` of a file's current content."""
-    info = fs.stat(norm)
-    content_id = None if info.is_directory else fs.content_id(norm)
-    return _json(file_model(session_id, info), status=status, headers=etag(content_id))
+    """A path's JSON without content, with the ``ETag`` of a file's current content: metadata and id come
+    from one versioned read, so they describe the same version."""
+    try:
+        version = fs.open_versioned(norm)
+    except IsADirectoryError:
+        return _json(file_model(session_id, fs.stat(norm)), status=status)
+    version.reader.close()
+    return _json(file_model(session_id, version.stat), status=status, headers=etag(version.content_id))
 
 
 def _resolve_expect(fs: ServedFilesystem, norm: str, tags: list[str] | None) -> str:
@@ -217,8 +221,9 @@ async def read(
 
 
 def _require_flags(fs: ServedFilesystem) -> None:
+    """Refuse (501 by the error table) before anything changes when the storage has no per-file flags."""
     if not fs.capabilities.file_read_only:
-        raise ApiError(422, "unsupported", "This session's storage cannot mark files read-only")
+        raise UnsupportedOperationError("This session's storage cannot mark files read-only")
 
 
 def _create_json(fs: ServedFilesystem, session_id: str, norm: str, body: CreateFileRequest) -> JSONResponse:

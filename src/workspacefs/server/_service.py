@@ -22,6 +22,7 @@ import anyio.to_thread
 from fastapi import Depends, Header, Path, Request
 
 from workspacefs.backends.sql import SqlFilesystem, SqlStore
+from workspacefs.errors import InvalidPathError, error_code
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, basename, strict_path
 from workspacefs.protocol import ConditionalWrites, SnapshotableFilesystem
 from workspacefs.results import FileStat
@@ -188,8 +189,8 @@ def wire_path(path: str) -> str:
     the API shows (``/`` is the root), so error messages name paths the way the client does."""
     try:
         return "/" + strict_path(path)
-    except (ValueError, TypeError) as exc:
-        raise ApiError(400, "invalid_path", str(exc)) from None
+    except InvalidPathError as exc:  # its own code: invalid_path, path_too_deep, name_too_long …
+        raise ApiError(400, error_code(exc) or "invalid_path", str(exc)) from None
 
 
 def shown(path: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
 
 from workspacefs.backends.sql import SessionInfo, SqlStore
 from workspacefs.server._tables import migrate_service, session_owners
@@ -50,11 +51,16 @@ class SessionCatalog:
 
     def create(self, agent_id: str, session_id: str) -> CatalogEntry:
         """A new, empty session owned by ``agent_id`` (``FileExistsError`` if the id is taken)."""
-        with self.store.write() as connection:
-            self.store.create_session(connection, session_id)
-            connection.execute(
-                sa.insert(session_owners).values(session_id=session_id, agent_id=agent_id, created_at=datetime.now(UTC))
-            )
+        try:
+            with self.store.write() as connection:
+                self.store.create_session(connection, session_id)
+                connection.execute(
+                    sa.insert(session_owners).values(
+                        session_id=session_id, agent_id=agent_id, created_at=datetime.now(UTC)
+                    )
+                )
+        except IntegrityError:  # another request created the same id at the same moment
+            raise FileExistsError(f"Session {session_id!r} already exists") from None
         found = self.get(session_id)
         assert found is not None
         return found

@@ -95,6 +95,18 @@ class ConditionalWritesSuite(SuiteBase):
             fs.write_bytes_if("missing.txt", b"x", expect="*")
         assert not fs.exists("missing.txt")
 
+    @pytest.mark.parametrize("target", ["nodir/x.txt", "x.txt", "d", "f.txt/x"])
+    @pytest.mark.parametrize("expect", ["*", "0" * 64])
+    def test_no_file_there_is_a_failed_precondition(self, target: str, expect: str) -> None:
+        """A missing file, a missing parent, a directory or a file where a directory should be: one answer."""
+        fs = self.conditional({"f.txt": "f"})
+        fs.mkdir("d")
+        with pytest.raises(PreconditionFailedError):
+            fs.write_bytes_if(target, b"x", expect=expect)
+        with pytest.raises(PreconditionFailedError):
+            fs.open_write_if(target, expect=expect)
+        assert self.tree(fs) == {"d": None, "f.txt": b"f"}
+
     def test_a_streamed_conditional_write_checks_again_at_commit(self) -> None:
         fs = self.conditional({"a.txt": "v1"})
         writer = fs.open_write_if("a.txt", expect=fs.content_id("a.txt"))

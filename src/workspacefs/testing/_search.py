@@ -315,6 +315,23 @@ class GrepSuite(SuiteBase):
 
         assert finishes(search) == []
 
+    @pytest.mark.parametrize(
+        ("pattern", "lines"),
+        [
+            (r"[[:alpha:]]x", [1, 2]),
+            (r"[^]]x", [1, 2]),
+            (r"\x41BC", [3]),
+            (r"\101BC", [3]),
+            (r"\pLfoo", [4, 5]),
+            (r"[[:upper:]]foo", [5]),
+            (r"\x{41}BC", [3]),
+        ],
+    )
+    def test_classes_and_escapes_are_never_taken_for_literals(self, pattern: str, lines: list[int]) -> None:
+        """Regression: a pre-filter took ``41`` in ``\\x41`` (or ``:]`` in ``[[:alpha:]]``) for required text."""
+        fs = self.make({"f.txt": "ax\nbx\nABC\nafoo\nSfoo\n"})
+        assert [m.line_number for m in fs.grep(pattern)] == lines
+
     def test_lookaround_and_backreferences_work(self) -> None:
         fs = self.make({"f.txt": "price: $42\nlook: aa\nnone\n"})
         assert [m.line_number for m in fs.grep(r"(?<=\$)\d+")] == [1]

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
-from workspacefs.errors import error_code
+from workspacefs.errors import SnapshotNotFoundError, WorkspaceError
 from workspacefs.protocol import Filesystem, SnapshotableFilesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
 from workspacefs.tools._messages import failure, failure_from
@@ -59,7 +60,7 @@ def _run(tool: Tool[Any], params: Any, context: ToolContext) -> ToolResult[Any]:
         return tool(params, context=context)
     except Exception as exc:
         fs = context.filesystem
-        if fs is not None and error_code(exc) is not None:  # a caller's error the handler left to the boundary
+        if fs is not None and isinstance(exc, WorkspaceError):  # a typed refusal the handler left to the boundary
             named = params.model_dump()
             return failure_from(exc, fs, str(named.get("path", named.get("src", "."))), verb="used")
         logger.exception("tool %s failed unexpectedly", tool.name)
@@ -94,7 +95,7 @@ def dispatch(
     fs = context.filesystem
     if not (tool.mutating and tool.transactional and _wants_transaction(context, fs)):
         return _run(tool, params, context)
-    assert isinstance(fs, SnapshotableFilesystem)  # the snapshots capability promises the protocol
+    fs = cast(SnapshotableFilesystem, fs)  # _wants_transaction checked: the snapshots capability promises it
     cheap = fs.capabilities.cheap_snapshots
     snapshot = fs.snapshot(tag=f"before {tool.name}")
     result = _run(tool, params, context)
@@ -106,7 +107,8 @@ def dispatch(
                     result.message + " Changes it made before failing were rolled back.", result.error_code
                 )
     finally:
-        fs.delete_snapshot(snapshot)
+        with contextlib.suppress(SnapshotNotFoundError):  # a retention policy may have pruned it already
+            fs.delete_snapshot(snapshot)
     return result
 
 

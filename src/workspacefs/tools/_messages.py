@@ -173,7 +173,8 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         f"{MAX_CONVENIENCE_BYTES // (1024 * 1024)} MiB); work on it in parts."
     ),
     InvalidPatternError: lambda e, _w: (
-        f"{_reason(e)}. In a regular expression, escape special characters such as ( ) [ ] . * + ? with a backslash."
+        f"{_reason(e)}. If it is a regular expression, escape special characters such as ( ) [ ] . * + ? with "
+        "a backslash."
     ),
     PatternTooSlowError: lambda e, _w: f"{_reason(e)}.",
     MoveIntoSelfError: lambda _, w: (
@@ -181,7 +182,6 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         "it); choose a destination outside it."
     ),
     ValueError: lambda e, w: _reason(e) if str(e) else f"Invalid request for '{w.shown}'.",
-    TypeError: lambda e, _w: f"Invalid argument: {_reason(e)}.",
     UnsupportedOperationError: lambda e, _w: f"This workspace cannot do that: {_reason(e)}.",
     SnapshotError: lambda e, _w: f"The snapshot operation failed: {_reason(e)}",
     SnapshotCreationError: lambda e, _w: f"The snapshot could not be taken: {_reason(e)}",

@@ -8,7 +8,7 @@ by its id, a unique prefix of 8 or more characters, or its tag.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pydantic import Field
 
@@ -27,11 +27,11 @@ _PREFIX_CHARACTERS = 8
 
 def _snapshotable(context: ToolContext) -> SnapshotableFilesystem | ToolResult[Any]:
     fs = context.filesystem
-    if fs is None or not fs.capabilities.snapshots or not isinstance(fs, SnapshotableFilesystem):
+    if fs is None or not fs.capabilities.snapshots:
         return failure(
             "This workspace cannot take snapshots, so snapshot, restore and diff are unavailable.", "unsupported"
         )
-    return fs
+    return cast(SnapshotableFilesystem, fs)  # the capability promises the protocol
 
 
 def _known(fs: SnapshotableFilesystem, context: ToolContext) -> list[FilesystemSnapshot]:

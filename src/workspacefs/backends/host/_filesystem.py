@@ -19,17 +19,18 @@ import os
 import shutil
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import ClassVar
 
 from workspacefs import errors
 from workspacefs._hostio import DIR_FLAGS, HostResolver, is_listable_name, parent_and_name, renameat_noreplace
+from workspacefs.backends._core import too_big
 from workspacefs.backends.base import BaseFilesystem, Fingerprint
 from workspacefs.backends.host._ripgrep import Ripgrep
 from workspacefs.backends.host._snapshots import HostSnapshots, SnapshotStrategy
 from workspacefs.backends.host._tree import (
     AppendWriter,
+    ConditionalHostWriter,
     HostTree,
     HostWriter,
     content_id_of_fd,
@@ -42,9 +43,9 @@ from workspacefs.backends.host._tree import (
 )
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import SpecialFileError, name_caller_path
-from workspacefs.paths import ROOT, join
-from workspacefs.protocol import ByteReader, ByteWriter, VersionedContent
-from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode
+from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT, join
+from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
+from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode, WriteResult
 from workspacefs.search import GrepPattern
 from workspacefs.snapshots import SnapshotRetentionPolicy
 from workspacefs.streams import StreamReader
@@ -343,13 +344,26 @@ class HostFilesystem(BaseFilesystem):
 
     # --- conditional writes -------------------------------------------------------------------------
 
-    def _compare_lock(self, path: str) -> AbstractContextManager[None]:
-        return self._tree.directory_lock(path)
+    def open_write_if(self, path: str, *, expect: str) -> ByteWriter:
+        """As :meth:`BaseFilesystem.open_write_if`: the check and the rename happen together, under a lock of
+        the directory the writer holds open (see ``ConditionalHostWriter``)."""
+        with self._conditional_target(path) as norm:
+            return ConditionalHostWriter(self._tree, norm, expect)
+
+    def write_bytes_if(self, path: str, content: BytesLike, *, expect: str) -> WriteResult:
+        """As :meth:`BaseFilesystem.write_bytes_if`, through :meth:`open_write_if`."""
+        data = bytes(content)
+        with self._conditional_target(path) as norm:
+            if len(data) > MAX_CONVENIENCE_BYTES:
+                raise too_big("Writing", path)
+            with self.open_write_if(norm, expect=expect) as writer:
+                writer.write(data)
+        return WriteResult(norm, len(data), "overwrite")
 
     def _content_id(self, path: str) -> str:
-        fd, _ = self._tree.open_regular(path)
+        fd, info = self._tree.open_regular(path)
         try:
-            return content_id_of_fd(fd)
+            return content_id_of_fd(fd, info.st_size)
         finally:
             os.close(fd)
 
@@ -358,7 +372,7 @@ class HostFilesystem(BaseFilesystem):
         version it hashed, and ``fstat`` describes that same version."""
         fd, info = self._tree.open_regular(path)
         try:
-            content_id = content_id_of_fd(fd)
+            content_id = content_id_of_fd(fd, info.st_size)  # exactly the bytes the reader will return
         except BaseException:
             os.close(fd)
             raise

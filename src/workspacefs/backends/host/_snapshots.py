@@ -180,6 +180,13 @@ class HostSnapshots:
             self._strategies[name] = STRATEGIES[name](self.directory)
         return self._strategies[name]
 
+    def _scrub(self, exc: BaseException) -> str:
+        """An error's text without host paths: messages reach models and clients, which never see the host."""
+        text = str(exc)
+        for place, shown in ((str(self.directory), "<snapshot_dir>"), (self._root, "<root>")):
+            text = text.replace(place, shown)
+        return text
+
     def _manifest_file(self, snapshot_id: uuid.UUID | str) -> Path:
         return self.directory / "manifests" / f"{snapshot_id}.json"
 
@@ -187,7 +194,7 @@ class HostSnapshots:
         try:
             return Manifest.from_json(self._manifest_file(snapshot_id).read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise SnapshotRestoreError(f"Snapshot {snapshot_id} has no readable manifest: {exc}") from None
+            raise SnapshotRestoreError(f"Snapshot {snapshot_id} has no readable manifest: {self._scrub(exc)}") from None
 
     # --- capture ------------------------------------------------------------------------------------
 
@@ -237,7 +244,7 @@ class HostSnapshots:
             raise
         except Exception as exc:
             sink.abort()
-            raise SnapshotCreationError(f"Could not snapshot the workspace: {exc}") from exc
+            raise SnapshotCreationError(f"Could not snapshot the workspace: {self._scrub(exc)}") from exc
         manifest = Manifest(entries, captured_ns, self.strategy.name, self.strategy.digest_kind)
         self._manifest_file(snapshot_id).parent.mkdir(parents=True, exist_ok=True)
         self._manifest_file(snapshot_id).write_text(manifest.to_json(), encoding="utf-8")
@@ -308,7 +315,7 @@ class HostSnapshots:
                 self._tree.install(path, fill, entry.mode, entry.mtime_ns)
                 wanted.discard(path)
         except OSError as exc:
-            raise SnapshotRestoreError(f"Restoring snapshot {stored.snapshot_id} failed: {exc}") from exc
+            raise SnapshotRestoreError(f"Restoring snapshot {stored.snapshot_id} failed: {self._scrub(exc)}") from exc
         if wanted:
             raise SnapshotRestoreError(f"Snapshot {stored.snapshot_id} is missing content for {sorted(wanted)[:5]}")
 

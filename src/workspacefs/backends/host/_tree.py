@@ -15,8 +15,7 @@ import fcntl
 import itertools
 import os
 import stat
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
@@ -30,13 +29,15 @@ from workspacefs._hostio import (
     parent_and_name,
     renameat_noreplace,
 )
-from workspacefs.errors import HardLinkRefusedError, SpecialFileError
+from workspacefs.backends._conditional import ANY_VERSION
+from workspacefs.errors import HardLinkRefusedError, PreconditionFailedError, SpecialFileError
 from workspacefs.paths import ROOT
 from workspacefs.results import FileStat, WriteMode
 from workspacefs.streams import ContentHasher, StreamWriter
 
 __all__ = [
     "AppendWriter",
+    "ConditionalHostWriter",
     "HostTree",
     "HostWriter",
     "content_id_of_fd",
@@ -87,11 +88,12 @@ def write_fd(fd: int, data: bytes | memoryview) -> None:
             view = view[os.write(fd, view) :]
 
 
-def content_id_of_fd(fd: int) -> str:
-    """The content id of an open file, read with ``pread`` from offset 0 to its end (the offset stays)."""
+def content_id_of_fd(fd: int, size: int) -> str:
+    """The content id of the first ``size`` bytes of an open file (what a reader of that size returns),
+    read with ``pread`` so the descriptor's offset stays where it is."""
     hasher = ContentHasher()
     offset = 0
-    while chunk := os.pread(fd, CHUNK, offset):
+    while offset < size and (chunk := os.pread(fd, min(CHUNK, size - offset), offset)):
         hasher.update(chunk)
         offset += len(chunk)
     return hasher.content_id()
@@ -144,6 +146,46 @@ class HostWriter(StreamWriter):
             self._dir_fd = -1
 
 
+class ConditionalHostWriter(HostWriter):
+    """A :class:`HostWriter` that replaces the file only if it still holds content id ``expect`` (``"*"``: any
+    regular file). The check and the rename happen under an exclusive ``flock`` of the very directory the
+    writer renames into (by its descriptor, never by name again), which every conditional writer takes."""
+
+    __slots__ = ("_expect",)
+
+    def __init__(self, tree: HostTree, path: str, expect: str) -> None:
+        super().__init__(tree, path, "overwrite")
+        self._expect = expect
+        try:
+            self._check()  # fail before the upload; checked again at commit
+        except BaseException:
+            self._release()
+            raise
+
+    def _check(self) -> None:
+        try:
+            fd = os.open(self._name, READ_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self._dir_fd)
+        except OSError:
+            raise PreconditionFailedError(self.path, "The file no longer exists") from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise PreconditionFailedError(self.path, "The file no longer exists")
+            if self._expect != ANY_VERSION and content_id_of_fd(fd, info.st_size) != self._expect:
+                raise PreconditionFailedError(self.path)
+        finally:
+            os.close(fd)
+
+    def _commit(self) -> None:
+        lock = os.open(".", DIR_FLAGS, dir_fd=self._dir_fd)  # a lockable descriptor of the same directory
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._check()
+            super()._commit()
+        finally:
+            os.close(lock)  # closing the only descriptor of that open file releases the lock
+
+
 class AppendWriter(StreamWriter):
     """Appends in place (append is not atomic by contract); an abort truncates back to the old size."""
 
@@ -180,21 +222,6 @@ class HostTree:
     def close(self) -> None:
         """Release the root descriptor; idempotent."""
         self.resolver.close()
-
-    @contextmanager
-    def directory_lock(self, path: str) -> Iterator[None]:
-        """An exclusive ``flock`` on ``path``'s parent directory, held by every conditional write into it
-        (in this process or another), so a compare and the rename after it are one step for them."""
-        above, _ = parent_and_name(path)
-        try:
-            fd = self.resolver.open_dir(above, DIR_FLAGS)
-        except OSError as exc:
-            raise lookup_fail(exc, path) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)  # closing the last descriptor of the open file releases the lock
 
     def open_parent(self, path: str, above: str) -> int:
         """A descriptor of ``path``'s parent directory, resolved race-free."""
