@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,3 +60,27 @@ def service_url(request: pytest.FixtureRequest, fast_tmp: Path) -> str:
         return f"sqlite:///{tempfile.mkdtemp(dir=fast_tmp)}/service.db"
     url: str = request.getfixturevalue("postgres_url")
     return url
+
+
+@pytest.fixture(scope="module")
+def xfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A loop-mounted XFS image: the one filesystem here with reflinks (needs root and xfsprogs)."""
+    base = tmp_path_factory.mktemp("xfs")
+    image, mount = base / "xfs.img", base / "mnt"
+    mount.mkdir()
+    with open(image, "wb") as handle:
+        handle.truncate(512 * 1024 * 1024)
+    if shutil.which("mkfs.xfs") is None:
+        missing("mkfs.xfs is not installed (apt-get install xfsprogs)")
+    made = subprocess.run(["mkfs.xfs", "-q", str(image)], capture_output=True, check=False)
+    if made.returncode != 0:
+        missing(f"mkfs.xfs is not available ({made.stderr.decode().strip()[:200]}); apt-get install xfsprogs")
+    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(mount)], capture_output=True, check=False)
+    if mounted.returncode != 0:
+        missing(f"cannot loop-mount an XFS image: {mounted.stderr.decode().strip()[:200]}")
+    try:
+        yield mount
+    finally:
+        gc.collect()  # filesystems still referenced by finished tests hold descriptors on the mount
+        if subprocess.run(["umount", str(mount)], capture_output=True, check=False).returncode != 0:
+            subprocess.run(["umount", "--lazy", str(mount)], check=False)

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import io
 import os
-import shutil
 import stat
 import subprocess
 import sys
 import tarfile
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import missing
 
 from workspacefs import HostFilesystem, SnapshotRestoreError, SnapshotRetentionPolicy
 from workspacefs.backends.host import ReflinkStrategy
@@ -294,30 +290,6 @@ def test_archive_extraction_refuses_unsafe_members(
     assert not (tmp_path / "escape.txt").exists()
     assert not (root.parent / "escape.txt").exists()
     assert not os.path.lexists(root / "link")
-
-
-@pytest.fixture(scope="module")
-def xfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A loop-mounted XFS image: the one filesystem here with reflinks (needs root and xfsprogs)."""
-    base = tmp_path_factory.mktemp("xfs")
-    image, mount = base / "xfs.img", base / "mnt"
-    mount.mkdir()
-    with open(image, "wb") as handle:
-        handle.truncate(512 * 1024 * 1024)
-    if shutil.which("mkfs.xfs") is None:
-        missing("mkfs.xfs is not installed (apt-get install xfsprogs)")
-    made = subprocess.run(["mkfs.xfs", "-q", str(image)], capture_output=True, check=False)
-    if made.returncode != 0:
-        missing(f"mkfs.xfs is not available ({made.stderr.decode().strip()[:200]}); apt-get install xfsprogs")
-    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(mount)], capture_output=True, check=False)
-    if mounted.returncode != 0:
-        missing(f"cannot loop-mount an XFS image: {mounted.stderr.decode().strip()[:200]}")
-    try:
-        yield mount
-    finally:
-        gc.collect()  # filesystems still referenced by finished tests hold descriptors on the mount
-        if subprocess.run(["umount", str(mount)], capture_output=True, check=False).returncode != 0:
-            subprocess.run(["umount", "--lazy", str(mount)], check=False)
 
 
 class TestReflinkSnapshots(SnapshotSuite):

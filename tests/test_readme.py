@@ -122,3 +122,14 @@ def test_readme_mcp_client_configuration_starts_a_working_server(tmp_path: Path)
             return [tool.name for tool in (await session.list_tools()).tools]
 
     assert "read_file" in anyio.run(use)
+
+
+def test_readme_container_example_runs() -> None:
+    from conftest import missing
+
+    from workspacefs.testing._containers import busybox_image, podman_available
+
+    if not podman_available():
+        missing("Podman is not installed or does not answer (apt-get install podman runc)")
+    code = _first_block("## A container to run code in").replace("localhost/tools:1", busybox_image())
+    exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})

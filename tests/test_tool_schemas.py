@@ -12,6 +12,7 @@ import pytest
 from workspacefs import InMemoryFilesystem
 from workspacefs.tools import (
     ALL_TOOLS,
+    EXEC_TOOLS,
     SNAPSHOT_TOOLS,
     ToolContext,
     dispatch,
@@ -59,7 +60,7 @@ def check_openai_strict(node: Any, where: str = "parameters") -> None:
 @pytest.mark.parametrize("api", ["chat", "responses"])
 def test_openai_definitions_are_valid_in_strict_mode(api: str) -> None:
     assert len(to_openai_tools(api=api)) == len(ALL_TOOLS)
-    definitions = to_openai_tools(ALL_TOOLS + SNAPSHOT_TOOLS, api=api)
+    definitions = to_openai_tools(ALL_TOOLS + SNAPSHOT_TOOLS + EXEC_TOOLS, api=api)
     for definition in definitions:
         function = definition["function"] if api == "chat" else definition
         assert definition["type"] == "function"
@@ -74,7 +75,7 @@ def test_openai_definitions_are_valid_in_strict_mode(api: str) -> None:
 
 
 def test_anthropic_definitions() -> None:
-    for definition in to_anthropic_tools():
+    for definition in to_anthropic_tools(ALL_TOOLS + SNAPSHOT_TOOLS + EXEC_TOOLS):
         assert set(definition) == {"name", "description", "input_schema"}
         assert NAME.match(definition["name"])
         assert definition["input_schema"]["type"] == "object"

@@ -36,6 +36,7 @@ from workspacefs.errors import (
     ReadOnlyError,
     ReadOnlyFileError,
     RootProtectedError,
+    SandboxError,
     SnapshotCreationError,
     SnapshotError,
     SnapshotIncompatibleError,
@@ -58,6 +59,7 @@ from workspacefs.paths import (
 from workspacefs.protocol import (
     ByteReader,
     ByteWriter,
+    CommandRunner,
     ConditionalWrites,
     Filesystem,
     SnapshotableFilesystem,
@@ -65,6 +67,7 @@ from workspacefs.protocol import (
     VersionedContent,
 )
 from workspacefs.results import (
+    ExecResult,
     FileEntry,
     FileStat,
     FilesystemDiff,
@@ -87,6 +90,7 @@ if TYPE_CHECKING:
     from workspacefs.agent import Prompt, Section, Session, WorkspaceSection
     from workspacefs.archive import ArchiveStats, UnsafeArchiveError, export_tar, import_tar
     from workspacefs.asyncfs import AsyncFilesystem
+    from workspacefs.backends.container import ContainerFilesystem, ContainerSandbox
     from workspacefs.backends.sql import SqlFilesystem, SqlStore
     from workspacefs.manager import FileManager, PathConstraints
     from workspacefs.server import create_app
@@ -131,6 +135,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
         for name in ("ArchiveStats", "UnsafeArchiveError", "export_tar", "import_tar")
     },
     "AsyncFilesystem": ("workspacefs.asyncfs", None),
+    "ContainerSandbox": ("workspacefs.backends.container", None),
+    "ContainerFilesystem": ("workspacefs.backends.container", None),
     "FileManager": ("workspacefs.manager", None),
     "PathConstraints": ("workspacefs.manager", None),
     "SqlFilesystem": ("workspacefs.backends.sql", "pip install 'workspacefs[sql]'"),
@@ -177,11 +183,15 @@ __all__ = [
     "ByteReader",
     "ByteWriter",
     "Capabilities",
+    "CommandRunner",
     "ConcurrentChangeError",
     "ConditionalWrites",
+    "ContainerFilesystem",
+    "ContainerSandbox",
     "ContentTooLargeError",
     "DirectoryNotEmptyError",
     "DirectorySnapshotStore",
+    "ExecResult",
     "FileChangedSinceReadError",
     "FileEntry",
     "FileManager",
@@ -216,6 +226,7 @@ __all__ = [
     "ReadResult",
     "ReadState",
     "RootProtectedError",
+    "SandboxError",
     "Section",
     "Session",
     "SnapshotCreationError",

@@ -39,6 +39,7 @@ __all__ = [
     "ReadOnlyError",
     "ReadOnlyFileError",
     "RootProtectedError",
+    "SandboxError",
     "SnapshotCreationError",
     "SnapshotError",
     "SnapshotIncompatibleError",
@@ -213,6 +214,11 @@ class UnsupportedOperationError(WorkspaceError, NotImplementedError):
     """The backend does not offer this operation (see its ``capabilities``)."""
 
 
+class SandboxError(WorkspaceError, RuntimeError):
+    """The container a workspace runs commands in is missing or unusable: no runtime installed, an image that
+    does not exist, a container that died. The workspace's files are untouched."""
+
+
 # --- snapshots (RuntimeError) -------------------------------------------------------------------------
 
 
@@ -269,6 +275,7 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     MoveIntoSelfError: "move_into_itself",
     ValueError: "invalid_argument",
     UnsupportedOperationError: "unsupported",
+    SandboxError: "sandbox_unavailable",
     SnapshotError: "snapshot_failed",
     SnapshotCreationError: "snapshot_creation_failed",
     SnapshotRestoreError: "snapshot_restore_failed",

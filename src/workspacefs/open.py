@@ -164,7 +164,40 @@ def _open_sql(url: str, params: dict[str, str]) -> Filesystem:
     return SqlFilesystem(url, session, read_only=query_flag(params, "read_only"), mount_point=params.get("mount_point"))
 
 
+def _open_container(url: str, params: dict[str, str]) -> Filesystem:
+    """``podman://IMAGE?network=false&memory=512m&cpus=1&pids_limit=256&user=…&host_dir=/x&snapshot_strategy=…``
+    (and ``docker://IMAGE``): a new sandbox whose filesystem is returned; closing it removes the container."""
+    from workspacefs.backends.container import ContainerSandbox  # noqa: PLC0415 - imported on first use
+
+    parts = urlsplit(url)
+    image = unquote(parts.netloc + parts.path)
+    if not image:
+        raise ValueError(f"{parts.scheme}:// URLs name an image, such as {parts.scheme}://localhost/tools:1")
+    _check_options(
+        f"{parts.scheme}://",
+        params,
+        {"workdir", "host_dir", "network", "memory", "cpus", "pids_limit", "user", "snapshot_strategy", "snapshot_dir"},
+    )
+    sandbox = ContainerSandbox(
+        image,
+        runtime=parts.scheme,
+        workdir=params.get("workdir", "/workspace"),
+        host_dir=params.get("host_dir"),
+        network=query_flag(params, "network"),
+        memory=params.get("memory"),
+        cpus=float(params["cpus"]) if "cpus" in params else None,
+        pids_limit=int(params.get("pids_limit", "256")),
+        user=params.get("user"),
+        snapshot_strategy=params.get("snapshot_strategy"),
+        snapshot_dir=params.get("snapshot_dir"),
+    )
+    sandbox.filesystem.owns_sandbox()
+    return sandbox.filesystem
+
+
 register_backend("memory", _open_memory)
+register_backend("podman", _open_container)
+register_backend("docker", _open_container)
 register_backend("file", _open_host)
 _SQL_HINT = "pip install 'workspacefs[sql]' (and 'workspacefs[postgres]' for PostgreSQL)"
 for _scheme in ("sqlite", "postgresql", "postgres"):

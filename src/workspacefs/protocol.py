@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, runtime_checkable
@@ -10,6 +10,7 @@ from uuid import UUID
 
 from workspacefs.capabilities import Capabilities
 from workspacefs.results import (
+    ExecResult,
     FileEntry,
     FileStat,
     FilesystemDiff,
@@ -23,9 +24,11 @@ from workspacefs.results import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_OUTPUT",
     "ByteReader",
     "ByteWriter",
     "BytesLike",
+    "CommandRunner",
     "ConditionalWrites",
     "Filesystem",
     "SnapshotableFilesystem",
@@ -345,4 +348,26 @@ class ConditionalWrites(Protocol):
 
     def open_write_if(self, path: str, *, expect: str) -> ByteWriter:
         """A streaming writer whose commit succeeds only over content id ``expect``."""
+        ...
+
+
+DEFAULT_MAX_OUTPUT = 1024 * 1024
+"""Bytes of each output stream a command may return in full; longer output keeps its head and tail."""
+
+
+@runtime_checkable
+class CommandRunner(Protocol):
+    """A workspace commands can run in (``capabilities.exec``): a container, never the caller's machine."""
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        timeout: float = 120,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | str | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> ExecResult:
+        """Run ``cmd`` (a list: argv, never through a shell on the host; a string: ``sh -c`` inside)."""
         ...

@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeVar
 from uuid import UUID
 
 __all__ = [
+    "ExecResult",
     "FileEntry",
     "FileStat",
     "FilesystemDiff",
@@ -126,6 +127,23 @@ class ReadBytesResult:
     offset: int
     limit: int | None
     truncated: bool
+
+
+@_fast_init
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """A finished command: its exit code and output (text, head and tail kept when it was too long).
+
+    ``timed_out``: the command ran past its timeout and its whole process group was killed. ``truncated``:
+    some output was cut from the middle (the text says how much).
+    """
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    truncated: bool = False
+    duration_s: float = 0.0
 
 
 @_fast_init

@@ -112,6 +112,7 @@ EXIT_CODES: Mapping[type[BaseException], int] = {
     errors.MoveIntoSelfError: EXIT_INVALID,
     ValueError: EXIT_INVALID,
     errors.UnsupportedOperationError: EXIT_INVALID,
+    errors.SandboxError: EXIT_FAILURE,
     errors.SnapshotError: EXIT_FAILURE,
     errors.SnapshotCreationError: EXIT_FAILURE,
     errors.SnapshotRestoreError: EXIT_FAILURE,

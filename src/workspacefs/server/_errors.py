@@ -81,6 +81,7 @@ HTTP_STATUS: Mapping[type[BaseException], int] = {
     errors.MoveIntoSelfError: 400,
     ValueError: 400,
     errors.UnsupportedOperationError: 501,
+    errors.SandboxError: 503,
     errors.SnapshotError: 409,
     errors.SnapshotCreationError: 409,
     errors.SnapshotRestoreError: 409,

@@ -2,17 +2,19 @@
 
 ``FILESYSTEM_TOOLS`` = ``ls``, ``read_file``, ``write_file``, ``edit_file``, ``glob``, ``grep``,
 ``rm``; ``EXTRA_TOOLS`` = ``mkdir``, ``mv``, ``cp``, ``stat``; ``SNAPSHOT_TOOLS`` = ``snapshot``,
-``restore``, ``diff`` where the filesystem can snapshot (``tools_for(fs)`` picks what fits a filesystem).
+``restore``, ``diff`` where the filesystem can snapshot; ``EXEC_TOOLS`` = ``run_command`` where it can run
+commands (``tools_for(fs)`` picks what fits a filesystem).
 Handlers take ``(params, *, context)`` and never raise for a model's mistake: they return
 ``ToolResult(success=False)`` with a message saying what to do instead.
 """
 
 from workspacefs.tools._core import ReadState, SnapshotLedger, Tool, ToolContext, ToolResult
 from workspacefs.tools._dispatch import dispatch, to_anthropic_tools, to_openai_tools
+from workspacefs.tools._exec_tool import RUN_COMMAND
 from workspacefs.tools._file_tools import CP, GLOB, GREP, LS, MKDIR, MV, RM, STAT
 from workspacefs.tools._messages import TOOL_MESSAGES
 from workspacefs.tools._schema import openai_strict_schema, portable_schema
-from workspacefs.tools._sets import ALL_TOOLS, EXTRA_TOOLS, FILESYSTEM_TOOLS, SNAPSHOT_TOOLS, tools_for
+from workspacefs.tools._sets import ALL_TOOLS, EXEC_TOOLS, EXTRA_TOOLS, FILESYSTEM_TOOLS, SNAPSHOT_TOOLS, tools_for
 from workspacefs.tools._snapshot_tools import DIFF, RESTORE, SNAPSHOT
 from workspacefs.tools._text_tools import EDIT_FILE, READ_FILE, WRITE_FILE
 
@@ -21,6 +23,7 @@ __all__ = [
     "CP",
     "DIFF",
     "EDIT_FILE",
+    "EXEC_TOOLS",
     "EXTRA_TOOLS",
     "FILESYSTEM_TOOLS",
     "GLOB",
@@ -31,6 +34,7 @@ __all__ = [
     "READ_FILE",
     "RESTORE",
     "RM",
+    "RUN_COMMAND",
     "SNAPSHOT",
     "SNAPSHOT_TOOLS",
     "STAT",

@@ -6,23 +6,27 @@ from typing import Any
 
 from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import Tool
+from workspacefs.tools._exec_tool import RUN_COMMAND
 from workspacefs.tools._file_tools import CP, GLOB, GREP, LS, MKDIR, MV, RM, STAT
 from workspacefs.tools._snapshot_tools import DIFF, RESTORE, SNAPSHOT
 from workspacefs.tools._text_tools import EDIT_FILE, READ_FILE, WRITE_FILE
 
-__all__ = ["ALL_TOOLS", "EXTRA_TOOLS", "FILESYSTEM_TOOLS", "SNAPSHOT_TOOLS", "tools_for"]
+__all__ = ["ALL_TOOLS", "EXEC_TOOLS", "EXTRA_TOOLS", "FILESYSTEM_TOOLS", "SNAPSHOT_TOOLS", "tools_for"]
 
 FILESYSTEM_TOOLS: tuple[Tool[Any], ...] = (LS, READ_FILE, WRITE_FILE, EDIT_FILE, GLOB, GREP, RM)
 EXTRA_TOOLS: tuple[Tool[Any], ...] = (MKDIR, MV, CP, STAT)
 ALL_TOOLS: tuple[Tool[Any], ...] = FILESYSTEM_TOOLS + EXTRA_TOOLS
 SNAPSHOT_TOOLS: tuple[Tool[Any], ...] = (SNAPSHOT, RESTORE, DIFF)
+EXEC_TOOLS: tuple[Tool[Any], ...] = (RUN_COMMAND,)
 
 
 def tools_for(fs: Filesystem | None, *, read_only: bool | None = None) -> tuple[Tool[Any], ...]:
     """The tools that make sense on ``fs``: every file tool, plus ``SNAPSHOT_TOOLS`` where its capabilities
-    say it snapshots; on a read-only filesystem (or with ``read_only=True``) only the tools that change
-    nothing."""
-    offered = ALL_TOOLS + (SNAPSHOT_TOOLS if fs is not None and fs.capabilities.snapshots else ())
+    say it snapshots and ``EXEC_TOOLS`` (``run_command``) where it can run commands; on a read-only
+    filesystem (or with ``read_only=True``) only the tools that change nothing."""
+    caps = fs.capabilities if fs is not None else None
+    offered = ALL_TOOLS + (SNAPSHOT_TOOLS if caps is not None and caps.snapshots else ())
+    offered += EXEC_TOOLS if caps is not None and caps.exec else ()
     if read_only if read_only is not None else bool(fs is not None and fs.read_only):
         offered = tuple(tool for tool in offered if not tool.mutating and tool.name != "snapshot")
     return offered

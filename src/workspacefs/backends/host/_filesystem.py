@@ -115,6 +115,15 @@ class HostFilesystem(BaseFilesystem):
         """The race-proof resolver (for the snapshot strategies and the container backend)."""
         return self._tree.resolver
 
+    def _release_root(self) -> None:
+        """Let go of the root's descriptor (before the root is unmounted and mounted again)."""
+        self._tree.close()
+
+    def _reopen_root(self) -> None:
+        """Open the root afresh (it was mounted again): later operations resolve beneath the new mount."""
+        self._tree = HostTree(self._root, durable=self._tree.durable)
+        self._snapshots.rebind(self._tree)
+
     def close(self) -> None:
         """Release the root descriptor and any helper process; idempotent."""
         self._snapshots.close()

@@ -37,7 +37,7 @@ from workspacefs.paths import join
 from workspacefs.results import FilesystemSnapshot
 from workspacefs.snapshots import DirectorySnapshotStore, SnapshotRetentionPolicy, select_prunable
 
-__all__ = ["HostSnapshots", "Manifest", "ManifestEntry", "SnapshotStrategy"]
+__all__ = ["RACY_WINDOW_NS", "ContentFingerprint", "HostSnapshots", "Manifest", "ManifestEntry", "SnapshotStrategy"]
 
 RACY_WINDOW_NS = 2_000_000_000
 
@@ -80,7 +80,7 @@ class Manifest:
         return cls(entries, int(data["captured_ns"]), str(data["strategy"]), data["digest_kind"])
 
 
-class _Fingerprint:
+class ContentFingerprint:
     """What ``diff`` compares: size and time first, content (digests computed on demand) when in doubt."""
 
     __slots__ = ("_digests", "_loader", "kind", "mtime_ns", "racy", "size")
@@ -108,7 +108,7 @@ class _Fingerprint:
         return self._digests[kind]
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, _Fingerprint):
+        if not isinstance(other, ContentFingerprint):
             return NotImplemented
         if self.size != other.size:
             return False
@@ -157,6 +157,8 @@ class HostSnapshots:
         self._retention = retention or SnapshotRetentionPolicy()
         self._strategies: dict[str, SnapshotStrategy] = {}
         self.strategy = self._choose(strategy)
+        self.on_drop: Callable[[uuid.UUID], None] | None = None
+        """Told about every snapshot that goes (deleted or pruned), after its data: a container drops its image."""
 
     def _choose(self, wanted: str | SnapshotStrategy | None) -> SnapshotStrategy:
         if isinstance(wanted, SnapshotStrategy):
@@ -294,6 +296,12 @@ class HostSnapshots:
             strategy = self.strategy
         strategy.discard(str(snapshot_id))
         manifest_file.unlink(missing_ok=True)
+        if self.on_drop is not None:
+            self.on_drop(snapshot_id)
+
+    def rebind(self, tree: HostTree) -> None:
+        """Work through ``tree`` from now on (the root was mounted again: a fresh descriptor of it)."""
+        self._tree = tree
 
     def close(self) -> None:
         for strategy in self._strategies.values():
@@ -368,7 +376,7 @@ class HostSnapshots:
         for path, entry in manifest.entries.items():
             if not entry.is_dir:
                 loader = _stored_loader(strategy, str(stored.snapshot_id), path, entry, self.directory)
-                found[path] = _Fingerprint(
+                found[path] = ContentFingerprint(
                     entry.size,
                     entry.mtime_ns,
                     racy=manifest.racy(entry),
@@ -387,7 +395,7 @@ class HostSnapshots:
             except OSError:
                 continue
             racy = info.st_mtime_ns >= now - RACY_WINDOW_NS
-            found[path] = _Fingerprint(
+            found[path] = ContentFingerprint(
                 info.st_size, info.st_mtime_ns, racy=racy, kind=None, digest=None, loader=self._current_loader(path)
             )
         return found

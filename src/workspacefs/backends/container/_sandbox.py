@@ -1,0 +1,438 @@
+"""``ContainerSandbox``: one long-lived, hardened container whose workdir is a host directory the workspace's
+``HostFilesystem`` serves — files at host speed with every host sandbox guarantee, commands inside.
+
+What is isolated: commands run in the container, with no network (``--network none``) unless asked, every
+capability dropped (``--cap-drop ALL``), ``no-new-privileges``, a process limit, optional memory and CPU
+limits, and one writable host path: the workspace directory, bind-mounted at ``workdir``. What is not: the
+kernel is shared (a container is not a VM), the runtime runs as whoever starts it (rootful Podman here), and
+anything the command writes into the workspace is the host's to read — which ``HostFilesystem`` does without
+ever following a link the command made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import shutil
+import subprocess
+import tempfile
+import uuid
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import ClassVar, Final, Self
+
+from workspacefs.backends.base import Fingerprint
+from workspacefs.backends.container._exec import run_in_container
+from workspacefs.backends.container._overlay import OverlayWorkspace
+from workspacefs.backends.container._runtime import Runtime, owner_labels
+from workspacefs.backends.host import STRATEGIES, HostFilesystem
+from workspacefs.capabilities import Capabilities
+from workspacefs.errors import (
+    SandboxError,
+    SnapshotCreationError,
+    SnapshotRestoreError,
+    UnsupportedOperationError,
+)
+from workspacefs.paths import normalize_mount_point
+from workspacefs.protocol import DEFAULT_MAX_OUTPUT
+from workspacefs.results import ExecResult, FilesystemSnapshot
+
+__all__ = ["CONTAINER_STRATEGIES", "ContainerFilesystem", "ContainerSandbox"]
+
+CONTAINER_STRATEGIES: Final = ("container_commit", "overlay", "checkpoint")
+"""Snapshot strategies of a sandbox besides the host ones (``reflink``, ``git``, ``archive``, ``copy``)."""
+_IDLE: Final = 'trap "exit 0" TERM; while :; do sleep 3600 & wait $!; done'
+"""PID 1 of the container: waits, and leaves at once when stopped (needs ``sh`` and ``sleep``)."""
+_SNAPSHOT_IMAGE: Final = "localhost/workspacefs-snapshot"
+_MAX_NOFILE: Final = 65536
+
+
+def _limits() -> list[str]:
+    """``--ulimit`` for open files and processes within this process's own hard limits.
+
+    Runtimes default to limits above an unprivileged hard limit, which a container without capabilities
+    cannot set; these are the largest it can (processes also at most ``pid_max``).
+    """
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nproc = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    try:
+        pid_max = int(Path("/proc/sys/kernel/pid_max").read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        pid_max = 32768
+    nofile = _MAX_NOFILE if nofile == resource.RLIM_INFINITY else min(nofile, _MAX_NOFILE)
+    nproc = pid_max if nproc == resource.RLIM_INFINITY else min(nproc, pid_max)
+    return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
+
+
+def _cleanup(runtime: Runtime, name: str, owned_dir: str | None, overlay: OverlayWorkspace | None) -> None:
+    """Remove the container, the overlay mount and the temporary workspace the sandbox made; safe twice."""
+    runtime.remove(name)
+    if overlay is not None:
+        overlay.close()
+    if owned_dir is not None:
+        shutil.rmtree(owned_dir, ignore_errors=True)
+
+
+class ContainerSandbox:
+    """A container to run an agent's commands in, around a workspace directory; see the module docstring.
+
+    ``ContainerSandbox(image)`` starts the container (the image must be in local storage: nothing is
+    pulled); ``.filesystem`` is the workspace, ``.exec(...)`` runs a command. Use it as a context manager or
+    call :meth:`close`, which removes the container (and the temporary workspace, unless ``host_dir`` was
+    given). Containers left behind by a crashed process are removed by the next sandbox's start.
+    """
+
+    def __init__(
+        self,
+        image: str,
+        *,
+        runtime: str = "podman",
+        workdir: str = "/workspace",
+        host_dir: str | os.PathLike[str] | None = None,
+        network: bool = False,
+        memory: str | None = None,
+        cpus: float | None = None,
+        pids_limit: int = 256,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+        snapshot_strategy: str | None = None,
+        snapshot_dir: str | os.PathLike[str] | None = None,
+        cap_add: Sequence[str] = (),
+    ) -> None:
+        mount = normalize_mount_point(workdir)
+        if mount is None:
+            raise ValueError(f"workdir must be an absolute directory other than '/', not {workdir!r}")
+        if isinstance(pids_limit, bool) or not isinstance(pids_limit, int) or pids_limit < 1:
+            raise ValueError(f"pids_limit must be a positive int, not {pids_limit!r}")
+        self.image = image
+        self.workdir = mount
+        self.strategy = snapshot_strategy
+        self._commits = snapshot_strategy == "container_commit"
+        if snapshot_strategy == "checkpoint":
+            raise UnsupportedOperationError(_checkpoint_refusal())
+        if snapshot_strategy is not None and snapshot_strategy not in (*STRATEGIES, *CONTAINER_STRATEGIES):
+            known = ", ".join((*STRATEGIES, *CONTAINER_STRATEGIES))
+            raise ValueError(f"Unknown snapshot strategy {snapshot_strategy!r}; use one of {known}")
+        self._runtime = Runtime.find(runtime)
+        self._runtime.reap_orphans()
+        if not self._runtime.has_image(image):
+            raise SandboxError(
+                f"image {image!r} is not in {self._runtime.name}'s local storage (a sandbox never pulls); "
+                f"build it or load it first ({self._runtime.name} images lists what is there)"
+            )
+        if host_dir is not None and not os.path.isdir(host_dir):
+            raise NotADirectoryError(f"host_dir must be an existing directory: {host_dir!r}")
+        self.overlay = (
+            OverlayWorkspace(lower=None if host_dir is None else os.fspath(host_dir), snapshot_dir=snapshot_dir)
+            if snapshot_strategy == "overlay"
+            else None
+        )
+        self._owned_dir = None if host_dir is not None or self.overlay else tempfile.mkdtemp(prefix="wsfs-sandbox-")
+        if self.overlay is not None:
+            self.host_dir = str(self.overlay.merged)  # what the container and the filesystem see
+        else:
+            self.host_dir = os.path.realpath(os.fspath(host_dir) if host_dir is not None else str(self._owned_dir))
+        self.name = f"wsfs-{uuid.uuid4().hex[:12]}"
+        self._options = self._run_options(
+            network=network, memory=memory, cpus=cpus, pids_limit=pids_limit, env=env or {}, user=user, cap_add=cap_add
+        )
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _cleanup, self._runtime, self.name, self._owned_dir, self.overlay)
+        try:
+            self._start(image)
+            host_strategy = None if snapshot_strategy in CONTAINER_STRATEGIES else snapshot_strategy
+            host_snapshots = self.overlay.snapshots / "host" if self.overlay is not None else snapshot_dir
+            self.filesystem = ContainerFilesystem(
+                self, self.host_dir, mount_point=mount, snapshot_strategy=host_strategy, snapshot_dir=host_snapshots
+            )
+        except BaseException:
+            self._finalizer()
+            raise
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+
+    @property
+    def runtime(self) -> str:
+        """``podman`` or ``docker``."""
+        return self._runtime.name
+
+    def _run_options(
+        self,
+        *,
+        network: bool,
+        memory: str | None,
+        cpus: float | None,
+        pids_limit: int,
+        env: Mapping[str, str],
+        user: str | None,
+        cap_add: Sequence[str],
+    ) -> list[str]:
+        options = [*self._runtime.label_arguments(owner_labels())]
+        options += ["--network", "bridge" if network else "none"]
+        options += ["--cap-drop", "ALL", *[a for cap in cap_add for a in ("--cap-add", cap)]]
+        options += ["--security-opt", "no-new-privileges", "--pids-limit", str(pids_limit), *_limits()]
+        if memory is not None:
+            options += ["--memory", str(memory)]
+        if cpus is not None:
+            options += ["--cpus", str(cpus)]
+        if user is not None:
+            options += ["--user", user]
+        for key, value in env.items():
+            options += ["--env", f"{key}={value}"]
+        return [*options, "--volume", f"{self.host_dir}:{self.workdir}", "--workdir", self.workdir]
+
+    def _start(self, image: str) -> None:
+        """Start the container from ``image`` and check it runs (an image without ``sh`` cannot)."""
+        self._runtime.run("run", "--detach", "--name", self.name, *self._options, image, "sh", "-c", _IDLE)
+        probe = self._runtime.run("exec", self.name, "sh", "-c", ":", check=False, timeout=60)
+        if probe.returncode != 0:
+            self._runtime.remove(self.name)
+            raise SandboxError(
+                f"the container of image {image!r} does not stay up with a shell "
+                f"({self._runtime.message(probe.stderr)}); the image needs sh and sleep"
+            )
+
+    def stop(self) -> None:
+        """Remove the container (its processes end); :meth:`restart_from` starts the next one."""
+        self._runtime.remove(self.name)
+
+    def restart_from(self, image: str) -> None:
+        """Replace the container by a new one from ``image`` (same name, options and workspace)."""
+        self._runtime.remove(self.name)
+        self._start(image)
+
+    def close(self) -> None:
+        """Remove the container (and a temporary workspace); idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self.filesystem.release()
+        self._finalizer()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "running"
+        return f"ContainerSandbox({self.image!r}, runtime={self.runtime!r}, {state})"
+
+    # --- commands ------------------------------------------------------------------------------------
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        timeout: float = 120,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | str | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> ExecResult:
+        """Run a command in the container and wait for it.
+
+        ``cmd`` as a list is the argv (no shell anywhere); a string runs as ``sh -c`` inside the container.
+        ``cwd`` is a workspace path (``src`` or ``/workspace/src``). On timeout the command's whole process
+        group is killed and the result says ``timed_out``; the sandbox stays usable. Each output stream keeps
+        at most ``max_output`` bytes: its head and tail, with the cut said in place.
+
+        Raises:
+            SandboxError: the container is gone or the runtime failed (the workspace is untouched).
+            FileNotFoundError, NotADirectoryError: ``cwd`` is not a directory of the workspace.
+            ValueError: an empty command, a bad timeout or environment variable name.
+        """
+        if self._closed:
+            raise SandboxError("the sandbox is closed")
+        where = self.workdir
+        if cwd is not None:
+            norm = self.filesystem._norm(cwd)
+            if not self.filesystem.stat(cwd).is_directory:
+                raise NotADirectoryError(f"cwd is not a directory: {cwd!r}")
+            where = f"{self.workdir}/{norm}" if norm else self.workdir
+        return run_in_container(
+            self._runtime,
+            self.name,
+            cmd,
+            timeout=timeout,
+            workdir=where,
+            env=env,
+            stdin=stdin,
+            max_output=max_output,
+        )
+
+    # --- container commits ---------------------------------------------------------------------------
+
+    @property
+    def commits(self) -> bool:
+        """True when snapshots also commit the container (``snapshot_strategy="container_commit"``)."""
+        return self._commits
+
+    @staticmethod
+    def snapshot_image(snapshot_id: uuid.UUID) -> str:
+        """The image a ``container_commit`` snapshot keeps the container's own files in."""
+        return f"{_SNAPSHOT_IMAGE}:{snapshot_id}"
+
+    def commit(self, snapshot_id: uuid.UUID) -> None:
+        """Keep the container's files (everything outside the workspace) as the snapshot's image."""
+        self._runtime.run("commit", self.name, self.snapshot_image(snapshot_id))
+
+    def restore_commit(self, snapshot_id: uuid.UUID) -> None:
+        """Recreate the container from the snapshot's image (the workspace directory stays mounted)."""
+        image = self.snapshot_image(snapshot_id)
+        if not self._runtime.has_image(image):
+            raise SnapshotRestoreError(f"Snapshot {snapshot_id} has no container image (it was deleted?)")
+        self.restart_from(image)
+
+    def drop_commit(self, snapshot_id: uuid.UUID) -> None:
+        """Delete a snapshot's image (nothing if there is none)."""
+        self._runtime.run("rmi", "--force", self.snapshot_image(snapshot_id), check=False)
+
+
+def _checkpoint_refusal() -> str:
+    """Why ``checkpoint`` snapshots (CRIU) are refused on this machine, as precisely as it can be said."""
+    criu = shutil.which("criu")
+    if criu is None:
+        return "checkpoint snapshots need CRIU, which is not installed here; use container_commit instead"
+    done = subprocess.run([criu, "check"], capture_output=True, timeout=60, check=False)
+    if done.returncode != 0:
+        return (
+            f"checkpoint snapshots need CRIU, which cannot run on this machine ({Runtime.message(done.stderr)}); "
+            "use container_commit instead"
+        )
+    return "checkpoint snapshots (CRIU) are not offered by workspacefs; use container_commit instead"
+
+
+class ContainerFilesystem(HostFilesystem):
+    """The workspace of a :class:`ContainerSandbox`: a ``HostFilesystem`` on its directory that can also run
+    commands in the container (``capabilities.exec``) and, with ``container_commit``, snapshots the container's
+    own files along with the workspace."""
+
+    backend_name: ClassVar[str] = "container"
+    declared_capabilities: ClassVar[Capabilities] = Capabilities(host_directory=True, exec=True)
+
+    def __init__(
+        self,
+        sandbox: ContainerSandbox,
+        root: str,
+        *,
+        mount_point: str | None,
+        snapshot_strategy: str | None = None,
+        snapshot_dir: str | os.PathLike[str] | None = None,
+        read_only: bool = False,
+    ) -> None:
+        """The sandbox's workspace at ``root`` (its bind-mounted directory, or one below it)."""
+        super().__init__(
+            root,
+            read_only=read_only,
+            mount_point=mount_point,
+            snapshot_strategy=snapshot_strategy,
+            snapshot_dir=snapshot_dir,
+        )
+        self._sandbox = sandbox
+        self._owns_sandbox = False
+        if sandbox.commits:  # every way a snapshot goes (deleted, or pruned by retention) takes its image too
+            self._snapshots.on_drop = sandbox.drop_commit
+
+    @property
+    def sandbox(self) -> ContainerSandbox:
+        """The sandbox whose workspace this is."""
+        return self._sandbox
+
+    @property
+    def snapshot_strategy(self) -> str:
+        """The strategy snapshots use (a host strategy, or ``container_commit`` over one)."""
+        overlay = self._sandbox.overlay
+        if overlay is not None:
+            return "overlay_reflink" if overlay.reflink else "overlay_copy"
+        host = super().snapshot_strategy
+        return f"container_commit+{host}" if self._sandbox.commits else host
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        timeout: float = 120,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        stdin: bytes | str | None = None,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> ExecResult:
+        """Run a command in the sandbox (see :meth:`ContainerSandbox.exec`)."""
+        return self._sandbox.exec(cmd, timeout=timeout, cwd=cwd, env=env, stdin=stdin, max_output=max_output)
+
+    def owns_sandbox(self) -> None:
+        """Close the sandbox with this filesystem (``open_filesystem("podman://…")`` hands out only this)."""
+        self._owns_sandbox = True
+
+    def release(self) -> None:
+        """Release the directory handle without touching the sandbox."""
+        super().close()
+
+    def close(self) -> None:
+        """Release the workspace, and the sandbox too if this filesystem owns it; idempotent."""
+        self.release()
+        if self._owns_sandbox:
+            self._sandbox.close()
+
+    # --- snapshots: an overlay's changes; or the workspace by its host strategy, the container by commit ----
+
+    def _capture(self, draft: FilesystemSnapshot) -> FilesystemSnapshot:
+        overlay = self._sandbox.overlay
+        if overlay is not None:
+            return overlay.capture(draft)
+        taken = super()._capture(draft)
+        if self._sandbox.commits:
+            try:
+                self._sandbox.commit(taken.snapshot_id)
+            except SandboxError as exc:
+                super()._drop_snapshot(taken)
+                raise SnapshotCreationError(f"The container could not be committed: {exc}") from exc
+        return taken
+
+    def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
+        overlay = self._sandbox.overlay
+        if overlay is not None:
+            self._restore_overlay(overlay, snapshot)
+            return
+        if self._sandbox.commits:
+            self._sandbox.restore_commit(snapshot.snapshot_id)  # first: if the image is gone, nothing changed
+        super()._restore_state(snapshot)
+
+    def _restore_overlay(self, overlay: OverlayWorkspace, snapshot: FilesystemSnapshot) -> None:
+        """Remount the overlay with the snapshot's changes; the container restarts to see the new mount."""
+
+        def unmounted() -> None:
+            self._sandbox.stop()
+            self._release_root()
+
+        try:
+            overlay.restore(snapshot, unmounted=unmounted)
+        finally:
+            if overlay.mounted:
+                self._reopen_root()
+                self._sandbox.restart_from(self._sandbox.image)
+
+    def _manifest(self, snapshot: FilesystemSnapshot | None) -> Mapping[str, Fingerprint]:
+        overlay = self._sandbox.overlay
+        if overlay is not None and snapshot is not None:
+            return overlay.manifest(snapshot)
+        return super()._manifest(snapshot)
+
+    def _kept_snapshots(self) -> Sequence[FilesystemSnapshot]:
+        overlay = self._sandbox.overlay
+        return overlay.list() if overlay is not None else super()._kept_snapshots()
+
+    def _drop_snapshot(self, snapshot: FilesystemSnapshot) -> None:
+        overlay = self._sandbox.overlay
+        if overlay is not None:
+            overlay.delete(snapshot)
+        else:
+            super()._drop_snapshot(snapshot)
