@@ -3,6 +3,7 @@ container, bad input, lifecycle and crash clean-up, snapshots of every strategy,
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -169,6 +170,34 @@ def test_a_container_that_died_is_an_error_and_the_files_stay(sandbox: Container
     with pytest.raises(SandboxError):
         sandbox.exec("true")
     assert sandbox.filesystem.read("kept.txt").content == "kept"
+
+
+def test_a_workspace_directory_that_vanished_is_said_plainly(image: str, tmp_path: Path) -> None:
+    workspace = tmp_path / "vanishing"
+    workspace.mkdir()
+    with ContainerSandbox(image, host_dir=workspace, snapshot_dir=tmp_path / "s") as sandbox:
+        sandbox.filesystem.write("a.txt", "a")
+        shutil.rmtree(workspace)
+        with pytest.raises(SandboxError, match="workspace directory was removed"):
+            sandbox.exec("ls")
+        with pytest.raises(FileNotFoundError):
+            sandbox.filesystem.read("a.txt")
+
+
+def test_the_command_line_works_on_a_podman_workspace(image: str, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from workspacefs.cli import main
+
+    url = f"podman://{image}?host_dir={tmp_path}"
+    before = _containers()
+    written = CliRunner().invoke(main, ["write", "notes.txt", "--fs", url], input=b"kept\n", catch_exceptions=False)
+    assert written.exit_code == 0, written.stderr
+    shown = CliRunner().invoke(main, ["cat", "notes.txt", "--fs", url], catch_exceptions=False)
+    assert shown.exit_code == 0 and shown.stdout == "kept\n"
+    assert (tmp_path / "notes.txt").read_text() == "kept\n"
+    gc.collect()  # the filesystems the commands opened are gone: so are their containers
+    assert _containers() == before
 
 
 def test_close_removes_the_container_and_is_idempotent(image: str, tmp_path: Path) -> None:

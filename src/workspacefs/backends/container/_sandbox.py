@@ -257,16 +257,23 @@ class ContainerSandbox:
             if not self.filesystem.stat(cwd).is_directory:
                 raise NotADirectoryError(f"cwd is not a directory: {cwd!r}")
             where = f"{self.workdir}/{norm}" if norm else self.workdir
-        return run_in_container(
-            self._runtime,
-            self.name,
-            cmd,
-            timeout=timeout,
-            workdir=where,
-            env=env,
-            stdin=stdin,
-            max_output=max_output,
-        )
+        try:
+            return run_in_container(
+                self._runtime,
+                self.name,
+                cmd,
+                timeout=timeout,
+                workdir=where,
+                env=env,
+                stdin=stdin,
+                max_output=max_output,
+            )
+        except SandboxError as exc:
+            if not os.path.isdir(self.host_dir):  # the likeliest cause, said plainly (runc's words alarm)
+                raise SandboxError(
+                    "the workspace directory was removed from under the sandbox; close it and start a new one"
+                ) from exc
+            raise
 
     # --- container commits ---------------------------------------------------------------------------
 
