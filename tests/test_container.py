@@ -78,7 +78,7 @@ class TestContainerFilesystem(FilesystemValidationSuite):
 def _tar(files: Mapping[str, bytes], dirs: tuple[str, ...]) -> bytes:
     """A tar stream of ``files`` and ``dirs`` for ``tar -x`` inside the container."""
     buffer = io.BytesIO()
-    now = time.time()
+    now = int(time.time()) - 1  # whole seconds, never ahead of the clock the host's later writes read
     with tarfile.open(fileobj=buffer, mode="w") as archive:
         for directory in dirs:
             info = tarfile.TarInfo(directory)

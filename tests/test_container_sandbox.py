@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,12 +18,16 @@ from conftest import missing
 
 from workspacefs import (
     PathEscapeError,
+    ReadOnlyError,
     SandboxError,
+    SnapshotNotFoundError,
+    SnapshotRestoreError,
     SymlinkRefusedError,
     UnsupportedOperationError,
     open_filesystem,
+    tools_for,
 )
-from workspacefs.backends.container import ContainerSandbox
+from workspacefs.backends.container import ContainerFilesystem, ContainerSandbox
 from workspacefs.backends.container._runtime import LABEL, Runtime
 from workspacefs.testing._containers import busybox_image, docker_via_podman, podman_available
 
@@ -177,6 +182,8 @@ def test_a_workspace_directory_that_vanished_is_said_plainly(image: str, tmp_pat
     workspace.mkdir()
     with ContainerSandbox(image, host_dir=workspace, snapshot_dir=tmp_path / "s") as sandbox:
         sandbox.filesystem.write("a.txt", "a")
+        # the sandbox's own nosuid bind mount over it (as root) goes first, as any rm -rf of a mount would
+        subprocess.run(["umount", "--lazy", str(workspace)], capture_output=True, check=False)
         shutil.rmtree(workspace)
         with pytest.raises(SandboxError, match="workspace directory was removed"):
             sandbox.exec("ls")
@@ -231,8 +238,14 @@ def test_a_crashed_process_leaves_no_container_after_the_next_start(image: str) 
     done = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True, check=False, timeout=300)
     orphan = done.stdout.strip()
     assert orphan and orphan in _containers()
+    left = [
+        line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines() if "wsfs-sandbox-" in line
+    ]
+    assert left  # its workspace (a nosuid bind mount of a temporary directory) was left behind too
     with ContainerSandbox(image):
         assert orphan not in _containers()
+        mounts = Path("/proc/self/mountinfo").read_text()
+        assert not any(point in mounts for point in left) and not any(Path(point).exists() for point in left)
 
 
 def test_open_filesystem_gives_a_sandbox_that_closes_with_it(image: str) -> None:
@@ -277,8 +290,9 @@ def test_container_commit_keeps_what_is_installed_outside_the_workspace(image: s
         assert fs.read("notes.txt").content == "one"
         image_name = ContainerSandbox.snapshot_image(taken.snapshot_id)
         assert subprocess.run(["podman", "image", "exists", image_name], check=False).returncode == 0
-        fs.delete_snapshot(taken)
-        assert subprocess.run(["podman", "image", "exists", image_name], check=False).returncode != 0
+        fs.delete_snapshot(taken)  # the container runs from its image: that must not kill the container
+        assert sandbox.exec("tool").stdout == "tool v1\n"
+    assert subprocess.run(["podman", "image", "exists", image_name], check=False).returncode != 0  # gone with it
 
 
 def test_overlay_snapshots_copy_only_changes_and_never_touch_the_base(image: str, tmp_path: Path) -> None:
@@ -353,3 +367,85 @@ def test_docker_runtime_through_podmans_service(image: str, monkeypatch: pytest.
             assert timed.timed_out and "sleep 200" not in sandbox.exec("ps -o args").stdout
             name = sandbox.name
         assert name not in _containers()
+
+
+# --- regressions from review -------------------------------------------------------------------------------
+
+
+def test_a_runtime_that_warns_on_stderr_still_reports_and_kills(
+    image: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Podman and Docker may print a warning line before the command's own stderr."""
+    real = shutil.which("podman")
+    assert real is not None
+    wrapper = tmp_path / "bin" / "podman"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\necho "level=warning msg=\\"a runtime warning\\"" >&2\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    with ContainerSandbox(image, snapshot_dir=tmp_path / "s") as sandbox:
+        failed = sandbox.exec("echo out; echo err >&2; exit 4")
+        assert failed.exit_code == 4 and failed.stdout == "out\n"
+        assert "wsfs-exec-pid" not in failed.stderr and failed.stderr.endswith("err\n")
+        timed = sandbox.exec("sleep 303", timeout=1)
+        assert timed.timed_out and "sleep 303" not in sandbox.exec("ps -o args").stdout
+
+
+def test_a_timeout_before_the_command_reported_in_still_kills_it(sandbox: ContainerSandbox) -> None:
+    result = sandbox.exec("sleep 304", timeout=0.01)
+    assert result.timed_out
+    assert "sleep 304" not in sandbox.exec("ps -o args").stdout
+
+
+def test_a_failed_overlay_restore_changes_nothing(image: str, tmp_path: Path) -> None:
+    with ContainerSandbox(image, snapshot_strategy="overlay", snapshot_dir=tmp_path / "s") as sandbox:
+        fs = sandbox.filesystem
+        fs.write("a.txt", "first")
+        taken = fs.snapshot()
+        fs.write("a.txt", "second")
+        sandbox.exec("sleep 1000 > /dev/null 2>&1 &")
+        shutil.rmtree(tmp_path / "s" / "overlay" / str(taken.snapshot_id))  # its copy is gone: it cannot stage
+        with pytest.raises(SnapshotRestoreError):
+            fs.restore(taken)
+        assert fs.read("a.txt").content == "second"
+        assert "sleep 1000" in sandbox.exec("ps -o args").stdout  # not even restarted
+        fs.delete_snapshot(taken)
+        with pytest.raises(SnapshotNotFoundError):
+            fs.restore(taken)
+        assert "sleep 1000" in sandbox.exec("ps -o args").stdout
+
+
+def test_setuid_files_made_by_commands_never_run_as_root_and_lose_the_bit(image: str, tmp_path: Path) -> None:
+    workspace = tmp_path / "given"
+    workspace.mkdir()
+    with ContainerSandbox(image, host_dir=workspace, snapshot_dir=tmp_path / "s") as sandbox:
+        assert sandbox.exec("cp /bin/busybox escalate && chmod 4755 escalate").exit_code == 0
+        findmnt = ["findmnt", "-n", "-o", "OPTIONS", str(workspace)]
+        mounted = subprocess.run(findmnt, capture_output=True, text=True, check=False)
+        assert "nosuid" in mounted.stdout.split(",")  # while it lives, the host runs nothing setuid from here
+    assert not (workspace / "escalate").stat().st_mode & 0o6000  # and after close the bit is gone
+
+
+def test_a_failed_start_leaves_nothing_behind(image: str) -> None:
+    def made() -> set[str]:
+        return {p.name for p in Path(tempfile.gettempdir()).glob("wsfs-sandbox-*")}
+
+    before, containers = made(), _containers()
+    with pytest.raises(SandboxError):
+        ContainerSandbox(image, memory="not-a-size")
+    assert made() == before and _containers() == containers
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert "wsfs-sandbox-" not in mounts
+
+
+def test_a_filesystem_below_the_workspace_runs_commands_there(sandbox: ContainerSandbox) -> None:
+    sandbox.filesystem.mkdir("project/src")
+    below = ContainerFilesystem(sandbox, f"{sandbox.host_dir}/project", mount_point="/workspace/project")
+    assert below.exec("pwd").stdout == "/workspace/project\n"
+    assert below.exec("pwd", cwd="src").stdout == "/workspace/project/src\n"
+    read_only = ContainerFilesystem(sandbox, sandbox.host_dir, mount_point="/workspace", read_only=True)
+    assert not read_only.capabilities.exec and "run_command" not in {t.name for t in tools_for(read_only)}
+    with pytest.raises(ReadOnlyError):
+        read_only.exec("touch x")
+    with pytest.raises(ValueError):
+        ContainerFilesystem(sandbox, "/tmp", mount_point="/workspace")

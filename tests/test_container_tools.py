@@ -68,6 +68,13 @@ def test_long_output_is_cut_for_the_model(sandbox: ContainerSandbox) -> None:
     assert "the middle was cut" in result.message
 
 
+def test_both_streams_long_are_each_cut_once_and_say_by_how_much(sandbox: ContainerSandbox) -> None:
+    command = "seq 1 200000; seq 1 200000 >&2"
+    result = dispatch("run_command", {"command": command}, ToolContext(filesystem=sandbox.filesystem))
+    assert result.message.count(" bytes cut] …") == 2 and "characters cut" not in result.message
+    assert len(result.message) < 31_000
+
+
 def test_a_timed_out_command_is_rolled_back(sandbox: ContainerSandbox) -> None:
     fs = sandbox.filesystem
     fs.write("kept.txt", "before\n")

@@ -37,14 +37,6 @@ class RunCommandParams(_Params):
     cwd: str | None = Field(None, description="Directory to run in, a workspace path (default: the workspace root).")
 
 
-def _shown(text: str, budget: int) -> str:
-    """At most ``budget`` characters: the head and the tail, with the cut said."""
-    if len(text) <= budget:
-        return text
-    half = budget // 2
-    return f"{text[:half]}\n… [{len(text) - 2 * half} characters cut] …\n{text[-half:]}"
-
-
 def describe(result: ExecResult, command: str, timeout: int) -> str:
     """The model's view of a finished command."""
     if result.timed_out:
@@ -54,11 +46,10 @@ def describe(result: ExecResult, command: str, timeout: int) -> str:
         if result.exit_code == 127:
             head += " (127: the command was not found in the sandbox.)"
     parts = [f"$ {command}", head]
-    budget = MAX_SHOWN_CHARS // 2 if result.stdout and result.stderr else MAX_SHOWN_CHARS
     if result.stdout:
-        parts.append("stdout:\n" + _shown(result.stdout, budget))
+        parts.append("stdout:\n" + result.stdout)
     if result.stderr:
-        parts.append("stderr:\n" + _shown(result.stderr, budget))
+        parts.append("stderr:\n" + result.stderr)
     if not result.stdout and not result.stderr:
         parts.append("(no output)")
     if result.truncated:
@@ -74,8 +65,9 @@ def run_command(params: RunCommandParams, *, context: ToolContext) -> ToolResult
     runner = cast(CommandRunner, fs)  # the exec capability promises the protocol
     timeout = params.timeout or DEFAULT_TIMEOUT
     try:
-        # each stream keeps no more than the model will read: one cut, made where the output is captured
-        result = runner.exec(params.command, timeout=timeout, cwd=params.cwd, max_output=MAX_SHOWN_CHARS)
+        # each stream keeps no more than the model will read (half the budget each): one cut, made where the
+        # output is captured, which says exactly how much went
+        result = runner.exec(params.command, timeout=timeout, cwd=params.cwd, max_output=MAX_SHOWN_CHARS // 2)
     except (OSError, ValueError, SandboxError) as exc:
         return failure_from(exc, fs, params.cwd or ".", verb="used as the working directory")
     value: dict[str, object] = {

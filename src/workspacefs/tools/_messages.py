@@ -112,6 +112,21 @@ def _reason(exc: BaseException) -> str:
     return text[0].upper() + text[1:] if text else type(exc).__name__
 
 
+_ABSOLUTE_PATH = re.compile(r"(?<![\w/.])/[^\s'\":,;()]+")
+
+
+def _without_host_paths(text: str, where: Where) -> str:
+    """A runtime's message without the host's paths (a model never learns the host's layout); paths under
+    the workspace's mount point stay."""
+    mount = where.fs.mount_point
+
+    def hide(match: re.Match[str]) -> str:
+        path = match.group(0)
+        return path if mount and (path == mount or path.startswith(mount + "/")) else "<host path>"
+
+    return _ABSOLUTE_PATH.sub(hide, text)
+
+
 Explain = Callable[[Any, Where], str]
 
 TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
@@ -184,10 +199,10 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
     ),
     ValueError: lambda e, w: _reason(e) if str(e) else f"Invalid request for '{w.shown}'.",
     UnsupportedOperationError: lambda e, _w: f"This workspace cannot do that: {_reason(e)}.",
-    SandboxError: lambda e, _w: f"The sandbox cannot run commands now: {_reason(e)}",
-    SnapshotError: lambda e, _w: f"The snapshot operation failed: {_reason(e)}",
-    SnapshotCreationError: lambda e, _w: f"The snapshot could not be taken: {_reason(e)}",
-    SnapshotRestoreError: lambda e, _w: f"The snapshot could not be restored: {_reason(e)}",
+    SandboxError: lambda e, w: f"The sandbox cannot run commands now: {_without_host_paths(_reason(e), w)}",
+    SnapshotError: lambda e, w: f"The snapshot operation failed: {_without_host_paths(_reason(e), w)}",
+    SnapshotCreationError: lambda e, w: f"The snapshot could not be taken: {_without_host_paths(_reason(e), w)}",
+    SnapshotRestoreError: lambda e, w: f"The snapshot could not be restored: {_without_host_paths(_reason(e), w)}",
     SnapshotNotFoundError: lambda e, _w: f"{_reason(e)}. Call snapshot to take one, or diff to compare existing ones.",
     SnapshotIncompatibleError: lambda e, _w: f"{_reason(e)}.",
 }

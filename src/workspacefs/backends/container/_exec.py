@@ -84,26 +84,55 @@ class OutputCapture:
         return bytes(self.head).decode("utf-8", "replace") + middle + tail.decode("utf-8", "replace")
 
 
-def _pump(stream: IO[bytes], capture: OutputCapture, marker: list[int] | None) -> None:
-    """Copy a stream into its capture; on stderr, take the prologue's first line out (it names the group)."""
-    pending = b""
+class _GroupReport:
+    """The prologue's report of the command's process group, read off the start of stderr.
+
+    Whatever the runtime itself prints first (a warning line) stays in stderr; the report line is taken
+    out wherever it comes. ``ready`` is set once the report arrived or cannot any more.
+    """
+
+    _SEARCH_LIMIT: Final = 64 * 1024
+
+    def __init__(self) -> None:
+        self.pgid: int | None = None
+        self.ready = threading.Event()
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The part of ``chunk`` that is the command's (or the runtime's) own stderr."""
+        if self.ready.is_set():
+            return chunk
+        self._pending += chunk
+        start = self._pending.find(_MARKER)
+        end = self._pending.find(b"\n", start) if start >= 0 else -1
+        if start >= 0 and end >= 0 and (start == 0 or self._pending[start - 1 : start] == b"\n"):
+            number = self._pending[start + len(_MARKER) : end]
+            if number.isdigit():
+                self.pgid = int(number)
+            before, after = self._pending[:start], self._pending[end + 1 :]
+            self._pending = b""
+            self.ready.set()
+            return before + after
+        if len(self._pending) > self._SEARCH_LIMIT:
+            return self.finish()
+        return b""
+
+    def finish(self) -> bytes:
+        """No report is coming (the stream ended, or too much came first): what was held back."""
+        held, self._pending = self._pending, b""
+        self.ready.set()
+        return held
+
+
+def _pump(stream: IO[bytes], capture: OutputCapture, report: _GroupReport | None) -> None:
+    """Copy a stream into its capture (stderr through the group report first)."""
     while chunk := stream.read1(_READ):  # type: ignore[attr-defined]
-        if marker is not None and not marker:
-            pending += chunk
-            if b"\n" not in pending and len(pending) < 256:
-                continue
-            line, _, rest = pending.partition(b"\n")
-            if line.startswith(_MARKER) and line[len(_MARKER) :].isdigit():
-                marker.append(int(line[len(_MARKER) :]))
-                chunk = rest
-            else:
-                marker.append(0)  # the prologue never ran (no sh in the image?): nothing to kill by group
-                chunk = pending
-            pending = b""
+        if report is not None:
+            chunk = report.feed(chunk)
         if chunk:
             capture.add(chunk)
-    if pending:
-        capture.add(pending)
+    if report is not None:
+        capture.add(report.finish())
     stream.close()
 
 
@@ -145,12 +174,12 @@ def run_in_container(
         stderr=subprocess.PIPE,
     )
     out, err = OutputCapture(max_output), OutputCapture(max_output)
-    group: list[int] = []
+    report = _GroupReport()
     assert process.stdout is not None
     assert process.stderr is not None
     pumps = [
         threading.Thread(target=_pump, args=(process.stdout, out, None), daemon=True),
-        threading.Thread(target=_pump, args=(process.stderr, err, group), daemon=True),
+        threading.Thread(target=_pump, args=(process.stderr, err, report), daemon=True),
     ]
     for pump in pumps:
         pump.start()
@@ -161,7 +190,8 @@ def run_in_container(
         process.wait(timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        _kill_group(runtime, container, group)
+        report.ready.wait(_KILL_GRACE)  # a command killed while it starts still reports its group first
+        _kill_group(runtime, container, report.pgid)
         try:
             process.wait(_KILL_GRACE)
         except subprocess.TimeoutExpired:
@@ -170,8 +200,7 @@ def run_in_container(
     for pump in pumps:
         pump.join(_KILL_GRACE)
     code = process.returncode
-    started_command = bool(group) and group[0] > 0  # the prologue reported in: the command itself ran
-    if code != 0 and not timed_out and not started_command:  # the runtime failed before the command could run
+    if code != 0 and not timed_out and report.pgid is None:  # no report: the runtime failed before the command
         raise SandboxError(f"{runtime.name} exec failed: {err.text().strip() or 'no message'}")
     return ExecResult(
         exit_code=code,
@@ -191,7 +220,8 @@ def _feed(process: subprocess.Popen[bytes], data: bytes) -> None:
         process.stdin.close()
 
 
-def _kill_group(runtime: Runtime, container: str, group: list[int]) -> None:
+def _kill_group(runtime: Runtime, container: str, pgid: int | None) -> None:
     """Kill the command's whole process group inside the container (the shell's ``kill`` needs no binary)."""
-    if group and group[0] > 1:
-        runtime.run("exec", container, "sh", "-c", 'kill -KILL -- "-$1"', "sh", str(group[0]), check=False, timeout=30)
+    if pgid is not None and pgid > 1:
+        with contextlib.suppress(SandboxError):  # a runtime that cannot even do this: the client is killed next
+            runtime.run("exec", container, "sh", "-c", 'kill -KILL -- "-$1"', "sh", str(pgid), check=False, timeout=30)

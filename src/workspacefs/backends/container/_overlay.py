@@ -12,6 +12,7 @@ Needs root and OverlayFS.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -23,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
+from workspacefs.backends.container._runtime import workspace_prefix
 from workspacefs.backends.host._snapshots import RACY_WINDOW_NS, ContentFingerprint
 from workspacefs.backends.host._strategies import digest_of
 from workspacefs.errors import (
@@ -126,14 +128,14 @@ class OverlayWorkspace:
         if os.geteuid() != 0:
             raise UnsupportedOperationError("overlay snapshots mount OverlayFS, which needs root")
         # the layers live beside the snapshots when those have a home: one filesystem, so copies can reflink
-        home = None if snapshot_dir is None else Path(snapshot_dir)
-        if home is not None:
-            home.mkdir(parents=True, exist_ok=True)
-        self.state = Path(tempfile.mkdtemp(prefix="wsfs-overlay-", dir=home))
-        self.lower = Path(os.path.realpath(lower)) if lower is not None else self.state / "lower"
-        for part in (str(self.lower), str(self.state)):
+        home = None if snapshot_dir is None else Path(os.path.realpath(snapshot_dir))
+        for part in (str(home or tempfile.gettempdir()), os.path.realpath(lower) if lower else ""):
             if "," in part or ":" in part:
                 raise ValueError(f"overlay layers cannot live in a path with ',' or ':' (OverlayFS options): {part!r}")
+        if home is not None:
+            home.mkdir(parents=True, exist_ok=True)
+        self.state = Path(tempfile.mkdtemp(prefix=workspace_prefix("overlay"), dir=home))
+        self.lower = Path(os.path.realpath(lower)) if lower is not None else self.state / "lower"
         self.upper, self.work, self.merged = self.state / "upper", self.state / "work", self.state / "merged"
         for directory in (self.lower, self.upper, self.work, self.merged):
             directory.mkdir(exist_ok=True)
@@ -146,13 +148,29 @@ class OverlayWorkspace:
             self.mount()
         except OSError as exc:
             shutil.rmtree(self.state, ignore_errors=True)
-            raise UnsupportedOperationError(f"OverlayFS cannot be mounted here: {exc}") from None
-        self.reflink = self._can_reflink()
+            raise UnsupportedOperationError(f"OverlayFS cannot be mounted here: {self._scrub(exc)}") from None
+        try:
+            self.reflink = self._can_reflink()
+        except BaseException:
+            self.close()
+            raise
 
     # --- the mount -------------------------------------------------------------------------------------
 
+    def _scrub(self, exc: BaseException) -> str:
+        """An error's text without host paths (it may reach a model): the layers by their roles."""
+        text = str(exc)
+        for place, shown in ((self.state, "<overlay>"), (self.snapshots, "<snapshot_dir>"), (self.lower, "<base>")):
+            text = text.replace(str(place), shown)
+        return text
+
     def mount(self) -> None:
-        options = f"lowerdir={self.lower},upperdir={self.upper},workdir={self.work}"
+        # nosuid, nodev: a setuid file a command made never runs as its owner from here; redirects and metacopy
+        # off, so each layer holds whole files and renamed directories, which is what the snapshots read
+        options = (
+            f"lowerdir={self.lower},upperdir={self.upper},workdir={self.work},"
+            "nosuid,nodev,redirect_dir=off,metacopy=off"
+        )
         _run("mount", "-t", "overlay", "overlay", "-o", options, str(self.merged))
         self._mounted = True
 
@@ -208,7 +226,7 @@ class OverlayWorkspace:
             _copy_tree(self.upper, target, reflink=self.reflink)
         except OSError as exc:
             shutil.rmtree(target, ignore_errors=True)
-            raise SnapshotCreationError(f"The overlay's changes could not be copied: {exc}") from exc
+            raise SnapshotCreationError(f"The overlay's changes could not be copied: {self._scrub(exc)}") from exc
         files = merged_view(self.lower, target)
         snapshot = dataclasses.replace(
             draft,
@@ -229,21 +247,45 @@ class OverlayWorkspace:
 
     def restore(self, snapshot: FilesystemSnapshot, *, unmounted: Callable[[], None]) -> None:
         """Put the snapshot's changes back in place of the current ones; ``unmounted`` runs while nothing is
-        mounted (the sandbox stops its container and lets go of the directory there)."""
+        mounted (the sandbox stops its container and lets go of the directory there).
+
+        The snapshot's copy is staged first, beside the current layer: a failure before the swap changes
+        nothing, and one after it puts the current layer back and mounts it again.
+        """
         copy = self._kept(snapshot)
+        staged = self.state / "upper.restoring"
+        shutil.rmtree(staged, ignore_errors=True)
+        staged.mkdir()
+        try:
+            _copy_tree(copy, staged, reflink=self.reflink)
+        except OSError as exc:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise SnapshotRestoreError(
+                f"Snapshot {snapshot.snapshot_id} could not be staged: {self._scrub(exc)}"
+            ) from exc
         unmounted()
+        previous = self.state / "upper.previous"
         try:
             if self._mounted:  # lazily: a reader still open keeps the old view, and does not block the restore
                 _run("umount", "--lazy", str(self.merged))
                 self._mounted = False
-            shutil.rmtree(self.upper)
+            self.upper.rename(previous)
+            staged.rename(self.upper)
             shutil.rmtree(self.work)
-            self.upper.mkdir()
             self.work.mkdir()
-            _copy_tree(copy, self.upper, reflink=self.reflink)
             self.mount()
         except OSError as exc:
-            raise SnapshotRestoreError(f"Snapshot {snapshot.snapshot_id} could not be restored: {exc}") from exc
+            if previous.exists() and not self._mounted:  # back to what was there
+                shutil.rmtree(self.upper, ignore_errors=True)
+                previous.rename(self.upper)
+                with contextlib.suppress(OSError):
+                    self.mount()
+            raise SnapshotRestoreError(
+                f"Snapshot {snapshot.snapshot_id} could not be restored: {self._scrub(exc)}"
+            ) from exc
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+        shutil.rmtree(previous, ignore_errors=True)
 
     def manifest(self, snapshot: FilesystemSnapshot) -> Mapping[str, ContentFingerprint]:
         """Every file the snapshot shows (lower layer under its copy of the changes) with a fingerprint."""

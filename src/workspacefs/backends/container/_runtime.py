@@ -7,10 +7,13 @@ labels naming the process that started it, so the next start can tell which are 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +21,7 @@ from typing import Final, Literal
 
 from workspacefs.errors import SandboxError
 
-__all__ = ["LABEL", "RUNTIMES", "Runtime", "owner_labels"]
+__all__ = ["LABEL", "RUNTIMES", "Runtime", "owner_labels", "owner_tag", "reap_orphan_workspaces", "workspace_prefix"]
 
 RuntimeName = Literal["podman", "docker"]
 RUNTIMES: Final = ("podman", "docker")
@@ -60,6 +63,68 @@ def owner_labels() -> dict[str, str]:
     }
 
 
+def owner_tag() -> str:
+    """This process as ``PID.STARTTIME``: the prefix of every directory a sandbox makes, so a later process can
+    tell the ones a crashed process left behind."""
+    return f"{os.getpid()}.{_start_time(os.getpid()) or 0}"
+
+
+def workspace_prefix(kind: str) -> str:
+    """``wsfs-KIND-PID.START-``: the prefix of a directory of ``kind`` this process makes."""
+    return f"wsfs-{kind}-{owner_tag()}-"
+
+
+_OWNED_NAME: Final = re.compile(r"^wsfs-(?:sandbox|sandbox-snapshots|overlay)-(\d+)\.(\d+)-")
+
+
+def _process_gone(pid: int, start: str) -> bool:
+    """True only if process ``pid`` that started at ``start`` surely exists no more."""
+    started = _start_time(pid)
+    if started is None:  # /proc hides it (hidepid) or it is gone: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+    return started != start
+
+
+def _mount_points() -> list[str]:
+    """Mount points of this mount namespace (``/proc/self/mountinfo``, octal escapes undone)."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+    except OSError:
+        return []
+    points = []
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) > 4:
+            points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    return points
+
+
+def reap_orphan_workspaces() -> int:
+    """Unmount and remove the workspace directories, nosuid binds and overlay mounts of sandboxes whose
+    process died (their names carry its pid and start time); how many went."""
+    dead: set[str] = set()
+    for point in sorted(_mount_points(), key=len, reverse=True):  # the deepest (an overlay's merged) first
+        for part in Path(point).parts:
+            owner = _OWNED_NAME.match(part)
+            if owner and _process_gone(int(owner.group(1)), owner.group(2)):
+                subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
+                dead.add(point)
+                break
+    removed = 0
+    for directory in Path(tempfile.gettempdir()).glob("wsfs-*"):
+        owner = _OWNED_NAME.match(directory.name)
+        if owner and directory.is_dir() and _process_gone(int(owner.group(1)), owner.group(2)):
+            shutil.rmtree(directory, ignore_errors=True)
+            removed += 1
+    return removed + len(dead)
+
+
 def _orphaned(labels: dict[str, str]) -> bool:
     """True if the process that started a container on this host is gone (a crash, a kill -9, a reboot)."""
     if labels.get("workspacefs.host") != socket.gethostname():
@@ -69,7 +134,7 @@ def _orphaned(labels: dict[str, str]) -> bool:
     pid = labels.get("workspacefs.pid", "")
     if not pid.isdigit():
         return True
-    return _start_time(int(pid)) != labels.get("workspacefs.start")
+    return _process_gone(int(pid), labels.get("workspacefs.start", ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +190,17 @@ class Runtime:
         return self.run("image", "inspect", image, check=False).returncode == 0
 
     def remove(self, name: str) -> None:
-        """Remove a container, killing it if it runs (no grace period: its state is not wanted)."""
+        """Remove a container, killing it if it runs (no grace period: its state is not wanted); a runtime that
+        does not answer leaves it to the next start's clean-up instead of failing the caller."""
         force = ("rm", "-f", "-t", "0") if self.name == "podman" else ("rm", "-f")
-        self.run(*force, name, check=False)
+        with contextlib.suppress(SandboxError):
+            self.run(*force, name, check=False)
+
+    def remove_image(self, image: str) -> bool:
+        """Remove an image unless a container still uses it; whether it went."""
+        with contextlib.suppress(SandboxError):
+            return self.run("rmi", image, check=False).returncode == 0 or not self.has_image(image)
+        return False
 
     def labelled(self) -> list[tuple[str, dict[str, str]]]:
         """``(id, labels)`` of every container workspacefs started, running or not."""

@@ -15,11 +15,13 @@ import contextlib
 import os
 import resource
 import shutil
+import stat
 import subprocess
 import tempfile
 import uuid
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Final, Self
@@ -27,7 +29,12 @@ from typing import ClassVar, Final, Self
 from workspacefs.backends.base import Fingerprint
 from workspacefs.backends.container._exec import run_in_container
 from workspacefs.backends.container._overlay import OverlayWorkspace
-from workspacefs.backends.container._runtime import Runtime, owner_labels
+from workspacefs.backends.container._runtime import (
+    Runtime,
+    owner_labels,
+    reap_orphan_workspaces,
+    workspace_prefix,
+)
 from workspacefs.backends.host import STRATEGIES, HostFilesystem
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import (
@@ -67,13 +74,39 @@ def _limits() -> list[str]:
     return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
 
 
-def _cleanup(runtime: Runtime, name: str, owned_dir: str | None, overlay: OverlayWorkspace | None) -> None:
-    """Remove the container, the overlay mount and the temporary workspace the sandbox made; safe twice."""
-    runtime.remove(name)
-    if overlay is not None:
-        overlay.close()
-    if owned_dir is not None:
-        shutil.rmtree(owned_dir, ignore_errors=True)
+def _mount(*argv: str) -> bool:
+    return subprocess.run(["mount", *argv], capture_output=True, check=False).returncode == 0
+
+
+@dataclass
+class _Resources:
+    """Everything a sandbox made on the machine, released together (by ``close`` or, after a forgotten
+    ``close``, by the garbage collector) — in an order where each step can succeed."""
+
+    runtime: Runtime
+    name: str
+    overlay: OverlayWorkspace | None = None
+    nosuid_mount: str | None = None
+    owned: list[str] = field(default_factory=list)
+    images: set[str] = field(default_factory=set)
+    """Snapshot images to remove once no container uses them."""
+
+    def release_images(self) -> None:
+        self.images = {image for image in self.images if not self.runtime.remove_image(image)}
+
+    def release(self) -> None:
+        self.runtime.remove(self.name)
+        self.release_images()
+        if self.overlay is not None:
+            self.overlay.close()
+        if self.nosuid_mount is not None and not _mount_undo(self.nosuid_mount):
+            subprocess.run(["umount", "--lazy", self.nosuid_mount], capture_output=True, check=False)
+        for directory in self.owned:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _mount_undo(path: str) -> bool:
+    return subprocess.run(["umount", path], capture_output=True, check=False).returncode == 0
 
 
 class ContainerSandbox:
@@ -118,39 +151,75 @@ class ContainerSandbox:
             raise ValueError(f"Unknown snapshot strategy {snapshot_strategy!r}; use one of {known}")
         self._runtime = Runtime.find(runtime)
         self._runtime.reap_orphans()
+        reap_orphan_workspaces()
         if not self._runtime.has_image(image):
             raise SandboxError(
                 f"image {image!r} is not in {self._runtime.name}'s local storage (a sandbox never pulls); "
                 f"build it or load it first ({self._runtime.name} images lists what is there)"
             )
-        if host_dir is not None and not os.path.isdir(host_dir):
-            raise NotADirectoryError(f"host_dir must be an existing directory: {host_dir!r}")
-        self.overlay = (
-            OverlayWorkspace(lower=None if host_dir is None else os.fspath(host_dir), snapshot_dir=snapshot_dir)
-            if snapshot_strategy == "overlay"
-            else None
-        )
-        self._owned_dir = None if host_dir is not None or self.overlay else tempfile.mkdtemp(prefix="wsfs-sandbox-")
-        if self.overlay is not None:
-            self.host_dir = str(self.overlay.merged)  # what the container and the filesystem see
-        else:
-            self.host_dir = os.path.realpath(os.fspath(host_dir) if host_dir is not None else str(self._owned_dir))
         self.name = f"wsfs-{uuid.uuid4().hex[:12]}"
-        self._options = self._run_options(
-            network=network, memory=memory, cpus=cpus, pids_limit=pids_limit, env=env or {}, user=user, cap_add=cap_add
-        )
         self._closed = False
-        self._finalizer = weakref.finalize(self, _cleanup, self._runtime, self.name, self._owned_dir, self.overlay)
+        self._resources = _Resources(self._runtime, self.name)
+        self._finalizer = weakref.finalize(self, self._resources.release)
         try:
+            self._prepare(host_dir, snapshot_strategy, snapshot_dir, user)
+            self._options = self._run_options(
+                network=network,
+                memory=memory,
+                cpus=cpus,
+                pids_limit=pids_limit,
+                env=env or {},
+                user=user,
+                cap_add=tuple(cap_add or ()),
+            )
             self._start(image)
-            host_strategy = None if snapshot_strategy in CONTAINER_STRATEGIES else snapshot_strategy
-            host_snapshots = self.overlay.snapshots / "host" if self.overlay is not None else snapshot_dir
             self.filesystem = ContainerFilesystem(
-                self, self.host_dir, mount_point=mount, snapshot_strategy=host_strategy, snapshot_dir=host_snapshots
+                self,
+                self.host_dir,
+                mount_point=mount,
+                snapshot_strategy=None if snapshot_strategy in CONTAINER_STRATEGIES else snapshot_strategy,
+                snapshot_dir=self._snapshot_home,
             )
         except BaseException:
             self._finalizer()
             raise
+
+    def _prepare(
+        self,
+        host_dir: str | os.PathLike[str] | None,
+        strategy: str | None,
+        snapshot_dir: str | os.PathLike[str] | None,
+        user: str | None,
+    ) -> None:
+        """The workspace directory (and where snapshots go), every piece recorded for release."""
+        if host_dir is not None and not os.path.isdir(host_dir):
+            raise NotADirectoryError(f"host_dir must be an existing directory: {host_dir!r}")
+        self._given_dir = host_dir is not None
+        self.overlay = None
+        if strategy == "overlay":
+            self.overlay = OverlayWorkspace(
+                lower=None if host_dir is None else os.fspath(host_dir), snapshot_dir=snapshot_dir
+            )
+            self._resources.overlay = self.overlay
+            self.host_dir = str(self.overlay.merged)  # what the container and the filesystem see
+            self._snapshot_home: str | os.PathLike[str] | None = self.overlay.snapshots / "host"
+            return
+        if host_dir is None:
+            made = tempfile.mkdtemp(prefix=workspace_prefix("sandbox"))
+            self._resources.owned.append(made)
+            if user is not None:
+                os.chmod(made, 0o777)  # noqa: S103 - the container's user must be able to write its workspace
+            host_dir = made
+        self.host_dir = os.path.realpath(os.fspath(host_dir))
+        self._snapshot_home = snapshot_dir
+        if snapshot_dir is None and not self._given_dir:  # a throwaway workspace's snapshots go with it
+            self._snapshot_home = tempfile.mkdtemp(prefix=workspace_prefix("sandbox-snapshots"))
+            self._resources.owned.append(str(self._snapshot_home))
+        if os.geteuid() == 0 and _mount("--bind", self.host_dir, self.host_dir):
+            # nosuid, nodev over the workspace: container root is host root here, and a setuid file a command
+            # makes must never run as root on the host while the sandbox lives (close() also clears the bits)
+            self._resources.nosuid_mount = self.host_dir
+            _mount("-o", "remount,bind,nosuid,nodev", self.host_dir)
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -202,14 +271,22 @@ class ContainerSandbox:
     def restart_from(self, image: str) -> None:
         """Replace the container by a new one from ``image`` (same name, options and workspace)."""
         self._runtime.remove(self.name)
+        self._resources.release_images()  # images only the old container held can go now
         self._start(image)
 
     def close(self) -> None:
-        """Remove the container (and a temporary workspace); idempotent."""
+        """Remove the container (and what the sandbox made: a temporary workspace and its snapshots, the
+        overlay, commit images of snapshots that go with it); clear setuid and setgid bits in a given
+        workspace; idempotent."""
         if self._closed:
             return
         self._closed = True
         with contextlib.suppress(OSError):
+            if self._commits and self._snapshot_home in self._resources.owned:
+                for snapshot in self.filesystem.snapshots():
+                    self._resources.images.add(self.snapshot_image(snapshot.snapshot_id))
+            if self._given_dir and self.overlay is None:
+                self.filesystem.clear_setuid()
             self.filesystem.release()
         self._finalizer()
 
@@ -249,21 +326,28 @@ class ContainerSandbox:
             FileNotFoundError, NotADirectoryError: ``cwd`` is not a directory of the workspace.
             ValueError: an empty command, a bad timeout or environment variable name.
         """
+        return self.filesystem.exec(cmd, timeout=timeout, cwd=cwd, env=env, stdin=stdin, max_output=max_output)
+
+    def _run(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        workdir: str,
+        timeout: float,
+        env: Mapping[str, str] | None,
+        stdin: bytes | str | None,
+        max_output: int,
+    ) -> ExecResult:
+        """Run a command in directory ``workdir`` of the container (an absolute container path)."""
         if self._closed:
             raise SandboxError("the sandbox is closed")
-        where = self.workdir
-        if cwd is not None:
-            norm = self.filesystem._norm(cwd)
-            if not self.filesystem.stat(cwd).is_directory:
-                raise NotADirectoryError(f"cwd is not a directory: {cwd!r}")
-            where = f"{self.workdir}/{norm}" if norm else self.workdir
         try:
             return run_in_container(
                 self._runtime,
                 self.name,
                 cmd,
                 timeout=timeout,
-                workdir=where,
+                workdir=workdir,
                 env=env,
                 stdin=stdin,
                 max_output=max_output,
@@ -299,8 +383,10 @@ class ContainerSandbox:
         self.restart_from(image)
 
     def drop_commit(self, snapshot_id: uuid.UUID) -> None:
-        """Delete a snapshot's image (nothing if there is none)."""
-        self._runtime.run("rmi", "--force", self.snapshot_image(snapshot_id), check=False)
+        """Delete a snapshot's image — at once, or when the container running from it is replaced (never by
+        force: that would remove the live container too)."""
+        self._resources.images.add(self.snapshot_image(snapshot_id))
+        self._resources.release_images()
 
 
 def _checkpoint_refusal() -> str:
@@ -315,6 +401,9 @@ def _checkpoint_refusal() -> str:
             "use container_commit instead"
         )
     return "checkpoint snapshots (CRIU) are not offered by workspacefs; use container_commit instead"
+
+
+_READ_ONLY_CAPABILITIES: Final = Capabilities(host_directory=True)
 
 
 class ContainerFilesystem(HostFilesystem):
@@ -345,6 +434,10 @@ class ContainerFilesystem(HostFilesystem):
         )
         self._sandbox = sandbox
         self._owns_sandbox = False
+        below = os.path.relpath(os.path.realpath(root), os.path.realpath(sandbox.host_dir))
+        if below == ".." or below.startswith("../") or os.path.isabs(below):
+            raise ValueError("a sandbox's filesystem must be its workspace directory or one below it")
+        self._container_root = sandbox.workdir if below == "." else f"{sandbox.workdir}/{below}"
         if sandbox.commits:  # every way a snapshot goes (deleted, or pruned by retention) takes its image too
             self._snapshots.on_drop = sandbox.drop_commit
 
@@ -362,6 +455,11 @@ class ContainerFilesystem(HostFilesystem):
         host = super().snapshot_strategy
         return f"container_commit+{host}" if self._sandbox.commits else host
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """As declared, except that a read-only workspace does not offer commands (they could write)."""
+        return _READ_ONLY_CAPABILITIES if self._read_only else self.declared_capabilities
+
     def exec(
         self,
         cmd: str | Sequence[str],
@@ -372,8 +470,37 @@ class ContainerFilesystem(HostFilesystem):
         stdin: bytes | str | None = None,
         max_output: int = DEFAULT_MAX_OUTPUT,
     ) -> ExecResult:
-        """Run a command in the sandbox (see :meth:`ContainerSandbox.exec`)."""
-        return self._sandbox.exec(cmd, timeout=timeout, cwd=cwd, env=env, stdin=stdin, max_output=max_output)
+        """Run a command in the sandbox, in this workspace's root or ``cwd`` below it (a workspace path; see
+        :meth:`ContainerSandbox.exec` for the rest).
+
+        Raises:
+            ReadOnlyError: a read-only workspace runs no commands.
+        """
+        self._writable(cwd or ".")
+        where = self._container_root
+        if cwd is not None:
+            norm = self._norm(cwd)
+            if not self.stat(cwd).is_directory:
+                raise NotADirectoryError(f"cwd is not a directory: {cwd!r}")
+            where = f"{where}/{norm}" if norm else where
+        return self._sandbox._run(cmd, workdir=where, timeout=timeout, env=env, stdin=stdin, max_output=max_output)
+
+    def clear_setuid(self) -> int:
+        """Clear setuid and setgid bits of every file in the workspace (a command ran as root); how many."""
+        cleared = 0
+        for path in self._tree.resolver.walk_files(""):
+            try:
+                fd = self._tree.resolver.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+            except OSError:
+                continue
+            try:
+                info = os.fstat(fd)
+                if stat.S_ISREG(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                    os.fchmod(fd, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+                    cleared += 1
+            finally:
+                os.close(fd)
+        return cleared
 
     def owns_sandbox(self) -> None:
         """Close the sandbox with this filesystem (``open_filesystem("podman://…")`` hands out only this)."""
@@ -416,14 +543,17 @@ class ContainerFilesystem(HostFilesystem):
     def _restore_overlay(self, overlay: OverlayWorkspace, snapshot: FilesystemSnapshot) -> None:
         """Remount the overlay with the snapshot's changes; the container restarts to see the new mount."""
 
+        stopped: list[bool] = []
+
         def unmounted() -> None:
             self._sandbox.stop()
             self._release_root()
+            stopped.append(True)
 
         try:
-            overlay.restore(snapshot, unmounted=unmounted)
+            overlay.restore(snapshot, unmounted=unmounted)  # a snapshot it cannot use: nothing stopped at all
         finally:
-            if overlay.mounted:
+            if stopped and overlay.mounted:  # the new layer, or the old one put back: start again on it
                 self._reopen_root()
                 self._sandbox.restart_from(self._sandbox.image)
 
