@@ -24,6 +24,7 @@ __all__ = [
     "ContentTooLargeError",
     "DirectoryNotEmptyError",
     "FileChangedSinceReadError",
+    "FileTooLargeError",
     "HardLinkRefusedError",
     "InvalidPathError",
     "InvalidPatternError",
@@ -34,8 +35,11 @@ __all__ = [
     "PathEscapeError",
     "PathTooDeepError",
     "PathTooLongError",
+    "PatternTooLargeError",
     "PatternTooSlowError",
+    "PolicyDeniedError",
     "PreconditionFailedError",
+    "QuotaExceededError",
     "ReadOnlyError",
     "ReadOnlyFileError",
     "RootProtectedError",
@@ -47,6 +51,7 @@ __all__ = [
     "SnapshotRestoreError",
     "SpecialFileError",
     "SymlinkRefusedError",
+    "UnsafeNameError",
     "UnsupportedOperationError",
     "WorkspaceError",
     "caller_paths",
@@ -147,6 +152,59 @@ class FileChangedSinceReadError(NotReadBeforeWriteError):
     reason = "The file changed since it was read; read it again before changing it"
 
 
+class PolicyDeniedError(_PathOSError, PermissionError):
+    """The workspace policy refused an operation on a path: a ``deny`` rule, or an ``ask`` rule nobody approved.
+
+    ``operation`` is ``read``, ``write``, ``delete`` or ``exec``; ``pattern`` and ``action`` name the rule
+    that decided (``action="ask"``: approval was asked for and not given), so a message can say which rule
+    to change.
+    """
+
+    errno_code = errno.EACCES
+    reason = "Refused by the workspace policy"
+
+    def __init__(
+        self,
+        path: str | None,
+        reason: str | None = None,
+        *,
+        operation: str = "write",
+        pattern: str | None = None,
+        action: str = "deny",
+    ) -> None:
+        super().__init__(path, reason)
+        self.operation = operation
+        self.pattern = pattern
+        self.action = action
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild_policy_denied, (self.filename, self.strerror, self.operation, self.pattern, self.action)
+
+
+def _rebuild_policy_denied(
+    path: str | None, reason: str | None, operation: str, pattern: str | None, action: str
+) -> PolicyDeniedError:
+    return PolicyDeniedError(path, reason, operation=operation, pattern=pattern, action=action)
+
+
+# --- the workspace is full (OSError) --------------------------------------------------------------------
+
+
+class QuotaExceededError(_PathOSError):
+    """The change would take the workspace past its quota (total bytes or number of entries); nothing of it
+    was written."""
+
+    errno_code = errno.EDQUOT
+    reason = "Workspace quota exceeded"
+
+
+class FileTooLargeError(QuotaExceededError):
+    """The file would grow past the largest file the workspace's quota allows; nothing of it was written."""
+
+    errno_code = errno.EFBIG
+    reason = "File larger than the workspace quota allows"
+
+
 # --- conflicts (OSError) -----------------------------------------------------------------------------
 
 
@@ -178,6 +236,11 @@ class InvalidPathError(WorkspaceError, ValueError):
     """A path that does not validate: a control character, or not canonical where it must be."""
 
 
+class UnsafeNameError(InvalidPathError):
+    """A name that could deceive a reader or alias another: bidirectional-control characters, or a name not in
+    Unicode NFC form (its NFC twin would look identical)."""
+
+
 class LimitExceededError(WorkspaceError, ValueError):
     """A request beyond one of the documented limits (sizes, depths, lengths, time)."""
 
@@ -204,6 +267,10 @@ class InvalidPatternError(WorkspaceError, ValueError):
 
 class PatternTooSlowError(InvalidPatternError, LimitExceededError):
     """A regular expression refused because it would backtrack too long."""
+
+
+class PatternTooLargeError(InvalidPatternError, LimitExceededError):
+    """A regular expression refused because compiling it would take too much memory."""
 
 
 class MoveIntoSelfError(WorkspaceError, ValueError):
@@ -254,6 +321,7 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     ReadOnlyFileError: "read_only",
     NotReadBeforeWriteError: "not_read",
     FileChangedSinceReadError: "changed_since_read",
+    PolicyDeniedError: "policy_denied",
     PermissionError: "permission_denied",
     DirectoryNotEmptyError: "directory_not_empty",
     IsADirectoryError: "is_a_directory",
@@ -262,9 +330,12 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     FileExistsError: "already_exists",
     PreconditionFailedError: "precondition_failed",
     ConcurrentChangeError: "conflict",
+    QuotaExceededError: "quota_exceeded",
+    FileTooLargeError: "file_too_large",
     OSError: "os_error",
     UnicodeDecodeError: "not_text",
     InvalidPathError: "invalid_path",
+    UnsafeNameError: "unsafe_name",
     PathTooLongError: "path_too_long",
     PathTooDeepError: "path_too_deep",
     NameTooLongError: "name_too_long",
@@ -272,6 +343,7 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     ContentTooLargeError: "too_large",
     InvalidPatternError: "invalid_pattern",
     PatternTooSlowError: "pattern_too_slow",
+    PatternTooLargeError: "pattern_too_large",
     MoveIntoSelfError: "move_into_itself",
     ValueError: "invalid_argument",
     UnsupportedOperationError: "unsupported",

@@ -12,6 +12,7 @@ from workspacefs.errors import (
     ContentTooLargeError,
     DirectoryNotEmptyError,
     FileChangedSinceReadError,
+    FileTooLargeError,
     HardLinkRefusedError,
     InvalidPathError,
     InvalidPatternError,
@@ -22,8 +23,11 @@ from workspacefs.errors import (
     PathEscapeError,
     PathTooDeepError,
     PathTooLongError,
+    PatternTooLargeError,
     PatternTooSlowError,
+    PolicyDeniedError,
     PreconditionFailedError,
+    QuotaExceededError,
     ReadOnlyError,
     ReadOnlyFileError,
     RootProtectedError,
@@ -35,6 +39,7 @@ from workspacefs.errors import (
     SnapshotRestoreError,
     SpecialFileError,
     SymlinkRefusedError,
+    UnsafeNameError,
     UnsupportedOperationError,
     error_code,
     lookup,
@@ -129,6 +134,32 @@ def _without_host_paths(text: str, where: Where) -> str:
 
 Explain = Callable[[Any, Where], str]
 
+_OPERATION_VERBS: Mapping[str, str] = {"read": "Reading", "write": "Writing", "delete": "Deleting", "exec": "Running"}
+
+
+def _policy_refusal(exc: PolicyDeniedError, where: Where) -> str:
+    """What a model reads when the policy said no: which rule, and that the user (not the model) decides."""
+    target = display(where.fs, exc.filename) if isinstance(exc.filename, str) else where.shown
+    doing = f"{_OPERATION_VERBS.get(exc.operation, exc.operation.capitalize())} '{target}'"
+    rule = f" (rule: {exc.action} {exc.operation} {exc.pattern})" if exc.pattern else ""
+    if exc.action == "ask":
+        return (
+            f"{doing} needs the user's approval{rule}, and it was not given. Do not try another way to "
+            "reach it; carry on without it, or ask the user to approve or change the policy."
+        )
+    return (
+        f"{doing} is not allowed by this workspace's policy{rule}: it protects configuration that other tools "
+        "run or trust, and secrets. Do not try another path to it; ask the user if it must change."
+    )
+
+
+def _quota_refusal(exc: QuotaExceededError, where: Where) -> str:
+    return (
+        f"'{where.shown}' was not {where.verb}: {_reason(exc)}. Nothing was written. Delete files you no "
+        "longer need, or write less."
+    )
+
+
 TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
     PathEscapeError: lambda _, w: (
         f"'{w.path}' is outside the workspace. Paths are relative to {w.root}; "
@@ -155,6 +186,7 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         f"'{w.shown}' has changed since you last read it (someone else edited it). "
         f'Read it again with read_file(path="{w.shown}") before changing it, so no edit is lost.'
     ),
+    PolicyDeniedError: _policy_refusal,
     PermissionError: lambda e, w: f"Permission denied for '{w.shown}': {_reason(e)}.",
     DirectoryNotEmptyError: lambda _, w: (
         f"'{w.shown}' is a directory that is not empty; pass recursive=true to remove it and all it holds."
@@ -169,12 +201,17 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
     FileExistsError: lambda _, w: f"'{w.shown}' already exists.",
     PreconditionFailedError: lambda _, w: f"'{w.shown}' changed since it was read; read it again, then retry.",
     ConcurrentChangeError: lambda _, w: f"'{w.shown}' was changed by another writer at the same moment; try again.",
+    QuotaExceededError: _quota_refusal,
+    FileTooLargeError: _quota_refusal,
     OSError: lambda e, w: f"Could not {w.verb} '{w.shown}': {_reason(e)}.",
     UnicodeDecodeError: lambda _, w: (
         f"'{w.shown}' is not UTF-8 text (it looks binary), so it cannot be shown as lines."
     ),
     InvalidPathError: lambda e, w: (
         f"The path {w.path!r} is not valid: {_reason(e)}. Remove control characters such as newlines or NUL."
+    ),
+    UnsafeNameError: lambda e, w: (
+        f"The path {w.path!r} is refused: {_reason(e)}. Use plain names (composed Unicode, no direction controls)."
     ),
     PathTooLongError: lambda _, _w: f"The path is longer than {MAX_PATH_CHARS} characters; use a shorter one.",
     PathTooDeepError: lambda _, w: (
@@ -193,6 +230,10 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         "a backslash."
     ),
     PatternTooSlowError: lambda e, _w: f"{_reason(e)}.",
+    PatternTooLargeError: lambda e, _w: (
+        f"{_reason(e)}. Use a smaller pattern: fewer or smaller repetition counts such as {{1000}}, "
+        "or search for a literal piece of the text."
+    ),
     MoveIntoSelfError: lambda _, w: (
         f"'{w.shown}' cannot be {w.verb} into itself (or over a directory that holds "
         "it); choose a destination outside it."
