@@ -75,7 +75,7 @@ def test_both_streams_long_are_each_cut_once_and_say_by_how_much(sandbox: Contai
     assert len(result.message) < 31_000
 
 
-def test_a_timed_out_command_is_rolled_back(sandbox: ContainerSandbox) -> None:
+def test_a_timed_out_command_says_its_changes_stay_and_costs_no_snapshot(sandbox: ContainerSandbox) -> None:
     fs = sandbox.filesystem
     fs.write("kept.txt", "before\n")
     context = ToolContext(filesystem=fs)
@@ -83,9 +83,9 @@ def test_a_timed_out_command_is_rolled_back(sandbox: ContainerSandbox) -> None:
         "run_command", {"command": "echo after > kept.txt; echo junk > new.txt; sleep 60", "timeout": 1}, context
     )
     assert not result.success and result.error_code == "timed_out"
-    assert "killed after 1 s" in result.message and "rolled back" in result.message
-    assert fs.read("kept.txt").content == "before\n" and not fs.exists("new.txt")
-    assert fs.snapshots() == []  # the transaction's snapshot does not stay behind
+    assert "killed after 1 s" in result.message and "stay changed" in result.message
+    assert fs.read("kept.txt").content == "after\n" and fs.exists("new.txt")
+    assert fs.snapshots() == []  # a command is never wrapped in a whole-workspace snapshot
 
 
 def test_openai_schema_of_run_command() -> None:

@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "workspacefs.results",
         "workspacefs.protocol",
     ),
-    ("workspacefs.streams", "workspacefs.search", "workspacefs.snapshots", "workspacefs._hostio"),
+    ("workspacefs.streams", "workspacefs.search", "workspacefs.snapshots", "workspacefs.undo", "workspacefs._hostio"),
     ("workspacefs.backends",),
     ("workspacefs.open", "workspacefs.archive", "workspacefs.asyncfs"),
     ("workspacefs.tools", "workspacefs.agent", "workspacefs.manager"),

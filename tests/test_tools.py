@@ -347,19 +347,6 @@ def test_a_tool_failing_part_way_is_rolled_back() -> None:
     assert not off.success and fs.exists("copy")  # without transactions the partial copy stays
 
 
-def test_host_transactions_use_its_snapshots(fast_tmp: Path) -> None:
-    root = fast_tmp / "tx-host"
-    root.mkdir()
-    with HostFilesystem(root, snapshot_dir=fast_tmp / "tx-host-snaps") as fs:
-        seed(fs, {"keep.txt": "keep"})
-        context = ToolContext(filesystem=fs)  # transactional by default
-        assert dispatch("write_file", {"path": "new.txt", "content": "x"}, context).success
-        assert fs.snapshots() == []  # the transaction's snapshot is discarded once it succeeds
-        failing = dispatch("mv", {"src": "missing.txt", "dst": "x.txt"}, context)
-        assert not failing.success and fs.snapshots() == []
-        assert sorted(e.name for e in fs.list()) == ["keep.txt", "new.txt"]
-
-
 _ARGUMENT_VALUES = st.one_of(
     st.none(),
     st.booleans(),

@@ -9,15 +9,14 @@ refused archive leaves nothing behind (the import is rolled back).
 
 from __future__ import annotations
 
-import contextlib
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Literal, cast
+from typing import IO, Literal
 
-from workspacefs.errors import SnapshotNotFoundError
 from workspacefs.paths import join, normalize_path, relative_to
-from workspacefs.protocol import ByteReader, Filesystem, SnapshotableFilesystem
+from workspacefs.protocol import ByteReader, Filesystem
+from workspacefs.undo import UndoLog
 
 __all__ = ["ArchiveStats", "UnsafeArchiveError", "export_tar", "import_tar"]
 
@@ -118,17 +117,19 @@ def _member_path(member: tarfile.TarInfo, base: str) -> str:
         raise UnsafeArchiveError(f"Refusing archive member {name!r}: {exc}") from None
 
 
-def _import(fs: Filesystem, tar: tarfile.TarFile, base: str, progress: Progress | None) -> ArchiveStats:
+def _import(fs: Filesystem, tar: tarfile.TarFile, base: str, progress: Progress | None, undo: UndoLog) -> ArchiveStats:
     files = dirs = total = moved = 0
     for member in tar:
         target = _member_path(member, base)
         if member.isdir():
             if target:
+                undo.will_create(target)
                 fs.mkdir(target)
             dirs += 1
             continue
         source = tar.extractfile(member)
         assert source is not None
+        undo.will_change(target)
         with fs.open_write(target) as writer:
             while block := source.read(_COPY_BLOCK):
                 writer.write(block)
@@ -146,21 +147,14 @@ def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".", progress: 
 
     Raises:
         UnsafeArchiveError: a member is absolute, climbs with ``..``, or is a link or special file.
-            On a snapshotable filesystem nothing of the archive remains; elsewhere the members
-            before it remain.
+            Nothing of the archive remains: each path is recorded before it is written (an
+            :class:`~workspacefs.undo.UndoLog`, costing what the import changes) and put back on failure.
     """
     base = normalize_path(path, mount_point=fs.mount_point)
-    undo = cast(SnapshotableFilesystem, fs) if fs.capabilities.snapshots else None
-    snapshot = undo.snapshot(tag="before import") if undo is not None else None
-    try:
-        with tarfile.open(fileobj=stream, mode="r|*") as tar:
-            stats = _import(fs, tar, base, progress)
-    except BaseException:
-        if undo is not None and snapshot is not None:
-            undo.restore(snapshot)
-        raise
-    finally:
-        if undo is not None and snapshot is not None:
-            with contextlib.suppress(SnapshotNotFoundError):  # a retention policy may have pruned it already
-                undo.delete_snapshot(snapshot)
-    return stats
+    with UndoLog(fs) as undo:
+        try:
+            with tarfile.open(fileobj=stream, mode="r|*") as tar:
+                return _import(fs, tar, base, progress, undo)
+        except BaseException:
+            undo.rollback()
+            raise

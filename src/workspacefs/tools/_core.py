@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from workspacefs.paths import normalize_path
 from workspacefs.protocol import Filesystem
 from workspacefs.snapshots import FilesystemSnapshot
+from workspacefs.undo import UndoLog
 
 __all__ = ["ReadState", "SnapshotLedger", "Tool", "ToolContext", "ToolResult", "content_digest"]
 
@@ -97,10 +98,10 @@ class ToolContext:
     ``prompt``, ``rendered_prompt``, ``adapter``, ``session``, ``deadline`` and ``budget_tracker`` are
     passed through for handlers that want them. ``snapshots`` remembers the snapshots the model took with
     the ``snapshot`` tool. ``read_before_write`` refuses to overwrite or edit a
-    file the model has not read (or that changed since); ``transactional`` makes the dispatcher
-    snapshot before a mutating tool and roll back if it fails part way (``None``: on wherever the
-    filesystem can snapshot; O(1) in memory, a real snapshot on a host directory, so turn it off
-    there with ``False`` if a snapshot per call costs too much).
+    file the model has not read (or that changed since); ``transactional`` makes the dispatcher record
+    the before-state of the paths a mutating tool is about to touch (its ``undo`` plan, an
+    :class:`~workspacefs.undo.UndoLog`) and put them back if the call fails part way (``None``: on for
+    every writable filesystem; it costs what the call changes, never a snapshot of the workspace).
     """
 
     filesystem: Filesystem | None = None
@@ -123,9 +124,10 @@ Handler = Callable[[ParamsT, ToolContext], ToolResult[Any]]
 class Tool(Generic[ParamsT]):
     """A tool a model can call: a name, a description, typed parameters and a handler.
 
-    ``mutating`` tools change the filesystem (the dispatcher may wrap them in a snapshot, unless
-    ``transactional`` is false: ``restore`` replaces the whole state itself); ``destructive`` ones may
-    delete or overwrite data (MCP's ``destructiveHint``).
+    ``mutating`` tools change the filesystem; ``destructive`` ones may delete or overwrite data (MCP's
+    ``destructiveHint``). ``undo`` records, before the call, what it may change (``log.will_create``,
+    ``will_change``, ``will_move``) so the dispatcher can roll a failed call back; ``None`` means the call
+    is one atomic step with nothing to undo part way. ``transactional=False`` never rolls back.
     """
 
     name: str
@@ -136,6 +138,7 @@ class Tool(Generic[ParamsT]):
     destructive: bool = False
     idempotent: bool = True
     transactional: bool = True
+    undo: Callable[[Any, UndoLog], None] | None = None
 
     def __call__(self, params: ParamsT, *, context: ToolContext) -> ToolResult[Any]:
         """Run the handler with already-validated parameters."""

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 from pydantic import ValidationError
 
-from workspacefs.errors import SnapshotNotFoundError, WorkspaceError
-from workspacefs.protocol import Filesystem, SnapshotableFilesystem
+from workspacefs.errors import WorkspaceError
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
 from workspacefs.tools._messages import failure, failure_from
 from workspacefs.tools._schema import openai_strict_schema, portable_schema, prune_nulls
 from workspacefs.tools._sets import ALL_TOOLS, tools_for
+from workspacefs.undo import UndoLog
 
 __all__ = ["dispatch", "to_anthropic_tools", "to_openai_tools"]
 
@@ -49,10 +48,18 @@ def _parse(tool: Tool[Any], arguments: str | Mapping[str, Any] | None) -> Any:
         return failure(_describe_validation(tool, exc), "invalid_argument")
 
 
-def _wants_transaction(context: ToolContext, fs: Filesystem | None) -> bool:
-    if fs is None or not fs.capabilities.snapshots or fs.read_only:
-        return False
-    return True if context.transactional is None else context.transactional
+def _undo_log(tool: Tool[Any], params: Any, context: ToolContext) -> UndoLog | None:
+    """A log holding what ``tool`` is about to change, or ``None`` when there is nothing to roll back."""
+    fs = context.filesystem
+    if fs is None or fs.read_only or tool.undo is None or not tool.transactional or context.transactional is False:
+        return None
+    log = UndoLog(fs)
+    try:
+        tool.undo(params, log)
+    except (OSError, ValueError):  # a path the tool itself will refuse, with its own message
+        log.close()
+        return None
+    return log
 
 
 def _run(tool: Tool[Any], params: Any, context: ToolContext) -> ToolResult[Any]:
@@ -80,7 +87,7 @@ def dispatch(
 
     Never raises for a model's mistake: an unknown tool, bad JSON or invalid arguments come back as a
     failed result saying what to fix. A mutating tool that fails part way is rolled back when the
-    context is transactional (see :class:`ToolContext`).
+    context is transactional (see :class:`ToolContext`): only the paths it touched, recorded first.
     """
     offered = tools if tools is not None else tools_for(context.filesystem, read_only=False)
     available = {tool.name: tool for tool in offered}
@@ -92,23 +99,23 @@ def dispatch(
     params = _parse(tool, arguments)
     if isinstance(params, ToolResult):
         return params
-    fs = context.filesystem
-    if not (tool.mutating and tool.transactional and _wants_transaction(context, fs)):
+    log = _undo_log(tool, params, context) if tool.mutating else None
+    if log is None:
         return _run(tool, params, context)
-    fs = cast(SnapshotableFilesystem, fs)  # _wants_transaction checked: the snapshots capability promises it
-    cheap = fs.capabilities.cheap_snapshots
-    snapshot = fs.snapshot(tag=f"before {tool.name}")
-    result = _run(tool, params, context)
-    try:
-        if not result.success and (cheap or not fs.diff(snapshot).is_empty):
-            fs.restore(snapshot)
-            if not cheap:
-                result = failure(
-                    result.message + " Changes it made before failing were rolled back.", result.error_code
-                )
-    finally:
-        with contextlib.suppress(SnapshotNotFoundError):  # a retention policy may have pruned it already
-            fs.delete_snapshot(snapshot)
+    with log:
+        result = _run(tool, params, context)
+        if result.success:
+            return result
+        try:
+            if log.rollback():
+                return failure(result.message + " Changes it made before failing were rolled back.", result.error_code)
+        except (OSError, ValueError) as exc:
+            logger.warning("rolling back %s failed: %s", tool.name, exc)
+            return failure(
+                f"{result.message} Rolling back its partial changes also failed ({type(exc).__name__}: {exc}); "
+                "check the paths it names before going on.",
+                result.error_code,
+            )
     return result
 
 

@@ -40,7 +40,10 @@ class RunCommandParams(_Params):
 def describe(result: ExecResult, command: str, timeout: int) -> str:
     """The model's view of a finished command."""
     if result.timed_out:
-        head = f"The command was killed after {timeout} s (its time limit); output up to then:"
+        head = (
+            f"The command was killed after {timeout} s (its time limit). Files it changed before then stay "
+            "changed (take a snapshot before a risky command to be able to go back). Output up to then:"
+        )
     else:
         head = f"Exit code {result.exit_code}" + (" (success)." if result.exit_code == 0 else ".")
         if result.exit_code == 127:
@@ -91,4 +94,5 @@ RUN_COMMAND: Tool[Any] = Tool(
     mutating=True,
     destructive=True,
     idempotent=False,
+    transactional=False,  # what a command touches is unknown beforehand: snapshots are the explicit undo
 )

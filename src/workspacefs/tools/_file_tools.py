@@ -276,8 +276,17 @@ RM = Tool(
     rm,
     mutating=True,
     destructive=True,
+    # no undo plan: one delete call, atomic in memory and SQL; copying a tree only to be able to put it back
+    # would cost more than the delete (a host delete that fails part way leaves the rest, like ``rm -r``)
 )
-MKDIR = Tool("mkdir", "Create a directory and any missing parents.", MkdirParams, mkdir, mutating=True)
+MKDIR = Tool(
+    "mkdir",
+    "Create a directory and any missing parents.",
+    MkdirParams,
+    mkdir,
+    mutating=True,
+    undo=lambda params, log: log.will_create(params.path),
+)
 MV = Tool(
     "mv",
     "Move or rename a file or directory (overwrite=true to replace).",
@@ -286,6 +295,15 @@ MV = Tool(
     mutating=True,
     destructive=True,
     idempotent=False,
+    undo=lambda params, log: log.will_move(params.src, params.dst),
 )
-CP = Tool("cp", "Copy a file, or a directory with its contents.", TransferParams, cp, mutating=True, destructive=True)
+CP = Tool(
+    "cp",
+    "Copy a file, or a directory with its contents.",
+    TransferParams,
+    cp,
+    mutating=True,
+    destructive=True,
+    undo=lambda params, log: log.will_change(params.dst),  # copying a tree takes many steps
+)
 STAT = Tool("stat", "Describe a path: file or directory, size, modification time.", StatParams, stat)

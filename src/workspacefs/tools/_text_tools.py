@@ -405,6 +405,7 @@ WRITE_FILE = Tool(
     mutating=True,
     destructive=True,
     idempotent=False,
+    undo=lambda params, log: log.will_create(params.path),  # the write is atomic; the parents it makes are not
 )
 EDIT_FILE = Tool(
     name="edit_file",
