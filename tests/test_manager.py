@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from workspacefs import HostFilesystem, InMemoryFilesystem
+from workspacefs.errors import FileTooLargeError, PathEscapeError, PolicyDeniedError
 from workspacefs.manager import FileAction, FileManager, FileRequest, FileResponse, PathConstraints
 from workspacefs.protocol import Filesystem
 
@@ -243,3 +244,158 @@ async def test_stream_chunks_of_256_mib_in_fixed_memory(fast_tmp: Path) -> None:
         assert count == -(-total // 1_000_000)
         assert peak < 32 * 1024 * 1024, f"peaked at {peak / 2**20:.1f} MiB"
         fs.delete("big.txt")
+
+
+# --- limits judged on what an operation leaves behind (issue 14) --------------------------------------------
+
+
+def _limited(fs: Filesystem, **rules: Any) -> FileManager:
+    return FileManager(fs, constraints=PathConstraints(max_file_size=10, **rules))
+
+
+def _refused(response: FileResponse, code: str) -> bool:
+    return not response.success and response.metadata.get("error_code") == code
+
+
+async def test_append_is_judged_on_the_size_the_file_will_have(fs: Filesystem) -> None:
+    manager = _limited(fs)
+    fs.write("ten.txt", "0123456789")
+    assert _refused(await manager.writer.execute("append", "ten.txt", "x"), "file_too_large")
+    assert _refused(await manager.writer.execute("write", "ten.txt", "x", mode="a"), "file_too_large")
+    appended = await manager.execute(FileRequest(action=FileAction.APPEND, path="ten.txt", content="x"))
+    assert _refused(appended, "file_too_large")
+    assert fs.read("ten.txt").content == "0123456789"
+    assert not await manager.validate_operation(FileAction.APPEND, "ten.txt", content="x")
+    fs.write("five.txt", "01234")
+    assert (await manager.writer.execute("append", "five.txt", "56789")).success  # exactly the limit
+    assert fs.read("five.txt").content == "0123456789"
+    assert (await manager.writer.execute("append", "new.txt", "0123456789")).success  # a missing file starts at 0
+
+
+async def test_copy_and_move_carry_the_sources_size(fs: Filesystem) -> None:
+    manager = _limited(fs)
+    fs.write("big.txt", "x" * 50)
+    for action in ("copy", "move"):
+        refused = await manager.writer.execute(action, "big.txt", dst="copy.txt")
+        assert _refused(refused, "file_too_large"), refused
+        assert "max_file_size" in (refused.error or "")
+    request = FileRequest(action=FileAction.COPY, path="big.txt", options={"dst": "copy.txt"})
+    assert _refused(await manager.execute(request), "file_too_large")
+    fs.write("small.txt", "y" * 10)
+    assert _refused(await manager.writer.execute("copy", "big.txt", dst="small.txt", overwrite=True), "file_too_large")
+    assert fs.read("big.txt").content == "x" * 50 and fs.read("small.txt").content == "y" * 10
+    assert not fs.exists("copy.txt")
+    assert (await manager.writer.execute("copy", "small.txt", dst="copy.txt")).success
+    assert (await manager.writer.execute("move", "copy.txt", dst="moved.txt")).success
+
+
+async def test_a_directory_copy_with_one_file_too_big_copies_nothing(fs: Filesystem) -> None:
+    manager = _limited(fs)
+    fs.write("src/a.txt", "small")
+    fs.write("src/deep/er/big.txt", "x" * 11)
+    fs.write("src/z.txt", "small")
+    for action in ("copy", "move"):
+        refused = await manager.writer.execute(action, "src", dst="dst")
+        assert _refused(refused, "file_too_large"), refused
+        assert "max_file_size" in (refused.error or "")
+    assert not fs.exists("dst")
+    assert sorted(e.path for e in fs.walk("src")) == [
+        "src/a.txt",
+        "src/deep",
+        "src/deep/er",
+        "src/deep/er/big.txt",
+        "src/z.txt",
+    ]
+    fs.write("src/deep/er/big.txt", "x" * 10)
+    assert (await manager.writer.execute("copy", "src", dst="dst")).success
+    assert fs.read("dst/deep/er/big.txt").content == "x" * 10
+
+
+async def test_directory_operations_apply_the_path_rules_to_everything_inside(fs: Filesystem) -> None:
+    manager = FileManager(fs, constraints=PathConstraints(blocked_patterns=[r"/secret/", r"\.key$"]))
+    fs.write("docs/readme.txt", "hello")
+    fs.write("docs/secret/plan.txt", "hidden")
+    for action in ("copy", "move"):
+        refused = await manager.writer.execute(action, "docs", dst="public")
+        assert _refused(refused, "policy_denied") and "blocked_patterns" in (refused.error or ""), refused
+    assert _refused(await manager.writer.execute("delete", "docs", recursive=True), "policy_denied")
+    assert fs.read("docs/secret/plan.txt").content == "hidden" and not fs.exists("public")
+    fs.write("keys/id.pem", "k")
+    fs.write("keys/old/secretive.txt", "k")
+    manager.constraints.block_pattern(r"^/copied/old/")  # only the destination of one file inside is blocked
+    assert _refused(await manager.writer.execute("copy", "keys", dst="copied"), "policy_denied")
+    assert not fs.exists("copied")
+    renamed = await manager.writer.execute("move", "keys/id.pem", dst="keys/id2.key")
+    assert _refused(renamed, "policy_denied") and fs.exists("keys/id.pem")
+    assert (await manager.writer.execute("copy", "keys", dst="kept")).success
+
+
+async def test_copy_destination_is_held_to_the_allowed_paths_and_extensions(fs: Filesystem) -> None:
+    manager = FileManager(fs, constraints=PathConstraints(allowed_paths=["/safe"], allowed_extensions={"txt"}))
+    fs.write("safe/dir.txt/inner.exe", "x")  # a directory named like an allowed file, holding a refused one
+    refused = await manager.writer.execute("copy", "safe/dir.txt", dst="safe/out.txt")
+    assert _refused(refused, "policy_denied") and "allowed_extensions" in (refused.error or "")
+    fs.write("safe/a.txt", "x")
+    for action in ("copy", "move"):
+        outside = await manager.writer.execute(action, "safe/a.txt", dst="elsewhere/a.txt")
+        assert _refused(outside, "policy_denied") and "allowed_paths" in (outside.error or "")
+        renamed = await manager.writer.execute(action, "safe/a.txt", dst="safe/a.sh")
+        assert _refused(renamed, "policy_denied") and "allowed_extensions" in (renamed.error or "")
+    assert not fs.exists("safe/out.txt") and not fs.exists("elsewhere") and fs.exists("safe/a.txt")
+
+
+async def test_a_stream_past_the_limit_is_refused_and_leaves_the_old_content(fs: Filesystem) -> None:
+    manager = _limited(fs)
+    fs.write("f.txt", "old")
+    with pytest.raises(FileTooLargeError):
+        async with manager.writer.open_stream("f.txt") as stream:
+            await stream.write(b"0123456")
+            await stream.write(b"789")  # exactly the limit
+            await stream.write(b"x")
+    assert fs.read("f.txt").content == "old"
+    async with manager.writer.open_stream("f.txt") as stream:  # a refusal swallowed inside still commits nothing
+        await stream.write(b"new")
+        with pytest.raises(FileTooLargeError):
+            await stream.write(memoryview(b"y" * 8))
+        with pytest.raises(FileTooLargeError):
+            await stream.write(b"z")
+    assert fs.read("f.txt").content == "old"
+    async with manager.writer.open_stream("f.txt") as stream:
+        assert await stream.write_all([b"01234", b"56789"]) == 10
+    assert fs.read("f.txt").content == "0123456789"
+
+
+async def test_an_appending_stream_counts_the_existing_content(fs: Filesystem) -> None:
+    manager = _limited(fs)
+    fs.write("f.txt", "01234567")
+    with pytest.raises(FileTooLargeError):
+        async with manager.writer.open_stream("f.txt", append=True) as stream:
+            await stream.write(b"89")
+            await stream.write(b"!")
+    assert fs.read("f.txt").content == "01234567"
+    async with manager.writer.open_stream("f.txt", append=True) as stream:
+        await stream.write(b"89")
+    assert fs.read("f.txt").content == "0123456789"
+    async with manager.writer.open_stream("f.txt", append=True) as stream:
+        assert stream.size == 10  # already at the limit: appending nothing is fine, one byte more is not
+        with pytest.raises(FileTooLargeError):
+            await stream.write(b"!")
+    assert fs.read("f.txt").content == "0123456789"
+    fs.write("big.txt", "x" * 11)  # written around the manager: even an empty append is refused
+    with pytest.raises(FileTooLargeError):
+        async with manager.writer.open_stream("big.txt", append=True):
+            pass
+    assert fs.read("big.txt").content == "x" * 11
+
+
+async def test_a_stream_to_a_refused_path_opens_nothing(fs: Filesystem) -> None:
+    manager = FileManager(fs, constraints=PathConstraints(allowed_paths=["/safe"], allowed_extensions={"txt"}))
+    for path, error in (("out/x.txt", PolicyDeniedError), ("safe/x.sh", PolicyDeniedError), ("../x", PathEscapeError)):
+        with pytest.raises(error):
+            async with manager.writer.open_stream(path):
+                pass
+    assert not fs.exists("out") and not fs.exists("safe")
+    async with manager.writer.open_stream("/safe/x.txt") as stream:
+        await stream.write(b"ok")
+    assert fs.read("safe/x.txt").content == "ok"
+    assert any(state.path == "safe/x.txt" for state in manager.states.values())

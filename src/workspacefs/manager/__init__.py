@@ -8,9 +8,10 @@ from workspacefs.manager._constraints import PathConstraints
 from workspacefs.manager._manager import FileManager
 from workspacefs.manager._models import FileAction, FileRequest, FileResponse, FileState
 from workspacefs.manager._reader import ReaderTool
-from workspacefs.manager._writer import WriterTool
+from workspacefs.manager._writer import ConstrainedStream, WriterTool
 
 __all__ = [
+    "ConstrainedStream",
     "FileAction",
     "FileManager",
     "FileRequest",

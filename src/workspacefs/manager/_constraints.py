@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
+from workspacefs.errors import FileTooLargeError, InvalidPathError, PathEscapeError, PolicyDeniedError
 from workspacefs.paths import is_within, normalize_path
 
-__all__ = ["PathConstraints"]
+__all__ = ["REFUSALS", "Operation", "PathConstraints", "refusal_reason"]
 
 DEFAULT_MAX_FILE_SIZE = 100 * 1024 * 1024
+
+Operation = Literal["read", "write", "delete"]
+"""What an operation does to one path (the names ``PolicyDeniedError.operation`` uses)."""
+
+REFUSALS: tuple[type[Exception], ...] = (
+    PolicyDeniedError,
+    FileTooLargeError,
+    PathEscapeError,
+    InvalidPathError,
+    TypeError,
+)
+"""Every error :meth:`PathConstraints.check` raises: a refusal by a rule, as opposed to a failed I/O."""
 
 
 @dataclass
@@ -19,6 +33,8 @@ class PathConstraints:
     Every rule applies to the *normalised* path (``..`` resolved, duplicate slashes gone), and
     containment is by whole segments, so allowing ``/safe`` never admits ``/safe-evil`` or
     ``/safe/../etc``. An empty ``allowed_paths`` or ``allowed_extensions`` means no restriction.
+    ``max_file_size`` bounds the size a file has *after* an operation (an append counts what is already
+    there, a copy the source's size), and every rule applies to each file a directory operation touches.
     Symbolic links are never followed by any workspacefs filesystem; ``allow_symlinks`` exists for
     the seed's rule and stays false.
     """
@@ -55,29 +71,52 @@ class PathConstraints:
         self._compiled.append(re.compile(pattern))
         self.blocked_patterns.append(pattern)
 
-    def violation(self, path: str, *, size: int | None = None, is_file: bool = True) -> str | None:
-        """Why ``path`` (with ``size`` bytes of content) is refused, naming the rule; ``None`` if allowed."""
-        try:
-            norm = normalize_path(path)
-        except PermissionError:
-            return f"path {path!r} escapes the workspace root"
-        except (ValueError, TypeError) as exc:
-            return f"path {path!r} is invalid: {exc}"
+    def check(
+        self, path: str, *, size: int | None = None, is_file: bool = True, operation: Operation = "write"
+    ) -> None:
+        """Raise the typed error of the first rule refusing ``path``; ``size`` is the size the file will have.
+
+        The one place the rules live: every caller passes the size a file has *after* the operation.
+        Raises ``PathEscapeError``/``InvalidPathError``/``TypeError`` for a bad path, ``PolicyDeniedError``
+        for a path rule and ``FileTooLargeError`` for ``max_file_size``; no I/O.
+        """
+        norm = normalize_path(path)
+        shown = "/" + norm
         if self.allowed_paths and not any(is_within(norm, allowed) for allowed in self.allowed_paths):
             allowed = ", ".join("/" + a for a in self.allowed_paths)
-            return f"allowed_paths: '/{norm}' is not under any allowed path ({allowed})"
+            reason = f"allowed_paths: '{shown}' is not under any allowed path ({allowed})"
+            raise PolicyDeniedError(path, reason, operation=operation)
         if is_file and self.allowed_extensions:
             name = norm.rsplit("/", 1)[-1].lower()
             if not any(name.endswith(ext) and len(name) > len(ext) for ext in self.allowed_extensions):
                 allowed = ", ".join(sorted(self.allowed_extensions))
-                return f"allowed_extensions: '/{norm}' does not end in an allowed extension ({allowed})"
+                reason = f"allowed_extensions: '{shown}' does not end in an allowed extension ({allowed})"
+                raise PolicyDeniedError(path, reason, operation=operation)
         for pattern in self._compiled:
-            if pattern.search("/" + norm):
-                return f"blocked_patterns: '/{norm}' matches blocked pattern {pattern.pattern!r}"
+            if pattern.search(shown):
+                reason = f"blocked_patterns: '{shown}' matches blocked pattern {pattern.pattern!r}"
+                raise PolicyDeniedError(path, reason, operation=operation, pattern=pattern.pattern)
         if size is not None and size > self.max_file_size:
-            return f"max_file_size: {size} bytes exceeds the limit of {self.max_file_size} bytes"
+            reason = f"max_file_size: {size} bytes exceeds the limit of {self.max_file_size} bytes"
+            raise FileTooLargeError(path, reason)
+
+    def violation(self, path: str, *, size: int | None = None, is_file: bool = True) -> str | None:
+        """Why ``path`` (with ``size`` bytes of content) is refused, naming the rule; ``None`` if allowed."""
+        try:
+            self.check(path, size=size, is_file=is_file)
+        except REFUSALS as exc:
+            return refusal_reason(exc)
         return None
 
     def is_allowed(self, path: str, *, size: int | None = None) -> bool:
         """True if no rule refuses ``path``."""
         return self.violation(path, size=size) is None
+
+
+def refusal_reason(exc: BaseException) -> str:
+    """The reason a refusal gives, naming the rule (or the path's defect) so a model knows what to change."""
+    if isinstance(exc, (PolicyDeniedError, FileTooLargeError)):
+        return str(exc.strerror)
+    if isinstance(exc, PathEscapeError):
+        return f"path {exc.filename!r} escapes the workspace root"
+    return f"invalid path: {exc}"

@@ -6,23 +6,41 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+import anyio.to_thread
+
 from workspacefs.asyncfs import AsyncFilesystem
-from workspacefs.manager._constraints import PathConstraints
+from workspacefs.errors import error_code
+from workspacefs.manager._constraints import REFUSALS, Operation, PathConstraints, refusal_reason
 from workspacefs.manager._models import FileAction, FileRequest, FileResponse, FileState
 from workspacefs.manager._reader import ReaderTool
 from workspacefs.manager._writer import WriterTool
-from workspacefs.paths import is_within, normalize_path
+from workspacefs.paths import is_within, join, normalize_path, relative_to
 from workspacefs.protocol import Filesystem
 
 __all__ = ["FileManager"]
+
+_OPERATIONS: dict[FileAction, Operation] = {
+    FileAction.READ: "read",
+    FileAction.CHUNK: "read",
+    FileAction.LIST: "read",
+    FileAction.WRITE: "write",
+    FileAction.APPEND: "write",
+    FileAction.CREATE: "write",
+    FileAction.COPY: "read",
+    FileAction.MOVE: "delete",
+    FileAction.DELETE: "delete",
+}
+"""What each action does to the path it names (a copy reads its source, a move removes it)."""
 
 
 class FileManager:
     """Central manager for file operations and tool coordination over any filesystem (seed 003).
 
-    Constraints are checked on the normalised path before any I/O; a refusal comes back as a
-    ``FileResponse(success=False)`` whose ``error`` names the rule. All I/O runs in worker threads
-    through :class:`~workspacefs.asyncfs.AsyncFilesystem`, so the event loop stays free.
+    Constraints are checked on the normalised path before any I/O, and sizes on what each file will hold
+    afterwards, all through :meth:`check`; a refusal comes back as a ``FileResponse(success=False)`` whose
+    ``error`` names the rule and whose ``metadata["error_code"]`` is the typed error's code (streams raise
+    the typed error). All I/O runs in worker threads through
+    :class:`~workspacefs.asyncfs.AsyncFilesystem`, so the event loop stays free.
     """
 
     def __init__(
@@ -74,26 +92,99 @@ class FileManager:
             return str(path)
 
     async def validate_operation(self, action: FileAction, path: str, **kwargs: Any) -> bool:
-        """True if the constraints allow ``action`` on ``path`` (``size`` or ``content`` may be given)."""
-        return await self.refuse(action, path, size=_size_of(kwargs)) is None
+        """True if the constraints allow ``action`` on ``path``: ``size`` or ``content`` are the bytes it
+        writes (an append adds them to the file), ``dst`` the destination of a copy or move."""
+        dst = kwargs.get("dst")
+        return await self.refuse(action, path, dst=None if dst is None else str(dst), size=_size_of(kwargs)) is None
 
     async def refuse(
-        self, action: FileAction, path: str, *, size: int | None = None, is_file: bool | None = None
+        self,
+        action: FileAction,
+        path: str,
+        *,
+        dst: str | None = None,
+        size: int | None = None,
+        is_file: bool | None = None,
     ) -> FileResponse | None:
-        """A failed response naming the rule that refuses, or ``None``. Path rules need no I/O; the
-        size of an existing file is looked up only once they pass."""
-        target = self._mount_relative(path)
-        checks_file = action not in (FileAction.LIST,) if is_file is None else is_file
-        reason = self.constraints.violation(target, size=size, is_file=checks_file)
-        if reason is None and size is None and action in (FileAction.READ, FileAction.CHUNK):
-            try:
-                info = await self.fs.stat(path)
-            except (OSError, ValueError) as exc:
-                return self.failure(exc, path)
-            reason = self.constraints.violation(target, size=info.size_bytes, is_file=checks_file)
-        if reason is None:
-            return None
-        return FileResponse(success=False, path=str(path), error=f"refused by {reason}")
+        """:meth:`admit` as a response: a failed one naming the rule that refuses (or the I/O that failed),
+        or ``None`` when the operation may go ahead."""
+        try:
+            await self.admit(action, path, dst=dst, size=size, is_file=is_file)
+        except REFUSALS as exc:
+            return FileResponse(
+                success=False,
+                path=str(path),
+                error=f"refused by {refusal_reason(exc)}",
+                metadata={"error_code": error_code(exc)},
+            )
+        except (OSError, ValueError) as exc:
+            return self.failure(exc, path)
+        return None
+
+    async def admit(
+        self,
+        action: FileAction,
+        path: str,
+        *,
+        dst: str | None = None,
+        size: int | None = None,
+        is_file: bool | None = None,
+    ) -> None:
+        """Raise the typed error of the first rule ``action`` would break, judged on what it leaves behind.
+
+        Path rules on ``path`` (and ``dst``) come first, without I/O. Then each file is judged at the size
+        it will have: a write holds ``size`` bytes, an append adds them to the file, a copy or move carries
+        the source's size, and a directory copy, move or delete is judged file by file.
+        """
+        checks_file = action is not FileAction.LIST if is_file is None else is_file
+        self.check(_OPERATIONS[action], path, is_file=checks_file)
+        if dst is not None:
+            self.check("write", dst, is_file=checks_file)
+        if action in (FileAction.READ, FileAction.CHUNK):
+            if size is None:
+                size = (await self.fs.stat(path)).size_bytes
+            self.check("read", path, size=size, is_file=checks_file)
+        elif action in (FileAction.WRITE, FileAction.CREATE, FileAction.APPEND):
+            if size is not None:
+                base = await self.existing_size(path) if action is FileAction.APPEND else 0
+                self.check("write", path, size=base + size, is_file=checks_file)
+        elif action in (FileAction.COPY, FileAction.MOVE, FileAction.DELETE):
+            await self._admit_tree(action, path, dst)
+
+    def check(self, operation: Operation, path: str, *, size: int | None = None, is_file: bool = True) -> None:
+        """The one gate: raise if a rule refuses ``operation`` on ``path``, a file that will hold ``size`` bytes.
+
+        Every path goes through it — named paths, each file of a directory, every chunk of a stream.
+        """
+        self.constraints.check(self._mount_relative(path), size=size, is_file=is_file, operation=operation)
+
+    async def existing_size(self, path: str) -> int:
+        """The size of the file at ``path`` now (0 when there is none), which an append adds to."""
+        try:
+            info = await self.fs.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return 0
+        return info.size_bytes if info.is_file else 0
+
+    async def _admit_tree(self, action: FileAction, src: str, dst: str | None) -> None:
+        """Judge what a copy, move or delete touches: each entry at its source, and at its destination with
+        its size — for a directory, every entry below it, so nothing inside escapes the rules."""
+        info = await self.fs.stat(src)
+        if not info.is_directory:
+            if dst is not None:
+                self.check("write", dst, size=info.size_bytes)
+            return
+        source = normalize_path(str(src), mount_point=self.filesystem.mount_point)
+        target = None if dst is None else normalize_path(str(dst), mount_point=self.filesystem.mount_point)
+        entries = await anyio.to_thread.run_sync(lambda: list(self.filesystem.walk(src)))
+        for entry in entries:
+            self.check(_OPERATIONS[action], entry.path, is_file=entry.is_file)
+            if target is None:
+                continue
+            size = entry.size_bytes
+            if entry.is_file and size is None:
+                size = (await self.fs.stat(entry.path)).size_bytes
+            self.check("write", join(target, relative_to(entry.path, source)), size=size, is_file=entry.is_file)
 
     def _mount_relative(self, path: str) -> str:
         mount = self.filesystem.mount_point
@@ -103,8 +194,13 @@ class FileManager:
         return text
 
     def failure(self, exc: BaseException, path: str) -> FileResponse:
-        """A failed response for an exception raised while working on ``path``."""
-        return FileResponse(success=False, path=str(path), error=f"{type(exc).__name__}: {exc}")
+        """A failed response for an exception raised while working on ``path`` (its type's code in metadata)."""
+        return FileResponse(
+            success=False,
+            path=str(path),
+            error=f"{type(exc).__name__}: {exc}",
+            metadata={"error_code": error_code(exc)},
+        )
 
     # --- state ------------------------------------------------------------------------------------
 

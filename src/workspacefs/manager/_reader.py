@@ -137,9 +137,7 @@ class ReaderTool:
         """The document as chunks of ``chunk_size`` characters, read in fixed memory."""
         if chunk_size < 1:
             raise ValueError("chunk_size must be at least 1")
-        refusal = await self._manager.refuse(FileAction.CHUNK, path)
-        if refusal is not None:
-            raise PermissionError(refusal.error)
+        await self._manager.admit(FileAction.CHUNK, path)  # raises the typed error of the refusing rule
         text_reader = await self._manager.fs.open_text(path)
         block = max(chunk_size, _BLOCK_CHARS)  # one worker-thread hop per block, not per chunk
         pending = ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from workspacefs.asyncfs import AsyncFilesystem
+from workspacefs.manager._constraints import Operation
 from workspacefs.manager._models import FileAction, FileResponse
 from workspacefs.protocol import Filesystem
 
@@ -20,8 +21,28 @@ class ManagerServices(Protocol):
     def normalize(self, path: str) -> str: ...
 
     async def refuse(
-        self, action: FileAction, path: str, *, size: int | None = None, is_file: bool | None = None
+        self,
+        action: FileAction,
+        path: str,
+        *,
+        dst: str | None = None,
+        size: int | None = None,
+        is_file: bool | None = None,
     ) -> FileResponse | None: ...
+
+    async def admit(
+        self,
+        action: FileAction,
+        path: str,
+        *,
+        dst: str | None = None,
+        size: int | None = None,
+        is_file: bool | None = None,
+    ) -> None: ...
+
+    def check(self, operation: Operation, path: str, *, size: int | None = None, is_file: bool = True) -> None: ...
+
+    async def existing_size(self, path: str) -> int: ...
 
     def failure(self, exc: BaseException, path: str) -> FileResponse: ...
 

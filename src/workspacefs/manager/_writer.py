@@ -1,14 +1,18 @@
-"""``WriterTool``: write, append, delete, move, copy and create directories, each atomic and checked."""
+"""``WriterTool``: write, append, stream, delete, move, copy and create directories, each atomic and checked."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
+from types import TracebackType
 from typing import Any
 
+from workspacefs.asyncfs import AsyncByteWriter
+from workspacefs.manager._constraints import REFUSALS
 from workspacefs.manager._models import FileAction, FileResponse
 from workspacefs.manager._services import ManagerServices
+from workspacefs.protocol import BytesLike
 
-__all__ = ["WriterTool"]
+__all__ = ["ConstrainedStream", "WriterTool"]
 
 _ACTIONS = ("write", "append", "delete", "move", "copy", "create_dirs")
 
@@ -94,10 +98,9 @@ class WriterTool:
 
     async def _transfer(self, src: str, dst: str, *, move: bool, overwrite: bool) -> FileResponse:
         action = FileAction.MOVE if move else FileAction.COPY
-        for path in (src, dst):
-            refusal = await self._manager.refuse(action, path)
-            if refusal is not None:
-                return refusal
+        refusal = await self._manager.refuse(action, src, dst=dst)
+        if refusal is not None:
+            return refusal
         try:
             await (self._manager.fs.move if move else self._manager.fs.copy)(src, dst, overwrite=overwrite)
         except (OSError, ValueError) as exc:
@@ -108,6 +111,11 @@ class WriterTool:
             success=True, path=self._manager.normalize(dst), metadata={"src": self._manager.normalize(src)}
         )
 
+    def open_stream(self, path: str, *, append: bool = False, create_dirs: bool = True) -> ConstrainedStream:
+        """A byte stream to ``path`` under the constraints: ``async with writer.open_stream(p) as s:
+        await s.write(chunk)``; the new content appears only when the block ends cleanly."""
+        return ConstrainedStream(self._manager, path, append=append, create_dirs=create_dirs)
+
     async def execute_batch(self, requests: Sequence[Mapping[str, Any]]) -> list[FileResponse]:
         """Run requests in order; each succeeds or fails on its own (see each response)."""
         responses = []
@@ -117,3 +125,83 @@ class WriterTool:
             except TypeError as exc:
                 responses.append(FileResponse(success=False, error=f"invalid request {dict(request)!r}: {exc}"))
         return responses
+
+
+class ConstrainedStream:
+    """An async byte writer that counts the bytes the file will hold and refuses the chunk that would take it
+    past a limit: the refusal discards everything written, so the old content stays (nothing half-written).
+
+    Path rules are checked when the block is entered, before anything is opened; an appending stream starts
+    its count at the file's current size.
+    """
+
+    def __init__(self, manager: ManagerServices, path: str, *, append: bool, create_dirs: bool) -> None:
+        self._manager = manager
+        self._path = path
+        self._append = append
+        self._create_dirs = create_dirs
+        self._writer: AsyncByteWriter | None = None
+        self._size = 0
+        self._refusal: BaseException | None = None
+        self._discarded = False
+
+    @property
+    def size(self) -> int:
+        """The size the file will have when the stream commits."""
+        return self._size
+
+    async def __aenter__(self) -> ConstrainedStream:
+        await self._manager.admit(FileAction.APPEND if self._append else FileAction.WRITE, self._path)
+        self._size = await self._manager.existing_size(self._path) if self._append else 0
+        self._manager.check("write", self._path, size=self._size)
+        self._writer = await self._manager.fs.open_write(
+            self._path, mode="append" if self._append else "overwrite", create_parents=self._create_dirs
+        )
+        return self
+
+    async def write(self, data: BytesLike) -> int:
+        """Write ``data``, or discard the whole stream and raise if the file would pass a limit."""
+        writer = self._open_writer()
+        try:
+            self._manager.check("write", self._path, size=self._size + memoryview(data).nbytes)
+        except REFUSALS as exc:
+            self._refusal = exc
+            await self._discard()
+            raise
+        written = await writer.write(data)
+        self._size += written
+        return written
+
+    async def write_all(self, chunks: Iterable[BytesLike] | AsyncIterable[BytesLike]) -> int:
+        """Write every chunk of a (sync or async) iterable; the number of bytes written."""
+        total = 0
+        if isinstance(chunks, AsyncIterable):
+            async for chunk in chunks:
+                total += await self.write(chunk)
+        else:
+            for chunk in chunks:
+                total += await self.write(chunk)
+        return total
+
+    def _open_writer(self) -> AsyncByteWriter:
+        if self._refusal is not None:
+            raise self._refusal  # refused once, discarded for good: nothing more is written
+        if self._writer is None:
+            raise RuntimeError("use the stream inside 'async with'")
+        return self._writer
+
+    async def _discard(self) -> None:
+        self._discarded = True
+        if self._writer is not None:
+            await self._writer.abort()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._writer is None or self._discarded:
+            return
+        if exc_type is not None:
+            await self._discard()
+            return
+        await self._writer.aclose()
+        await self._manager.register_file(self._manager.normalize(self._path), "a" if self._append else "w")
