@@ -156,8 +156,8 @@ class PolicyDeniedError(_PathOSError, PermissionError):
     """The workspace policy refused an operation on a path: a ``deny`` rule, or an ``ask`` rule nobody approved.
 
     ``operation`` is ``read``, ``write``, ``delete`` or ``exec``; ``pattern`` and ``action`` name the rule
-    that decided (``action="ask"``: approval was asked for and not given), so a message can say which rule
-    to change.
+    that decided, so a message can say which rule to change. With ``action="ask"``, ``asked`` says whether
+    an approver was asked and said no (``False``: there was no one to ask).
     """
 
     errno_code = errno.EACCES
@@ -171,20 +171,21 @@ class PolicyDeniedError(_PathOSError, PermissionError):
         operation: str = "write",
         pattern: str | None = None,
         action: str = "deny",
+        asked: bool = False,
     ) -> None:
         super().__init__(path, reason)
         self.operation = operation
         self.pattern = pattern
         self.action = action
+        self.asked = asked
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _rebuild_policy_denied, (self.filename, self.strerror, self.operation, self.pattern, self.action)
+        rule = {"operation": self.operation, "pattern": self.pattern, "action": self.action, "asked": self.asked}
+        return _rebuild_policy_denied, (self.filename, self.strerror, rule)
 
 
-def _rebuild_policy_denied(
-    path: str | None, reason: str | None, operation: str, pattern: str | None, action: str
-) -> PolicyDeniedError:
-    return PolicyDeniedError(path, reason, operation=operation, pattern=pattern, action=action)
+def _rebuild_policy_denied(path: str | None, reason: str | None, rule: dict[str, Any]) -> PolicyDeniedError:
+    return PolicyDeniedError(path, reason, **rule)
 
 
 # --- the workspace is full (OSError) --------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from workspacefs.paths import normalize_path
+from workspacefs.policy import GuardedFilesystem, Policy
 from workspacefs.protocol import Filesystem
 from workspacefs.snapshots import FilesystemSnapshot
 from workspacefs.undo import UndoLog
@@ -51,7 +52,8 @@ class ReadState:
 
     @staticmethod
     def _key(fs: Filesystem, path: str) -> tuple[int, str]:
-        return id(fs), normalize_path(path, mount_point=fs.mount_point)
+        beneath = fs.unguarded if isinstance(fs, GuardedFilesystem) else fs  # one workspace, however it is viewed
+        return id(beneath), normalize_path(path, mount_point=fs.mount_point)
 
     def record(self, fs: Filesystem, path: str, digest: str) -> None:
         """Remember that the model has seen ``path`` with this content."""
@@ -102,6 +104,9 @@ class ToolContext:
     the before-state of the paths a mutating tool is about to touch (its ``undo`` plan, an
     :class:`~workspacefs.undo.UndoLog`) and put them back if the call fails part way (``None``: on for
     every writable filesystem; it costs what the call changes, never a snapshot of the workspace).
+    ``policy`` decides which paths the tools may read, write, delete or run commands in (``None``:
+    :meth:`Policy.default() <workspacefs.policy.Policy.default>`); ``filesystem`` is then seen through it,
+    so every handler, built-in or not, works under the same rules.
     """
 
     filesystem: Filesystem | None = None
@@ -115,6 +120,14 @@ class ToolContext:
     snapshots: SnapshotLedger = field(default_factory=SnapshotLedger)
     read_before_write: bool = True
     transactional: bool | None = None
+    policy: Policy | None = None
+
+    def __post_init__(self) -> None:
+        policy = self.policy if self.policy is not None else Policy.default()
+        object.__setattr__(self, "policy", policy)  # frozen: settled once, and kept by dataclasses.replace
+        if self.filesystem is not None:
+            guarded: Filesystem = policy.guard(self.filesystem)  # the view offers the whole protocol
+            object.__setattr__(self, "filesystem", guarded)
 
 
 Handler = Callable[[ParamsT, ToolContext], ToolResult[Any]]

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from workspacefs.errors import WorkspaceError
+from workspacefs.policy import GuardedFilesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
 from workspacefs.tools._messages import failure, failure_from
 from workspacefs.tools._schema import openai_strict_schema, portable_schema, prune_nulls
@@ -53,7 +54,7 @@ def _undo_log(tool: Tool[Any], params: Any, context: ToolContext) -> UndoLog | N
     fs = context.filesystem
     if fs is None or fs.read_only or tool.undo is None or not tool.transactional or context.transactional is False:
         return None
-    log = UndoLog(fs)
+    log = UndoLog(fs.unguarded if isinstance(fs, GuardedFilesystem) else fs)  # putting back asks no one
     try:
         tool.undo(params, log)
     except (OSError, ValueError):  # a path the tool itself will refuse, with its own message

@@ -141,15 +141,17 @@ def _policy_refusal(exc: PolicyDeniedError, where: Where) -> str:
     """What a model reads when the policy said no: which rule, and that the user (not the model) decides."""
     target = display(where.fs, exc.filename) if isinstance(exc.filename, str) else where.shown
     doing = f"{_OPERATION_VERBS.get(exc.operation, exc.operation.capitalize())} '{target}'"
-    rule = f" (rule: {exc.action} {exc.operation} {exc.pattern})" if exc.pattern else ""
+    reason = exc.strerror or "protected by the workspace policy"
+    why = f"{reason}; pattern {exc.pattern}" if exc.pattern else reason
     if exc.action == "ask":
+        outcome = "the user declined" if exc.asked else "no one was there to approve it"
         return (
-            f"{doing} needs the user's approval{rule}, and it was not given. Do not try another way to "
-            "reach it; carry on without it, or ask the user to approve or change the policy."
+            f"{doing} needs the user's approval ({why}), and {outcome}. Do not try another way to reach it; "
+            "carry on without it, or ask the user to change it themselves."
         )
     return (
-        f"{doing} is not allowed by this workspace's policy{rule}: it protects configuration that other tools "
-        "run or trust, and secrets. Do not try another path to it; ask the user if it must change."
+        f"{doing} is not allowed by this workspace's policy ({why}). Do not try another way to reach it; ask "
+        "the user if it must change."
     )
 
 
