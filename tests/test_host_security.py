@@ -441,3 +441,48 @@ def test_no_temporary_file_survives_a_failed_or_aborted_write(tmp_path: Path) ->
     assert sorted(p.name for p in root.iterdir()) == ["d", "f.txt", "fifo", "race.txt"]
     assert (root / "f.txt").read_text() == "old"
     assert (root / "race.txt").read_text() == "theirs"
+
+
+# Names a command in a container, another program or a macOS copy can make on disk, which the path validator
+# refuses: listing them would offer the model names it cannot use.
+UNUSABLE_ON_DISK = {
+    "nfd": "cafe\u0301.txt",  # what macOS writes for café.txt
+    "kelvin": "\u212a.txt",
+    "bidi_override": "invoice\u202etxt.exe",
+    "bidi_isolate": "a\u2066b.txt",
+    "not_utf8": os.fsdecode(b"latin1-\xe9.txt"),
+}
+
+
+@pytest.mark.parametrize("use_ripgrep", [False, True])
+@pytest.mark.parametrize("kind", sorted(UNUSABLE_ON_DISK))
+def test_names_the_validator_refuses_are_never_listed(tmp_path: Path, kind: str, use_ripgrep: bool) -> None:
+    root = tmp_path / "ws"
+    name = UNUSABLE_ON_DISK[kind]
+    (root / name).mkdir(parents=True)
+    (root / name / "inner.txt").write_text("needle in a hidden directory\n")
+    (root / f"file-{name}").write_text("needle in a hidden file\n")
+    (root / "caf\u00e9.txt").write_text("needle in a usable file\n")
+    with HostFilesystem(root, snapshot_dir=tmp_path / "s", use_ripgrep=use_ripgrep) as fs:
+        assert [e.name for e in fs.list()] == ["caf\u00e9.txt"]
+        assert [e.path for e in fs.walk()] == ["caf\u00e9.txt"]
+        assert [m.path for m in fs.glob("**")] == ["caf\u00e9.txt"]
+        assert [m.path for m in fs.grep("needle")] == ["caf\u00e9.txt"]
+        assert [m.path for m in fs.grep("needle", glob="*.txt")] == ["caf\u00e9.txt"]
+        with pytest.raises(ValueError):
+            fs.read(f"{name}/inner.txt")
+        with pytest.raises(ValueError):
+            fs.list(name)
+        assert fs.snapshot().file_count == 1  # the snapshot walk agrees with the listing
+
+
+def test_a_name_refused_on_disk_does_not_hide_its_nfc_twin(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "cafe\u0301.txt").write_text("decomposed, made on disk")
+    with HostFilesystem(root, snapshot_dir=tmp_path / "s") as fs:
+        assert not fs.exists("caf\u00e9.txt")  # Linux keeps both spellings apart: the twin is another name
+        fs.write("caf\u00e9.txt", "composed, made through the protocol")
+        assert [e.name for e in fs.list()] == ["caf\u00e9.txt"]
+        assert fs.read("caf\u00e9.txt").content == "composed, made through the protocol"
+    assert (root / "cafe\u0301.txt").read_text() == "decomposed, made on disk"

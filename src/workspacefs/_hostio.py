@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from workspacefs import errors
-from workspacefs.paths import MAX_PATH_DEPTH, MAX_SEGMENT_LENGTH, ROOT, join, parent
+from workspacefs.paths import MAX_PATH_DEPTH, ROOT, join, name_problem, parent
 
 __all__ = [
     "DIR_FLAGS",
@@ -72,18 +72,11 @@ if _renameat2 is not None:
 def is_listable_name(name: str) -> bool:
     """Whether a directory entry can be named through the protocol (others are not shown at all).
 
-    Hidden: our own temporary files, names the path rules reject (control characters, more than
-    80 characters) and names that are not valid UTF-8 (they arrive with surrogate escapes).
+    Hidden: our own temporary files and every name the path validator refuses (``name_problem``: control
+    characters, more than 80 characters, bidirectional controls, names not in NFC form such as macOS's NFD,
+    and names that are not valid UTF-8, which arrive with surrogate escapes).
     """
-    if name.startswith(TEMP_PREFIX) or len(name) > MAX_SEGMENT_LENGTH:
-        return False
-    if not name.isprintable():
-        # isprintable() also rejects harmless characters (e.g. some spaces); check precisely
-        for char in name:
-            code = ord(char)
-            if code < 0x20 or code == 0x7F or 0xD800 <= code <= 0xDFFF:
-                return False
-    return True
+    return not name.startswith(TEMP_PREFIX) and name_problem(name) is None
 
 
 def host_error(code: int, path: str) -> OSError:

@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Iterator
 from typing import Literal
 
-from workspacefs.errors import InvalidPathError, NameTooLongError, PathEscapeError, PathTooDeepError, PathTooLongError
+from workspacefs.errors import (
+    InvalidPathError,
+    NameTooLongError,
+    PathEscapeError,
+    PathTooDeepError,
+    PathTooLongError,
+    UnsafeNameError,
+)
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -31,6 +39,7 @@ __all__ = [
     "display_path",
     "is_within",
     "join",
+    "name_problem",
     "normalize_cached",
     "normalize_mount_point",
     "normalize_path",
@@ -60,6 +69,57 @@ ROOT = ""
 
 # C0 controls and DEL (DESIGN §3). NUL is among them.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Unicode's Bidi_Control characters: they reorder how a name displays ("gpj.exe" shown as "exe.jpg").
+_BIDI_CONTROL = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Lone surrogates: not Unicode text (a host name that is not UTF-8 arrives with them, surrogate-escaped).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_UNSAFE_CHAR = re.compile(f"{_BIDI_CONTROL.pattern}|{_SURROGATE.pattern}")
+
+
+def name_problem(name: str) -> InvalidPathError | None:
+    """Why the validator refuses ``name`` (a directory entry's name: not empty, ``.``, ``..``, no ``/``) as a
+    segment of a path, or ``None``. Host listings apply it too, so every name they show can be used.
+
+    Refused: more than 80 characters, a control character, a lone surrogate, a bidirectional-control
+    character, or a name not in Unicode NFC form (only NFC names exist, so no two names are NFC/NFD twins).
+    """
+    if len(name) > MAX_SEGMENT_LENGTH:
+        return NameTooLongError(f"Path segment is longer than {MAX_SEGMENT_LENGTH} characters: {name[:20]!r}…")
+    if name.isascii() and name.isprintable():  # the common case, in one pass: ASCII that is not C0 or DEL
+        return None
+    if _CONTROL.search(name) is not None:
+        return InvalidPathError(f"Path contains a control character: {name!r}")
+    if name.isascii() or _is_unicode_safe(name):
+        return None
+    return _unicode_refusal(name)
+
+
+def _is_unicode_safe(text: str) -> bool:
+    """The Unicode rule, for one name or a whole path (both tests give the same answer per segment: ``/``
+    never composes with a neighbour): no lone surrogate, no bidirectional control, NFC form."""
+    return _UNSAFE_CHAR.search(text) is None and unicodedata.is_normalized("NFC", text)
+
+
+def _unicode_refusal(name: str) -> InvalidPathError:
+    """The error for a name that breaks the Unicode rule, saying which part of it."""
+    if (found := _SURROGATE.search(name)) is not None:
+        return InvalidPathError(f"Path segment {name!r} is not valid Unicode (lone surrogate U+{ord(found[0]):04X})")
+    if (found := _BIDI_CONTROL.search(name)) is not None:
+        return UnsafeNameError(
+            f"Path segment {name!r} contains the bidirectional-control character U+{ord(found[0]):04X}, which can "
+            "make a name display as another"
+        )
+    composed = unicodedata.normalize("NFC", name)
+    return UnsafeNameError(f"Path segment {name!a} is not in Unicode NFC form; write it composed, as {composed!r}")
+
+
+def _first_problem(path: str) -> InvalidPathError:
+    """The error of the first refused segment of ``path``, one that :func:`_is_unicode_safe` refused."""
+    for segment in path.split("/"):
+        problem = name_problem(segment)
+        if problem is not None:
+            return problem
+    return _unicode_refusal(path)  # unreachable while the rule holds per segment; never let a bad path pass
 
 
 def normalize_path(path: str, *, mount_point: str | None = None) -> str:
@@ -71,8 +131,9 @@ def normalize_path(path: str, *, mount_point: str | None = None) -> str:
 
     Raises:
         TypeError: ``path`` is not a ``str``.
-        InvalidPathError (a ``ValueError``): control characters; its subclasses ``NameTooLongError`` (a
-            segment over 80 characters), ``PathTooDeepError`` (more than 16 segments), ``PathTooLongError``.
+        InvalidPathError (a ``ValueError``): control characters, lone surrogates; its subclasses
+            ``NameTooLongError`` (a segment over 80 characters), ``PathTooDeepError`` (more than 16 segments),
+            ``PathTooLongError``, ``UnsafeNameError`` (a bidirectional control, a name not in NFC form).
         PathEscapeError (a ``PermissionError``): ``..`` would leave the root.
     """
     if type(path) is not str:
@@ -90,6 +151,8 @@ def normalize_cached(path: str, mount_point: str | None) -> str:
         raise PathTooLongError(f"Path is longer than {MAX_PATH_CHARS} characters")
     if _CONTROL.search(path) is not None:
         raise InvalidPathError(f"Path contains a control character: {path!r}")
+    if not path.isascii() and not _is_unicode_safe(path):  # ASCII, the common case, needs no Unicode check
+        raise _first_problem(path)
     rest = path
     if mount_point and (rest == mount_point or rest.startswith(mount_point + "/")):
         rest = rest[len(mount_point) :]

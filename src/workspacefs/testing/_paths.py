@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from workspacefs.errors import UnsafeNameError
 from workspacefs.protocol import Filesystem
 from workspacefs.testing._base import SuiteBase
 
@@ -34,6 +35,30 @@ PATH_CALLS: dict[str, Callable[[Filesystem, str], Any]] = {
     "copy_dst": lambda fs, p: fs.copy("a.txt", p),
 }
 METHODS = sorted(PATH_CALLS)
+
+# Unicode's Bidi_Control characters: each can make a name display as another ("txt.exe" shown as "exe.txt").
+BIDI_CONTROLS = [
+    "\u061c",
+    "\u200e",
+    "\u200f",
+    "\u202a",
+    "\u202b",
+    "\u202c",
+    "\u202d",
+    "\u202e",
+    "\u2066",
+    "\u2067",
+    "\u2068",
+    "\u2069",
+]
+# Names that are not in NFC form, each with its NFC twin: it would display the same.
+NOT_NFC = {
+    "cafe\u0301.txt": "caf\u00e9.txt",  # e + combining acute (what macOS file names hold)
+    "\u212a.txt": "K.txt",  # KELVIN SIGN
+    "\u212b.txt": "\u00c5.txt",  # ANGSTROM SIGN
+    "\u1112\u1161\u11ab.txt": "\ud55c.txt",  # Hangul jamo, decomposed
+    "\u0041\u030a.txt": "\u00c5.txt",  # A + combining ring above
+}
 
 
 class PathSuite(SuiteBase):
@@ -151,6 +176,79 @@ class PathSuite(SuiteBase):
         fs.write("données/été 2024/naïve café.txt", "olé")
         assert fs.read("données/été 2024/naïve café.txt").content == "olé"
         assert [e.name for e in fs.list("données")] == ["été 2024"]
+
+    @pytest.mark.parametrize("method", METHODS)
+    def test_bidi_override_raises_unsafe_name_everywhere(self, method: str) -> None:
+        fs = self.make({"a.txt": "a"})
+        with pytest.raises(UnsafeNameError):
+            PATH_CALLS[method](fs, "invoice\u202etxt.exe")
+        assert [e.name for e in fs.list(".")] == ["a.txt"]
+
+    @pytest.mark.parametrize("char", BIDI_CONTROLS, ids=lambda c: f"U+{ord(c):04X}")
+    def test_every_bidi_control_character_is_refused(self, char: str) -> None:
+        fs = self.make()
+        for path in (f"a{char}b.txt", f"dir{char}/x.txt", f"x/{char}", f"{char}/../a.txt"):
+            with pytest.raises(UnsafeNameError) as caught:
+                fs.write(path, "x")
+            assert f"U+{ord(char):04X}" in str(caught.value)  # the message shows the invisible character
+            with pytest.raises(UnsafeNameError):
+                fs.exists(path)
+        assert list(fs.list(".")) == []
+
+    @pytest.mark.parametrize("name", sorted(NOT_NFC), ids=ascii)
+    def test_names_not_in_nfc_are_refused(self, name: str) -> None:
+        fs = self.make({"d/a.txt": "a"})
+        for call in (
+            lambda: fs.write(name, "x"),
+            lambda: fs.write(f"d/{name}/x.txt", "x"),
+            lambda: fs.mkdir(name),
+            lambda: fs.exists(name),
+            lambda: fs.read(f"d/{name}"),
+            lambda: fs.copy("d/a.txt", name),
+            lambda: fs.move("d/a.txt", f"d/{name}"),
+        ):
+            with pytest.raises(UnsafeNameError) as caught:
+                call()
+            assert ascii(name).strip("'") in str(caught.value)  # the decomposed spelling, visibly escaped
+        assert self.tree(fs) == {"d": None, "d/a.txt": b"a"}
+
+    @pytest.mark.parametrize("name", sorted(NOT_NFC), ids=ascii)
+    def test_nfc_twins_cannot_arise(self, name: str) -> None:
+        composed = NOT_NFC[name]
+        fs = self.make({composed: "composed"})
+        with pytest.raises(UnsafeNameError) as caught:
+            fs.write(name, "decomposed twin")
+        assert repr(composed) in str(caught.value)  # the message gives the spelling that works
+        assert [e.name for e in fs.list(".")] == [composed]
+        assert fs.read(composed).content == "composed"
+        assert [m.path for m in fs.glob("*")] == [composed]
+        assert [m.path for m in fs.grep("composed")] == [composed]
+
+    @pytest.mark.parametrize(
+        "name", ["文档.md", "한국어.txt", "\u00e9\u0301.txt", "\ufb01le.txt", "\u0301", "😀.txt", "ǅ.txt"], ids=ascii
+    )
+    def test_names_in_nfc_are_accepted(self, name: str) -> None:
+        # NFC only, not NFKC: a ligature or a lone combining mark displays as itself and has no twin
+        fs = self.make()
+        fs.write(f"{name}/{name}", "ok")
+        assert fs.read(f"{name}/{name}").content == "ok"
+        assert [e.name for e in fs.list(name)] == [name]
+
+    def test_lone_surrogate_is_refused(self) -> None:
+        fs = self.make()
+        with pytest.raises(ValueError):
+            fs.write("a\udc80.txt", "not Unicode text")
+        with pytest.raises(ValueError):
+            fs.exists("a\udc80.txt")
+        assert list(fs.list(".")) == []
+
+    def test_unicode_rule_applies_under_the_mount_point(self) -> None:
+        fs = self.make(mount_point="/workspace")
+        with pytest.raises(UnsafeNameError):
+            fs.write("/workspace/cafe\u0301.txt", "x")
+        with pytest.raises(UnsafeNameError):
+            fs.write("/workspace/a\u2067b.txt", "x")
+        assert list(fs.list("/workspace")) == []
 
     @pytest.mark.parametrize("name", ["100%.txt", "a_b.txt", "star*.txt", "q?.txt", "[x].txt", "back\\slash.txt"])
     def test_special_characters_are_literal(self, name: str) -> None:
