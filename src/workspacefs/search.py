@@ -9,12 +9,15 @@ RE2, whose matching time is linear in the text, so no pattern can hang a search.
 Python's for everything common; its ``\\w``, ``\\d``, ``\\s`` and ``\\b`` are ASCII-only. The few
 constructs RE2 lacks (backreferences, lookaround) run on the ``regex`` module under a deadline:
 a search that would take longer is refused with ``PatternTooSlowError`` (a ``ValueError``) instead of
-hanging. Only the public API of ``google-re2`` is used.
+hanging. That module's compiled program grows with the product of nested repetition counts, so a
+pattern whose program would pass ``MAX_FALLBACK_PROGRAM_SIZE`` is refused with ``PatternTooLargeError``
+before it is compiled. Only the public API of ``google-re2`` is used.
 """
 
 from __future__ import annotations
 
 import base64
+import importlib
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import re2  # google-re2
 
-from workspacefs.errors import InvalidPatternError, PatternTooSlowError
+from workspacefs.errors import InvalidPatternError, PatternTooLargeError, PatternTooSlowError
 from workspacefs.paths import MAX_PATH_CHARS, basename, relative_to
 from workspacefs.protocol import ByteReader
 from workspacefs.results import GrepMatch
@@ -35,9 +38,11 @@ __all__ = [
     "BINARY_SNIFF_BYTES",
     "FALLBACK_BUDGET_SECONDS",
     "FALLBACK_CALL_TIMEOUT_SECONDS",
+    "MAX_FALLBACK_PROGRAM_SIZE",
     "GlobMatcher",
     "GrepPattern",
     "PathFilter",
+    "fallback_program_size",
     "is_binary",
     "required_literal",
     "rewrite_text_anchors",
@@ -51,6 +56,12 @@ FALLBACK_CALL_TIMEOUT_SECONDS = 0.5
 """Longest one line may take under the backtracking fallback engine."""
 FALLBACK_BUDGET_SECONDS = 5.0
 """Longest a whole grep may spend in the backtracking fallback engine."""
+MAX_FALLBACK_PROGRAM_SIZE = 30_000
+"""Largest pattern the backtracking fallback compiles, in parsed elements once repetitions are expanded.
+
+Measured peak memory of ``regex.compile`` (2026.11): about 270 bytes an element (literals, classes,
+lookaround, backreferences), 1.3 KB for the heaviest (``\\X``, full case folding), so at most 8 to 40 MB;
+without a bound ``(?:(?:a{1000}){1000}){3}`` took 1 GB. RE2's own default budget is 8 MB a program."""
 _STREAM_BLOCK = 1024 * 1024
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # More unbounded wildcards than this and a backtracking matcher could go polynomial; use RE2.
@@ -369,14 +380,11 @@ class GrepPattern:
             if self._block is None:
                 self._line = _re2_line_search(per_line)
             return
-        import regex  # noqa: PLC0415 - the backtracking fallback is rare: load it on first use
-
-        try:
-            fallback = regex.compile(pattern)
-        except (regex.error, OverflowError, RecursionError) as exc:
-            raise InvalidPatternError(f"Invalid regular expression {pattern!r}: {exc}") from None
+        # RE2 refused the pattern, for a construct it lacks or for its size; which one does not matter (and is
+        # never read from RE2's message): the fallback judges the pattern itself, from its own parse, and
+        # refuses one too large to compile before compiling it.
         self.engine = "regex"
-        self._line = _regex_line_search(fallback, pattern)
+        self._line = _regex_line_search(_compile_fallback(pattern), pattern)
 
     def new_budget(self) -> _Budget:
         """A fresh time budget for one grep call."""
@@ -390,6 +398,75 @@ class GrepPattern:
             return _scan_block(self._block, path, block, first_line, limit)
         assert self._line is not None
         return _scan_lines(self._line, path=path, block=block, first_line=first_line, limit=limit, budget=budget)
+
+
+def _compile_fallback(pattern: str) -> regex.Pattern[str]:
+    """``pattern`` compiled by the ``regex`` module, if its program stays within ``MAX_FALLBACK_PROGRAM_SIZE``.
+
+    Not kept in the module's cache: a large program is freed when the grep that needed it ends.
+    """
+    import regex  # noqa: PLC0415 - the backtracking fallback is rare: load it on first use
+
+    try:
+        size = fallback_program_size(pattern)
+        if size > MAX_FALLBACK_PROGRAM_SIZE:
+            shown = pattern if len(pattern) <= 80 else pattern[:80] + "…"
+            raise PatternTooLargeError(
+                f"Regular expression {shown!r} is too large to search with: more than "
+                f"{MAX_FALLBACK_PROGRAM_SIZE:,} elements once its repetitions are expanded"
+            )
+        return regex.compile(pattern, cache_pattern=False)
+    except (regex.error, OverflowError, RecursionError) as exc:
+        raise InvalidPatternError(f"Invalid regular expression {pattern!r}: {exc}") from None
+
+
+def fallback_program_size(pattern: str) -> int:
+    """Elements of the ``regex`` module's program for ``pattern``, counted from that module's own parse (so
+    no syntax only it reads, such as verbose mode or nested classes, can hide a repetition). Counting stops
+    once past ``MAX_FALLBACK_PROGRAM_SIZE``.
+
+    The module copies the body of ``x{m,n}`` ``m + 1`` times (measured), so nested counts multiply. The
+    pattern's length bounds the parse itself, which holds a Python object per element.
+    """
+    if len(pattern) > MAX_FALLBACK_PROGRAM_SIZE:
+        return len(pattern)
+    core = importlib.import_module("regex._regex_core")  # the parser is not public API: see test_search.py
+    total = 0
+    pending: list[tuple[Any, int]] = [(_parse_like_regex(core, pattern), 1)]
+    while pending and total <= MAX_FALLBACK_PROGRAM_SIZE:
+        node, weight = pending.pop()
+        total += weight
+        min_count = getattr(node, "min_count", None)
+        if isinstance(min_count, int):  # GreedyRepeat, LazyRepeat, PossessiveRepeat
+            weight *= min_count + 1
+        pending.extend((child, weight) for child in _child_nodes(core, node))
+    return total
+
+
+def _parse_like_regex(core: Any, pattern: str) -> Any:
+    """The parse tree ``regex.compile(pattern)`` builds (its ``_compile``, up to the parse: a flag such as
+    ``(?x)`` met mid-pattern restarts the parse with it applied to the whole pattern)."""
+    flags = 0
+    while True:
+        source = core.Source(pattern)
+        info = core.Info(flags, source.char_type, {})
+        info.guess_encoding = core.UNICODE
+        source.ignore_space = bool(info.flags & core.VERBOSE)
+        try:
+            return core._parse_pattern(source, info)
+        except core._UnscopedFlagSet:
+            flags = info.global_flags
+
+
+def _child_nodes(core: Any, node: Any) -> Iterator[Any]:
+    """The parse nodes directly below ``node`` (subpatterns, sequence items, branches, set members)."""
+    for name, value in vars(node).items():
+        if name in ("_key", "info"):  # a hashing key and the shared parse state, not children
+            continue
+        if isinstance(value, core.RegexBase):
+            yield value
+        elif isinstance(value, list | tuple):
+            yield from (item for item in value if isinstance(item, core.RegexBase))
 
 
 _LineSearch = Callable[[str, _Budget], "tuple[int, int] | None"]

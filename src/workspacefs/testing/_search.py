@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workspacefs.errors import PatternTooSlowError
+from workspacefs.errors import PatternTooLargeError, PatternTooSlowError
 from workspacefs.testing._base import SuiteBase, finishes
 
 __all__ = ["GlobSuite", "GrepSuite", "ListingSuite"]
@@ -314,6 +314,34 @@ class GrepSuite(SuiteBase):
                 return []
 
         assert finishes(search) == []
+
+    @pytest.mark.parametrize(
+        "pattern",
+        [
+            "(?:a{1000}){1000}",  # RE2 refuses the counts; compiled unbounded it took 260 MB
+            "(?<=x)(?:a{1000}){1000}",  # lookaround: only the backtracking engine can run it
+            "(?x) (?: a {1000} ) {1000}",  # verbose mode cannot hide the repetition
+        ],
+    )
+    def test_patterns_too_large_to_compile_are_refused(self, pattern: str) -> None:
+        fs = self.make({"a.txt": "a" * 100 + "\n"})
+        with pytest.raises(PatternTooLargeError):
+            fs.grep(pattern)
+        with pytest.raises(PatternTooLargeError):
+            fs.grep(pattern, path="missing")  # refused before anything is searched
+
+    @pytest.mark.parametrize(
+        ("pattern", "lines"),
+        [
+            (r"(?<=price: )\d+", [1]),
+            (r"(\w)\1", [2, 3]),
+            (r"(?<!x)a{1001}", [3]),  # beyond RE2's counts, small enough for the fallback
+            (r"(?:a{10}){101}b", [3]),  # RE2 refuses the product of the counts
+        ],
+    )
+    def test_backtracking_only_patterns_still_search(self, pattern: str, lines: list[int]) -> None:
+        fs = self.make({"a.txt": "price: 42\nbook keeper\n" + "a" * 1010 + "b\n"})
+        assert [m.line_number for m in fs.grep(pattern)] == lines
 
     @pytest.mark.parametrize(
         ("pattern", "lines"),
