@@ -57,7 +57,7 @@ MISTAKES = {
     "non-unique edit": Mistake(
         "edit_file",
         {"path": "src/app.py", "old_string": "\tprint('hello')", "new_string": "\tprint('bye')"},
-        ("occurs 2 times", "lines 2, 6", "replace_all=true"),
+        ("occurs more than once", "at line 2, and again at line 6", "replace_all=true"),
         before=_read_first("src/app.py"),
     ),
     "whitespace-mismatched old_string": Mistake(

@@ -6,6 +6,7 @@ import itertools
 import json
 import logging
 import os
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -201,9 +202,46 @@ def test_edit_refuses_several_matches_naming_lines(ctx: ToolContext, fs: Filesys
     read_then(ctx, "m.py")
     result = call(ctx, "edit_file", path="m.py", old_string="x = 1", new_string="x = 3")
     assert not result.success
-    assert "occurs 2 times (lines 1, 3)" in result.message and "replace_all" in result.message
+    assert "occurs more than once (at line 1, and again at line 3)" in result.message
+    assert "replace_all" in result.message
     assert call(ctx, "edit_file", path="m.py", old_string="x = 1", new_string="x = 3", replace_all=True).success
     assert fs.read("m.py").content == "x = 3\ny = 2\nx = 3\n"
+
+
+def test_edit_stops_looking_at_the_second_match(ctx: ToolContext, fs: Filesystem) -> None:
+    """A one-line 8 MiB file holding old_string 2 million times: the refusal needs only two of them. Counting
+    them all held every position (about 72 MiB on top of the file's 8); the peak is measured, not timed."""
+    content = "abcd" * (2 * 1024 * 1024)
+    seed(fs, {"min.js": content})
+    read_then(ctx, "min.js")
+    tracemalloc.start()
+    try:
+        result = call(ctx, "edit_file", path="min.js", old_string="abcd", new_string="x")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert not result.success
+    assert "occurs more than once (at line 1, and again at line 1)" in result.message
+    assert peak < 4 * len(content), f"{peak / 2**20:.0f} MiB traced to refuse an edit of an 8 MiB file"
+    assert fs.read("min.js").content == content
+
+
+def test_edit_replace_all_replaces_every_match_in_one_pass(ctx: ToolContext, fs: Filesystem) -> None:
+    seed(fs, {"min.js": "abcd;" * 100_000, "few.txt": "a-b-c\n-d-\n"})
+    read_then(ctx, "min.js")
+    read_then(ctx, "few.txt")
+    assert call(ctx, "edit_file", path="min.js", old_string="abcd", new_string="xy", replace_all=True).success
+    assert fs.read("min.js").content == "xy;" * 100_000
+    assert call(ctx, "edit_file", path="few.txt", old_string="-", new_string="+", replace_all=True).success
+    assert fs.read("few.txt").content == "a+b+c\n+d+\n"
+
+
+def test_edit_counts_occurrences_without_overlap(ctx: ToolContext, fs: Filesystem) -> None:
+    # as str.replace counts them: "aa" occurs once in "aaa", so the edit is unique
+    seed(fs, {"a.txt": "aaa\n"})
+    read_then(ctx, "a.txt")
+    assert call(ctx, "edit_file", path="a.txt", old_string="aa", new_string="b").success
+    assert fs.read("a.txt").content == "ba\n"
 
 
 def test_edit_refuses_empty_and_identical_strings(ctx: ToolContext, fs: Filesystem) -> None:

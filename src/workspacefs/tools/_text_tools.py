@@ -282,12 +282,11 @@ def _line_of(text: str, position: int) -> int:
     return text.count("\n", 0, position) + 1
 
 
-def _occurrences(text: str, needle: str) -> list[int]:
-    found, start = [], text.find(needle)
-    while start >= 0:
-        found.append(start)
-        start = text.find(needle, start + len(needle))
-    return found
+def _first_two(text: str, needle: str) -> tuple[int, int]:
+    """Where ``needle`` first occurs and where it occurs again after that (non-overlapping, as ``str.replace``
+    counts), ``-1`` for none: enough to tell none, one and several apart without counting them all."""
+    first = text.find(needle)
+    return first, -1 if first < 0 else text.find(needle, first + len(needle))
 
 
 def _loose_match_line(text: str, needle: str) -> int | None:
@@ -309,8 +308,8 @@ def _apply(text: str, edit: Edit, crlf: bool, number: int, total: int) -> str:
         raise _EditRefusedError(f"{label}old_string and new_string are the same; there is nothing to change.")
     if crlf and "\n" in old and "\r\n" not in old:
         old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
-    hits = _occurrences(text, old)
-    if not hits:
+    first, second = _first_two(text, old)
+    if first < 0:
         hint = ""
         if looks_numbered(edit.old_string):
             hint = " It seems to include read_file's line-number prefixes; remove the 'N<tab>' part of each line."
@@ -324,13 +323,15 @@ def _apply(text: str, edit: Edit, crlf: bool, number: int, total: int) -> str:
         raise _EditRefusedError(
             f"{label}old_string was not found.{hint} Read the file again and copy the text exactly."
         )
-    if len(hits) > 1 and not edit.replace_all:
-        lines = ", ".join(str(_line_of(text, hit)) for hit in hits[:20])
+    if edit.replace_all:
+        return text.replace(old, new)  # one pass over the text, however many occurrences there are
+    if second >= 0:
         raise _EditRefusedError(
-            f"{label}old_string occurs {len(hits)} times (lines {lines}). Include more surrounding text to "
-            "make it unique, or pass replace_all=true to change every occurrence."
+            f"{label}old_string occurs more than once (at line {_line_of(text, first)}, and again at line "
+            f"{_line_of(text, second)}). Include more surrounding text to make it unique, or pass replace_all=true "
+            "to change every occurrence."
         )
-    return text.replace(old, new) if edit.replace_all else text.replace(old, new, 1)
+    return text[:first] + new + text[first + len(old) :]
 
 
 def _short_diff(before: str, after: str, where: str, limit: int = 60) -> str:
