@@ -17,6 +17,7 @@ import pytest
 from workspacefs import HostFilesystem, InMemoryFilesystem
 from workspacefs.errors import FileTooLargeError, PathEscapeError, PolicyDeniedError
 from workspacefs.manager import FileAction, FileManager, FileRequest, FileResponse, PathConstraints
+from workspacefs.policy import Policy
 from workspacefs.protocol import Filesystem
 
 pytestmark = pytest.mark.anyio
@@ -312,7 +313,8 @@ async def test_a_directory_copy_with_one_file_too_big_copies_nothing(fs: Filesys
 
 
 async def test_directory_operations_apply_the_path_rules_to_everything_inside(fs: Filesystem) -> None:
-    manager = FileManager(fs, constraints=PathConstraints(blocked_patterns=[r"/secret/", r"\.key$"]))
+    constraints = PathConstraints(blocked_patterns=[r"/secret/", r"\.key$"])
+    manager = FileManager(fs, constraints=constraints, policy=Policy())  # the constraints alone (no path policy)
     fs.write("docs/readme.txt", "hello")
     fs.write("docs/secret/plan.txt", "hidden")
     for action in ("copy", "move"):
@@ -399,3 +401,15 @@ async def test_a_stream_to_a_refused_path_opens_nothing(fs: Filesystem) -> None:
         await stream.write(b"ok")
     assert fs.read("safe/x.txt").content == "ok"
     assert any(state.path == "safe/x.txt" for state in manager.states.values())
+
+
+async def test_the_manager_obeys_the_default_path_policy(fs: Filesystem) -> None:
+    manager = FileManager(fs)
+    written = await manager.writer.execute("write", ".git/hooks/pre-commit", content="evil")
+    assert _refused(written, "policy_denied") and not fs.exists(".git")
+    fs.write(".env", "TOKEN=secret")
+    read = await manager.reader.execute("open", ".env")
+    assert _refused(read, "policy_denied") and "secret" not in str(read.content)
+    approving = FileManager(fs, policy=Policy.default(approve=lambda request: request.operation == "write"))
+    assert (await approving.writer.execute("write", "AGENTS.md", content="rules")).success
+    assert fs.read("AGENTS.md").content == "rules"

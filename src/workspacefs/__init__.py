@@ -61,6 +61,7 @@ from workspacefs.paths import (
     MAX_SEGMENT_LENGTH,
     normalize_path,
 )
+from workspacefs.policy import ApprovalRequest, GuardedFilesystem, Policy, PolicyRule
 from workspacefs.protocol import (
     ByteReader,
     ByteWriter,
@@ -71,6 +72,7 @@ from workspacefs.protocol import (
     TextReader,
     VersionedContent,
 )
+from workspacefs.quota import Quota, Usage
 from workspacefs.results import (
     ExecResult,
     FileEntry,
@@ -182,6 +184,7 @@ __all__ = [
     "MAX_PATH_DEPTH",
     "MAX_SEGMENT_LENGTH",
     "SNAPSHOT_TOOLS",
+    "ApprovalRequest",
     "ArchiveStats",
     "AsyncFilesystem",
     "BaseFilesystem",
@@ -207,6 +210,7 @@ __all__ = [
     "FilesystemSnapshot",
     "GlobMatch",
     "GrepMatch",
+    "GuardedFilesystem",
     "HardLinkRefusedError",
     "HostFilesystem",
     "HostMount",
@@ -225,9 +229,12 @@ __all__ = [
     "PathTooLongError",
     "PatternTooLargeError",
     "PatternTooSlowError",
+    "Policy",
     "PolicyDeniedError",
+    "PolicyRule",
     "PreconditionFailedError",
     "Prompt",
+    "Quota",
     "QuotaExceededError",
     "ReadBytesResult",
     "ReadOnlyError",
@@ -257,6 +264,7 @@ __all__ = [
     "UnsafeArchiveError",
     "UnsafeNameError",
     "UnsupportedOperationError",
+    "Usage",
     "VersionedContent",
     "WorkspaceSection",
     "WriteMode",

@@ -9,16 +9,23 @@ directory, or under its mount point) limits the tools to that subtree; roots els
 if the client names roots and none falls inside the workspace, no tool may touch any path. Roots are
 asked for once (``roots/list`` on 2025 protocol versions; an input request on 2026-07-28) and again
 after the client says they changed.
+
+The workspace policy (``Policy.default()`` unless another is given) applies to every call. An ``ask`` rule
+becomes a question to the person behind the client, by elicitation, where the client offers it: mid-call on
+2025 protocol versions, as an input request (the call is answered "input required" and retried with the
+answer) on 2026-07-28. A client without elicitation gets the refusal, which says approval was needed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
 import posixpath
+import secrets
 import warnings
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -36,8 +43,9 @@ from pydantic import ValidationError
 from workspacefs._version import __version__
 from workspacefs.open import open_filesystem
 from workspacefs.paths import is_within, normalize_path
+from workspacefs.policy import ApprovalRequest, Policy
 from workspacefs.protocol import Filesystem
-from workspacefs.tools import Tool, ToolContext, dispatch, portable_schema, tools_for
+from workspacefs.tools import Tool, ToolContext, ToolResult, dispatch, portable_schema, tools_for
 
 __all__ = ["ERROR_META_KEY", "build_server", "offered_tools", "run_stdio", "serve_stdio"]
 
@@ -149,6 +157,102 @@ class _Roots:
         return None
 
 
+_APPROVAL_KEY = "workspacefs/approval"
+"""The input request (2026-07-28) that asks the person behind the client about an ``ask`` rule."""
+_APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "title": "Allow it?", "description": "Yes to allow this once."}},
+    "required": ["approve"],
+}
+
+
+def _question(request: ApprovalRequest) -> str:
+    return f"The agent asks to {request.describe()}. Allow it?"
+
+
+def _said_yes(answer: Any) -> bool:
+    return (
+        isinstance(answer, types.ElicitResult)
+        and answer.action == "accept"
+        and (answer.content or {}).get("approve") is True
+    )
+
+
+class _Approvals:
+    """Questions asked through input requests and not answered yet, by the opaque state the client echoes (the
+    state names a question; only the client's answer approves it)."""
+
+    def __init__(self) -> None:
+        self._asked: dict[str, ApprovalRequest] = {}
+
+    def ask(self, request: ApprovalRequest) -> types.InputRequiredResult:
+        if len(self._asked) > 1000:  # questions nobody answered must not pile up forever
+            self._asked.clear()
+        state = secrets.token_urlsafe(16)
+        self._asked[state] = request
+        form = types.ElicitRequestFormParams(message=_question(request), requested_schema=_APPROVAL_SCHEMA)
+        return types.InputRequiredResult(
+            input_requests={_APPROVAL_KEY: types.ElicitRequest(params=form)}, request_state=state
+        )
+
+    def answered(self, params: types.CallToolRequestParams) -> tuple[ApprovalRequest | None, bool]:
+        """The question this retry answers with a yes (or ``None``), and whether it answers one at all (a
+        question answered no is not asked again)."""
+        asked = self._asked.pop(params.request_state, None) if params.request_state else None
+        answer = (params.input_responses or {}).get(_APPROVAL_KEY)
+        return (asked if asked is not None and _said_yes(answer) else None), answer is not None
+
+
+def _same(request: ApprovalRequest, approved: ApprovalRequest | None) -> bool:
+    return approved is not None and (request.operation, request.paths, request.rule) == (
+        approved.operation,
+        approved.paths,
+        approved.rule,
+    )
+
+
+class _Caller:
+    """Runs a tool call in a worker thread, asking the person behind the client about ``ask`` rules where the
+    client can be asked (elicitation): mid-call on 2025 protocols, by an input request on 2026-07-28."""
+
+    def __init__(self, fs: Filesystem, shared: ToolContext, offered: Sequence[Tool[Any]], policy: Policy) -> None:
+        self.fs, self.shared, self.offered, self.policy = fs, shared, list(offered), policy
+        self.approvals = _Approvals()
+
+    async def _run(self, name: str, arguments: dict[str, Any], context: ToolContext) -> ToolResult[Any]:
+        return await anyio.to_thread.run_sync(functools.partial(dispatch, name, arguments, context, tools=self.offered))
+
+    def _asking(self, approve: Callable[[ApprovalRequest], bool | Awaitable[bool]]) -> ToolContext:
+        return dataclasses.replace(self.shared, filesystem=self.fs, policy=self.policy.with_approver(approve))
+
+    async def call(
+        self, ctx: ServerRequestContext[Any], name: str, arguments: dict[str, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        capabilities = ctx.session.client_capabilities
+        if capabilities is None or capabilities.elicitation is None:
+            result = await self._run(name, arguments, self.shared)
+        elif ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+
+            async def elicit(request: ApprovalRequest) -> bool:
+                return _said_yes(await ctx.session.elicit_form(_question(request), _APPROVAL_SCHEMA))
+
+            result = await self._run(name, arguments, self._asking(elicit))
+        else:
+            approved, replied = self.approvals.answered(params)
+            unanswered: list[ApprovalRequest] = []
+
+            def known(request: ApprovalRequest) -> bool:
+                if _same(request, approved):
+                    return True
+                unanswered.append(request)
+                return False
+
+            result = await self._run(name, arguments, self._asking(known))
+            if not result.success and unanswered and not replied:  # it changed nothing: ask, then retry with the answer
+                return self.approvals.ask(unanswered[0])
+        return _text(result.message, error=not result.success, code=result.error_code)
+
+
 class _ErrorsAsResults:
     """Server middleware: malformed ``tools/call`` params and crashes become ``isError`` results."""
 
@@ -176,11 +280,14 @@ def build_server(
     tools: Sequence[Tool[Any]] | None = None,
     context: ToolContext | None = None,
     name: str = "workspacefs",
+    policy: Policy | None = None,
 ) -> Server[Any]:
-    """An MCP server offering ``tools`` (default: ``offered_tools(fs)``) on ``fs``."""
+    """An MCP server offering ``tools`` (default: ``offered_tools(fs)``) on ``fs`` under ``policy`` (default:
+    ``context``'s, else ``Policy.default()``)."""
     offered = list(tools) if tools is not None else offered_tools(fs)
     by_name = {tool.name: tool for tool in offered}
-    shared = context or ToolContext(filesystem=fs)
+    shared = context or ToolContext(filesystem=fs, policy=policy)
+    caller = _Caller(fs, shared, offered, policy or shared.policy or Policy.default())
     roots = _Roots(fs)
     where = fs.mount_point or "the workspace root"
 
@@ -201,9 +308,7 @@ def build_server(
             refused = roots.refusal(tool, arguments)
             if refused is not None:
                 return _text(refused, error=True, code="outside_roots")
-        run = functools.partial(dispatch, params.name, arguments, shared, tools=offered)
-        result = await anyio.to_thread.run_sync(run)
-        return _text(result.message, error=not result.success, code=result.error_code)
+        return await caller.call(ctx, params.name, arguments, params)
 
     async def roots_changed(_ctx: ServerRequestContext[Any], _params: types.NotificationParams | None) -> None:
         roots.known = False
@@ -249,15 +354,19 @@ async def _learn_roots(
     return None
 
 
-async def serve_stdio(fs: Filesystem, *, tools: Sequence[Tool[Any]] | None = None) -> None:
+async def serve_stdio(
+    fs: Filesystem, *, tools: Sequence[Tool[Any]] | None = None, policy: Policy | None = None
+) -> None:
     """Serve ``fs`` over stdio until the client disconnects."""
-    server = build_server(fs, tools=tools)
+    server = build_server(fs, tools=tools, policy=policy)
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def run_stdio(url: str, *, read_only: bool = False, tool_names: Sequence[str] | None = None) -> None:
+def run_stdio(
+    url: str, *, read_only: bool = False, tool_names: Sequence[str] | None = None, policy: Policy | None = None
+) -> None:
     """Open ``url`` and serve it over stdio (what ``workspacefs mcp`` runs)."""
     fs = open_filesystem(url, read_only="true") if read_only else open_filesystem(url)
     tools = offered_tools(fs, tool_names, read_only=read_only)
-    anyio.run(functools.partial(serve_stdio, fs, tools=tools))
+    anyio.run(functools.partial(serve_stdio, fs, tools=tools, policy=policy))

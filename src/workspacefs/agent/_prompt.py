@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from workspacefs.agent._sections import Section, WorkspaceSection
+from workspacefs.policy import Policy
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import ReadState, Tool, ToolContext
 
@@ -69,8 +70,10 @@ def build_tool_context(
     budget_tracker: Any = None,
     read_before_write: bool = True,
     transactional: bool | None = None,
+    policy: Policy | None = None,
 ) -> ToolContext:
-    """The context a tool call runs in: the prompt's filesystem, and the session's read ledger.
+    """The context a tool call runs in: the prompt's filesystem under ``policy`` (default:
+    ``Policy.default()``), and the session's read ledger.
 
     Build one per call if you like: the read-before-write state lives in the session, so it
     carries over (without a session each context starts with an empty ledger).
@@ -87,4 +90,5 @@ def build_tool_context(
         read_state=read_state,
         read_before_write=read_before_write,
         transactional=transactional,
+        policy=policy,
     )

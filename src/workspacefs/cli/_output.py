@@ -17,6 +17,7 @@ import click
 
 from workspacefs import errors
 from workspacefs.open import open_filesystem
+from workspacefs.policy import ApprovalRequest, Policy
 from workspacefs.protocol import Filesystem
 
 __all__ = [
@@ -27,11 +28,14 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_NOT_FOUND",
     "classify",
+    "current_policy",
     "emit",
     "fail",
     "fs_option",
     "json_option",
+    "load_policy",
     "open_fs",
+    "policy_option",
     "reported",
 ]
 
@@ -43,7 +47,7 @@ EXIT_INVALID = 6
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-fs_option = click.option(
+_fs_url_option = click.option(
     "--fs",
     "fs_url",
     metavar="URL",
@@ -52,13 +56,69 @@ fs_option = click.option(
     help="The workspace: memory://, file:///dir, sqlite:///file.db?session=ID, postgresql://…?session=ID "
     "(or set WORKSPACEFS_FS).",
 )
+_POLICY_KEY = "workspacefs.policy"
+POLICY_HELP = (
+    "The path policy: 'default' (asks before changing agent and tool configuration or touching secrets; "
+    "at a terminal you are asked, elsewhere it refuses), 'none', or a JSON/TOML policy file "
+    "(or set WORKSPACEFS_POLICY)."
+)
+
+
+def _remember_policy(context: click.Context, _param: click.Parameter, value: str) -> str:
+    context.meta[_POLICY_KEY] = value
+    return value
+
+
+policy_option = click.option(
+    "--policy",
+    metavar="FILE|default|none",
+    envvar="WORKSPACEFS_POLICY",
+    default="default",
+    show_default=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_remember_policy,
+    help=POLICY_HELP,
+)
+
+
+def fs_option(command: F) -> F:
+    """``--fs URL`` and ``--policy``: the workspace a command acts on, and the rules it acts under."""
+    return _fs_url_option(policy_option(command))
+
+
+def _ask_at_terminal(request: ApprovalRequest) -> bool:
+    return click.confirm(f"workspacefs: {request.describe()}. Allow it?", default=False, err=True)
+
+
+def load_policy(value: str) -> Policy:
+    """``default``, ``none`` or a policy file, with a prompt as approver when a person is at the terminal."""
+    approve = _ask_at_terminal if sys.stdin.isatty() and sys.stderr.isatty() else None
+    if value == "none":
+        return Policy()
+    if value == "default":
+        return Policy.default(approve=approve)
+    try:
+        return Policy.load(value, approve=approve)
+    except OSError as exc:
+        fail(EXIT_INVALID, "bad_policy", f"cannot read the policy file {value!r}: {exc.strerror or exc}")
+    except ValueError as exc:
+        fail(EXIT_INVALID, "bad_policy", str(exc))
+
+
+def current_policy() -> Policy:
+    """The policy ``--policy`` chose for this command (the default when the command has no such option)."""
+    context = click.get_current_context(silent=True)
+    return load_policy(str(context.meta.get(_POLICY_KEY, "default")) if context is not None else "default")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 
 
 def open_fs(url: str) -> Filesystem:
-    """The filesystem at ``url`` (a bad URL is exit code 6; a backend whose extra is missing, 1)."""
+    """The filesystem at ``url``, seen through the command's ``--policy`` (a bad URL is exit code 6; a backend
+    whose extra is missing, 1)."""
+    policy = current_policy()
     try:
-        return open_filesystem(url)
+        return policy.guard(open_filesystem(url))
     except (ValueError, KeyError) as exc:
         fail(EXIT_INVALID, "bad_url", f"cannot open {url!r}: {exc}")
     except ImportError as exc:  # an extra that is not installed: the message names it

@@ -15,6 +15,7 @@ from workspacefs.manager._models import FileAction, FileRequest, FileResponse, F
 from workspacefs.manager._reader import ReaderTool
 from workspacefs.manager._writer import WriterTool
 from workspacefs.paths import is_within, join, normalize_path, relative_to
+from workspacefs.policy import Policy
 from workspacefs.protocol import Filesystem
 
 __all__ = ["FileManager"]
@@ -40,7 +41,9 @@ class FileManager:
     afterwards, all through :meth:`check`; a refusal comes back as a ``FileResponse(success=False)`` whose
     ``error`` names the rule and whose ``metadata["error_code"]`` is the typed error's code (streams raise
     the typed error). All I/O runs in worker threads through
-    :class:`~workspacefs.asyncfs.AsyncFilesystem`, so the event loop stays free.
+    :class:`~workspacefs.asyncfs.AsyncFilesystem`, so the event loop stays free. Every operation also obeys
+    ``policy`` (default: :meth:`Policy.default() <workspacefs.policy.Policy.default>`); an async approver runs
+    on the caller's event loop.
     """
 
     def __init__(
@@ -49,9 +52,11 @@ class FileManager:
         *,
         constraints: PathConstraints | None = None,
         state_ttl: timedelta = timedelta(hours=1),
+        policy: Policy | None = None,
     ) -> None:
-        self.filesystem = filesystem
-        self.fs = AsyncFilesystem(filesystem)
+        self.policy = policy if policy is not None else Policy.default()
+        self.filesystem: Filesystem = self.policy.guard(filesystem)  # every read and write below obeys the policy
+        self.fs = AsyncFilesystem(self.filesystem)
         self.constraints = constraints or PathConstraints()
         self.states: dict[str, FileState] = {}
         self.state_ttl = state_ttl

@@ -6,22 +6,21 @@ and before anything reads or changes secrets (``.env``, keys, credentials). See 
 """
 
 from workspacefs.policy._guard import GuardedFilesystem
+from workspacefs.policy._policy import Policy
 from workspacefs.policy._rules import (
     ACTIONS,
-    DEFAULT_RULES,
     OPERATIONS,
     Action,
     ApprovalRequest,
     Approver,
     Decision,
     Operation,
-    Policy,
     PolicyRule,
+    default_rules,
 )
 
 __all__ = [
     "ACTIONS",
-    "DEFAULT_RULES",
     "OPERATIONS",
     "Action",
     "ApprovalRequest",
@@ -31,4 +30,5 @@ __all__ = [
     "Operation",
     "Policy",
     "PolicyRule",
+    "default_rules",
 ]

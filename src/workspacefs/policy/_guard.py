@@ -19,7 +19,7 @@ from uuid import UUID
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import caller_paths
 from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, ROOT, check_non_negative, is_within, normalize_path
-from workspacefs.policy._rules import Operation, Policy
+from workspacefs.policy._rules import Checks, Operation
 from workspacefs.protocol import (
     ByteReader,
     BytesLike,
@@ -55,7 +55,7 @@ class GuardedFilesystem:
     Code that holds :attr:`unguarded` can bypass the policy: hand a model (or its tools) only the guarded view.
     """
 
-    def __init__(self, inner: Filesystem, policy: Policy) -> None:
+    def __init__(self, inner: Filesystem, policy: Checks) -> None:
         self._inner = inner
         self.policy = policy
 
@@ -310,7 +310,8 @@ class GuardedFilesystem:
     def fork(self, snapshot: FilesystemSnapshot | None = None, **options: Any) -> GuardedFilesystem:
         """A fork of the filesystem beneath (where ``capabilities.fork``), under the same policy."""
         forked: Filesystem = cast(Any, self._inner).fork(snapshot, **options)
-        return self.policy.guard(forked)
+        view: GuardedFilesystem = self.policy.guard(forked)
+        return view
 
     # --- commands ------------------------------------------------------------------------------------------
 

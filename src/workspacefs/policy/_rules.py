@@ -1,4 +1,5 @@
-"""``Policy`` and ``PolicyRule``: ordered allow/deny/ask rules on glob patterns over canonical workspace paths.
+"""``PolicyRule`` and what a policy is made of: ordered allow/deny/ask rules on glob patterns over canonical
+workspace paths, the questions an approver is asked, and the default rules.
 
 A rule names an action (``allow``, ``deny``, ``ask``), the operations it covers (``read``, ``write``,
 ``delete``, ``exec``) and a pattern. The first rule whose pattern matches decides; no match allows.
@@ -10,38 +11,31 @@ depth (``.env``, ``*.pem``); one with ``/`` matches from the root (``**/`` for a
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import inspect
-import json
-import tomllib
+import functools
 import unicodedata
-import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
-import anyio.from_thread
-
-from workspacefs.errors import PolicyDeniedError
 from workspacefs.paths import basename
+from workspacefs.protocol import Filesystem
 from workspacefs.search import GlobMatcher
-
-if TYPE_CHECKING:
-    from workspacefs.policy._guard import GuardedFilesystem
-    from workspacefs.protocol import Filesystem
 
 __all__ = [
     "ACTIONS",
+    "ALLOWED",
     "OPERATIONS",
     "Action",
     "ApprovalRequest",
     "Approver",
+    "Checks",
     "Decision",
     "Operation",
-    "Policy",
     "PolicyRule",
+    "default_rules",
+    "reason_of",
+    "resolve",
+    "rule_from",
 ]
 
 Operation = Literal["read", "write", "delete", "exec"]
@@ -143,152 +137,31 @@ class Decision:
     rule: PolicyRule | None
 
 
-_ALLOWED = Decision("allow", None)
+ALLOWED = Decision("allow", None)
+"""What applies where no rule matches."""
 
 
-class Policy:
-    """Ordered rules and an optional approver for ``ask`` (without one, ``ask`` refuses).
+class Checks(Protocol):
+    """What a guarded view asks of its policy (``Policy`` is the one implementation)."""
 
-    ``Policy.default()`` is what applies when nothing is configured; ``Policy()`` (no rules) allows
-    everything. Apply a policy to a filesystem with :meth:`guard`, or give it to ``ToolContext(policy=…)``,
-    ``FileManager(policy=…)``, the CLI (``--policy``) or the service.
-    """
+    def decide(self, operation: Operation, path: str) -> Decision: ...
 
-    def __init__(self, rules: Iterable[PolicyRule] = (), *, approve: Approver | None = None) -> None:
-        self.rules: tuple[PolicyRule, ...] = tuple(rules)
-        for rule in self.rules:
-            if not isinstance(rule, PolicyRule):
-                raise TypeError(f"Policy rules must be PolicyRule values, not {type(rule).__name__}")
-        self.approve = approve
-        self._views: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-
-    # --- building ----------------------------------------------------------------------------------------
-
-    @classmethod
-    def default(cls, *, approve: Approver | None = None) -> Policy:
-        """Agent and tool configuration and shell start-up files ask before a write or delete; secrets ask before
-        any access (README: "What the default policy protects")."""
-        return cls(DEFAULT_RULES, approve=approve)
-
-    def with_approver(self, approve: Approver | None) -> Policy:
-        """The same rules with another approver."""
-        return Policy(self.rules, approve=approve)
-
-    def extended(self, rules: Iterable[PolicyRule]) -> Policy:
-        """A policy whose ``rules`` come first (so they can allow what these rules ask about), then these."""
-        return Policy((*rules, *self.rules), approve=self.approve)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, approve: Approver | None = None) -> Policy:
-        """``{"rules": [{"action", "operations", "pattern", "reason"?}, …], "include_default": bool}``: with
-        ``include_default`` (the default) the default rules follow the given ones."""
-        if not isinstance(data, Mapping):
-            raise ValueError("A policy is an object with a 'rules' list")
-        unknown = set(data) - {"rules", "include_default"}
-        if unknown:
-            raise ValueError(f"Unknown policy field(s): {', '.join(sorted(unknown))}")
-        raw_rules = data.get("rules", [])
-        if not isinstance(raw_rules, list):
-            raise ValueError("A policy's 'rules' must be a list")
-        rules = [_rule_from(item, index) for index, item in enumerate(raw_rules)]
-        include_default = data.get("include_default", True)
-        if not isinstance(include_default, bool):
-            raise ValueError("A policy's 'include_default' must be true or false")
-        return cls([*rules, *(DEFAULT_RULES if include_default else ())], approve=approve)
-
-    @classmethod
-    def load(cls, path: str | Path, *, approve: Approver | None = None) -> Policy:
-        """Read a policy from a JSON or TOML file (see :meth:`from_dict` for the shape)."""
-        source = Path(path)
-        text = source.read_text(encoding="utf-8")
-        try:
-            data = tomllib.loads(text) if source.suffix.lower() == ".toml" else json.loads(text)
-        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"The policy file {source.name!r} is not valid: {exc}") from None
-        return cls.from_dict(data, approve=approve)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every rule, in order, as JSON-ready data (``include_default`` false: the list is complete)."""
-        return {"rules": [rule.to_dict() for rule in self.rules], "include_default": False}
-
-    # --- deciding ----------------------------------------------------------------------------------------
-
-    def decide(self, operation: Operation, path: str) -> Decision:
-        """The first rule covering ``operation`` whose pattern matches canonical ``path``; allow if none does."""
-        for rule in self.rules:
-            if rule.covers(operation) and rule.matches(path):
-                return Decision(rule.action, rule)
-        return _ALLOWED
-
-    def restricts(self, operation: Operation) -> bool:
-        """True if some rule could refuse or ask about ``operation`` (else checks can be skipped)."""
-        return any(rule.action != "allow" and rule.covers(operation) for rule in self.rules)
+    def restricts(self, operation: Operation) -> bool: ...
 
     def check(
         self, operation: Operation, paths: Sequence[str], *, target: str | None = None, detail: str | None = None
-    ) -> None:
-        """Allow ``operation`` on every canonical path in ``paths``, or raise.
+    ) -> None: ...
 
-        A ``deny`` raises :class:`~workspacefs.errors.PolicyDeniedError`; an ``ask`` calls the approver once per
-        rule, with every path that rule matched, and raises if it says no or there is none. ``target`` is the
-        path the caller named (default: the first), ``detail`` what else an approver should know.
-        """
-        asked: dict[PolicyRule, list[str]] = {}
-        for path in paths:
-            decision = self.decide(operation, path)
-            if decision.rule is None or decision.action == "allow":
-                continue
-            if decision.action == "deny":
-                raise PolicyDeniedError(
-                    path, _reason(decision.rule), operation=operation, pattern=decision.rule.pattern, action="deny"
-                )
-            asked.setdefault(decision.rule, []).append(path)
-        for rule, matched in asked.items():
-            named = target if target is not None else paths[0]
-            if not self._approved(ApprovalRequest(operation, named, tuple(matched), rule, detail)):
-                raise PolicyDeniedError(
-                    matched[0],
-                    _reason(rule),
-                    operation=operation,
-                    pattern=rule.pattern,
-                    action="ask",
-                    asked=self.approve is not None,
-                )
-
-    def _approved(self, request: ApprovalRequest) -> bool:
-        if self.approve is None:
-            return False
-        return bool(resolve(self.approve, request))
-
-    # --- applying ----------------------------------------------------------------------------------------
-
-    def guard(self, fs: Filesystem) -> GuardedFilesystem:
-        """``fs`` seen through this policy (see :class:`~workspacefs.policy.GuardedFilesystem`); the same view
-        each time for the same filesystem, so state keyed by it (what a model has read) carries over."""
-        from workspacefs.policy._guard import GuardedFilesystem  # noqa: PLC0415 - the two modules refer to each other
-
-        if isinstance(fs, GuardedFilesystem) and fs.policy is self:
-            return fs
-        try:
-            known = self._views.get(fs)
-        except TypeError:  # a filesystem that cannot be weakly referenced gets a new view each time
-            return GuardedFilesystem(fs, self)
-        view = known() if known is not None else None
-        if view is None:  # held weakly both ways: the view (which holds fs) must not keep the cache entry alive
-            view = GuardedFilesystem(fs, self)
-            self._views[fs] = weakref.ref(view)
-        return view
-
-    def __repr__(self) -> str:
-        approver = "" if self.approve is None else ", approve=…"
-        return f"Policy({len(self.rules)} rules{approver})"
+    def guard(self, fs: Filesystem) -> Any: ...
 
 
-def _reason(rule: PolicyRule) -> str:
+def reason_of(rule: PolicyRule) -> str:
+    """The reason a refusal by ``rule`` gives."""
     return rule.reason or f"protected by the workspace policy ({rule.describe()})"
 
 
-def _rule_from(item: Any, index: int) -> PolicyRule:
+def rule_from(item: Any, index: int) -> PolicyRule:
+    """A rule from JSON/TOML data (``ValueError`` naming rule ``index`` and what is wrong)."""
     if not isinstance(item, Mapping):
         raise ValueError(f"Policy rule {index} must be an object with action, operations and pattern")
     unknown = set(item) - {"action", "operations", "pattern", "reason"}
@@ -311,14 +184,20 @@ def _rule_from(item: Any, index: int) -> PolicyRule:
 def resolve(approve: Approver, request: ApprovalRequest) -> bool:
     """Call an approver, sync or async, from synchronous code: an async answer is awaited on the caller's event
     loop when called from one of its worker threads (``anyio.to_thread``), on a fresh loop otherwise."""
+    import inspect  # noqa: PLC0415 - approvals are rare; importing asyncio and anyio costs ~30 ms at start-up
+
     answer = approve(request)
     if not inspect.isawaitable(answer):
         return bool(answer)
+    import asyncio  # noqa: PLC0415
+    import concurrent.futures  # noqa: PLC0415
 
     async def wait() -> bool:
         return bool(await answer)
 
     if _in_worker_thread():
+        import anyio.from_thread  # noqa: PLC0415
+
         return anyio.from_thread.run(wait)
     try:
         asyncio.get_running_loop()
@@ -330,6 +209,8 @@ def resolve(approve: Approver, request: ApprovalRequest) -> bool:
 
 def _in_worker_thread() -> bool:
     """True in a thread an event loop lent work to (it can run a coroutine on that loop for us)."""
+    import anyio.from_thread  # noqa: PLC0415
+
     try:
         anyio.from_thread.run_sync(int)
     except RuntimeError:
@@ -406,17 +287,20 @@ SECRET_PATTERNS: tuple[str, ...] = (
 SECRET_TEMPLATES: tuple[str, ...] = (".env.example", ".env.sample", ".env.template")
 """Templates of environment files, which hold no secrets: readable."""
 
-DEFAULT_RULES: tuple[PolicyRule, ...] = (
-    *_protect("allow", ("read",), SECRET_TEMPLATES, "an environment template holds no secrets"),
-    *_protect("ask", _ANY_ACCESS, SECRET_PATTERNS, "a secret: reading or changing it needs the user's approval"),
-    *_protect(
-        "ask",
-        _CHANGE,
-        CONFIGURATION_PATTERNS,
-        "configuration that tools on the user's machine trust or run: changing it needs the user's approval",
-    ),
-    *_protect(
-        "ask", _CHANGE, SHELL_PATTERNS, "a shell start-up file, run by the next shell: changing it needs approval"
-    ),
-)
-"""What :meth:`Policy.default` holds, in order."""
+
+@functools.cache
+def default_rules() -> tuple[PolicyRule, ...]:
+    """What :meth:`Policy.default` holds, in order (built on first use: compiling them costs start-up time)."""
+    return (
+        *_protect("allow", ("read",), SECRET_TEMPLATES, "an environment template holds no secrets"),
+        *_protect("ask", _ANY_ACCESS, SECRET_PATTERNS, "a secret: reading or changing it needs the user's approval"),
+        *_protect(
+            "ask",
+            _CHANGE,
+            CONFIGURATION_PATTERNS,
+            "configuration that tools on the user's machine trust or run: changing it needs the user's approval",
+        ),
+        *_protect(
+            "ask", _CHANGE, SHELL_PATTERNS, "a shell start-up file, run by the next shell: changing it needs approval"
+        ),
+    )
