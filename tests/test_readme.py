@@ -133,3 +133,17 @@ def test_readme_container_example_runs() -> None:
         missing("Podman is not installed or does not answer (apt-get install podman runc)")
     code = _first_block("## A container to run code in").replace("localhost/tools:1", busybox_image())
     exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+
+
+def test_readme_guard_rails_example_runs(monkeypatch: object) -> None:
+    code = _first_block("## Guard rails")
+    exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+
+
+def test_readme_lists_every_pattern_the_default_policy_protects() -> None:
+    from workspacefs.policy import default_rules
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("**What the default protects.**", 1)[1].split("**How rules match.**", 1)[0]
+    listed = set(re.findall(r"`([^`]+)`", section))
+    assert {rule.pattern for rule in default_rules()} <= listed
