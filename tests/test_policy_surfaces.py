@@ -85,10 +85,12 @@ def _elicitation(answers: list[bool], asked: list[str]) -> Any:
 @asynccontextmanager
 async def legacy(fs_url: str, elicitation: Any = None) -> AsyncIterator[ClientSession]:
     with open(os.devnull, "w") as errlog:
-        async with stdio_client(_command(fs_url), errlog=errlog) as (read, write):
-            async with ClientSession(read, write, elicitation_callback=elicitation) as session:
-                await session.initialize()
-                yield session
+        async with (
+            stdio_client(_command(fs_url), errlog=errlog) as (read, write),
+            ClientSession(read, write, elicitation_callback=elicitation) as session,
+        ):
+            await session.initialize()
+            yield session
 
 
 def _text(result: types.CallToolResult) -> str:
