@@ -110,6 +110,8 @@ def current_policy() -> Policy:
     """The policy ``--policy`` chose for this command (the default when the command has no such option)."""
     context = click.get_current_context(silent=True)
     return load_policy(str(context.meta.get(_POLICY_KEY, "default")) if context is not None else "default")
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 
 
