@@ -15,6 +15,7 @@ from conftest import missing
 
 from workspacefs.backends.container import ContainerFilesystem, ContainerSandbox
 from workspacefs.protocol import Filesystem
+from workspacefs.quota import Quota
 from workspacefs.testing import FilesystemValidationSuite
 from workspacefs.testing._containers import busybox_image, podman_available
 
@@ -54,14 +55,20 @@ class TestContainerFilesystem(FilesystemValidationSuite):
         Path(self.sandbox.host_dir, name).mkdir()
         return name
 
-    def _workspace(self, name: str, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
+    def _workspace(
+        self, name: str, *, read_only: bool = False, mount_point: str | None = None, quota: Quota | None = None
+    ) -> Filesystem:
         return ContainerFilesystem(
             self.sandbox,
             str(Path(self.sandbox.host_dir, name)),
             mount_point=mount_point,
             snapshot_dir=self.tmp_path / f"snapshots-{name}",
             read_only=read_only,
+            quota=quota,
         )
+
+    def create_filesystem_with_quota(self, quota: Quota) -> Filesystem:
+        return self._workspace(self._fresh(), quota=quota)
 
     def create_filesystem(self, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
         return self._workspace(self._fresh(), read_only=read_only, mount_point=mount_point)

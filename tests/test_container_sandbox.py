@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -423,6 +424,22 @@ def test_setuid_files_made_by_commands_never_run_as_root_and_lose_the_bit(image:
         mounted = subprocess.run(findmnt, capture_output=True, text=True, check=False)
         assert "nosuid" in mounted.stdout.split(",")  # while it lives, the host runs nothing setuid from here
     assert not (workspace / "escalate").stat().st_mode & 0o6000  # and after close the bit is gone
+
+
+def test_clearing_setuid_never_changes_an_inode_shared_with_the_outside(image: str, tmp_path: Path) -> None:
+    workspace = tmp_path / "given"
+    workspace.mkdir()
+    outside = tmp_path / "outside-tool"
+    outside.write_bytes(b"#!/bin/sh\n")
+    os.chmod(outside, 0o4755)
+    os.link(outside, workspace / "linked-tool")  # a name inside for a setuid file outside the root
+    with ContainerSandbox(image, host_dir=workspace, snapshot_dir=tmp_path / "s") as sandbox:
+        assert sandbox.exec("cp /bin/busybox a && chmod 4755 a && ln a b").exit_code == 0  # two names inside
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o4755  # the outside file is not the workspace's to change
+    for name in ("linked-tool", "a", "b"):
+        assert stat.S_IMODE((workspace / name).stat().st_mode) == 0o755, name
+    assert (workspace / "linked-tool").read_bytes() == b"#!/bin/sh\n"
+    assert (workspace / "linked-tool").stat().st_ino != outside.stat().st_ino
 
 
 def test_a_failed_start_leaves_nothing_behind(image: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from workspacefs import HostFilesystem
 from workspacefs.protocol import Filesystem
+from workspacefs.quota import Quota
 from workspacefs.testing import FilesystemValidationSuite, ModelSuite, SnapshotSuite
 
 _counter = itertools.count()
@@ -38,6 +39,10 @@ class HostFactory:
         return HostFilesystem(
             root, read_only=read_only, mount_point=mount_point, snapshot_dir=snapshots, **self.options
         )
+
+    def create_filesystem_with_quota(self, quota: Quota) -> Filesystem:
+        root, snapshots = self._new_dirs()
+        return HostFilesystem(root, snapshot_dir=snapshots, quota=quota, **self.options)
 
     def create_read_only_filesystem(self, files: Mapping[str, bytes], *, mount_point: str | None = None) -> Filesystem:
         root, snapshots = self._new_dirs()
@@ -85,6 +90,12 @@ class TestHostOnDisk(FilesystemValidationSuite):
         return HostFilesystem(
             root, read_only=read_only, mount_point=mount_point, snapshot_dir=self.tmp_path / f"s{index}"
         )
+
+    def create_filesystem_with_quota(self, quota: Quota) -> Filesystem:
+        index = next(_counter)
+        root = self.tmp_path / f"ws-{index}"
+        root.mkdir()
+        return HostFilesystem(root, snapshot_dir=self.tmp_path / f"s{index}", quota=quota)
 
     def create_read_only_filesystem(self, files: Mapping[str, bytes], *, mount_point: str | None = None) -> Filesystem:
         index = next(_counter)

@@ -173,6 +173,51 @@ def test_restore_skips_unchanged_files(dirs: tuple[Path, Path]) -> None:
         assert (root / "changed.txt").read_text() == "old"
 
 
+OLD_NS = 1_600_000_000_000_000_000
+NEW_NS = 1_700_000_000_000_000_000
+
+
+def check_shared_inodes_are_left_alone(fs: HostFilesystem, outside: Path) -> None:
+    """Workspace files hard-linked to files outside the root: a restore gives the workspace names their
+    snapshotted mode, time and content, and never changes the inode they share with the outside."""
+    root = Path(fs.root)
+    outside.mkdir()
+    for name in ("mode.txt", "time.txt", "content.txt"):
+        (outside / name).write_text(f"{name} as snapshotted\n")
+        os.chmod(outside / name, 0o640)
+        os.utime(outside / name, ns=(OLD_NS, OLD_NS))
+        os.link(outside / name, root / name)
+    snapshot = fs.snapshot()
+    os.chmod(outside / "mode.txt", 0o600)  # the time stays: restore trusts it and fixes the mode only
+    os.chmod(outside / "time.txt", 0o600)
+    os.utime(outside / "time.txt", ns=(NEW_NS, NEW_NS))  # same content, other time: content decides
+    (outside / "content.txt").write_text("changed outside, through the shared inode\n")
+    before = {name: (outside / name).stat() for name in ("mode.txt", "time.txt", "content.txt")}
+    contents = {name: (outside / name).read_bytes() for name in before}
+    fs.restore(snapshot)
+    for name, info in before.items():
+        after = (outside / name).stat()
+        assert (after.st_ino, stat.S_IMODE(after.st_mode), after.st_mtime_ns) == (
+            info.st_ino,
+            stat.S_IMODE(info.st_mode),
+            info.st_mtime_ns,
+        ), name
+        assert (outside / name).read_bytes() == contents[name]
+        inside = (root / name).stat()
+        assert inside.st_ino != info.st_ino and inside.st_nlink == 1
+        assert (stat.S_IMODE(inside.st_mode), inside.st_mtime_ns) == (0o640, OLD_NS)
+        assert (root / name).read_text() == f"{name} as snapshotted\n"
+    assert fs.diff(snapshot).is_empty
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_restore_never_changes_an_inode_shared_with_the_outside(
+    dirs: tuple[Path, Path], strategy: str, tmp_path: Path
+) -> None:
+    with open_fs(dirs, strategy) as fs:
+        check_shared_inodes_are_left_alone(fs, tmp_path / "outside")
+
+
 def test_snapshots_persist_across_processes(dirs: tuple[Path, Path]) -> None:
     root, snapshots = dirs
     script = textwrap.dedent(
@@ -308,6 +353,10 @@ class TestReflinkSnapshots(SnapshotSuite):
         fs = HostFilesystem(root, read_only=read_only, mount_point=mount_point, snapshot_dir=self.xfs / f"snap-{index}")
         assert fs.snapshot_strategy == "reflink"  # detected, never assumed
         return fs
+
+    def test_restore_never_changes_an_inode_shared_with_the_outside(self) -> None:
+        with self.create_filesystem() as fs:
+            check_shared_inodes_are_left_alone(fs, self.xfs / f"outside-{len(list(self.xfs.iterdir()))}")
 
     def test_clones_share_extents(self) -> None:
         fs = self.make_snapshotable()

@@ -10,6 +10,7 @@ import pytest
 
 from workspacefs import BaseFilesystem, FilesystemSnapshot, InMemoryFilesystem, SnapshotRestoreError
 from workspacefs.protocol import Filesystem
+from workspacefs.quota import Quota
 from workspacefs.testing import FilesystemValidationSuite
 
 
@@ -18,6 +19,9 @@ class TestInMemoryFilesystem(FilesystemValidationSuite):
 
     def create_filesystem(self, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
         return InMemoryFilesystem(read_only=read_only, mount_point=mount_point)
+
+    def create_filesystem_with_quota(self, quota: Quota) -> Filesystem:
+        return InMemoryFilesystem(quota=quota)
 
     def create_read_only_filesystem(self, files: Mapping[str, bytes], *, mount_point: str | None = None) -> Filesystem:
         writable = InMemoryFilesystem(mount_point=mount_point)
@@ -136,6 +140,9 @@ class TestSharedDefaults(FilesystemValidationSuite):
 
     def create_filesystem(self, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
         return _SharedDefaults(read_only=read_only, mount_point=mount_point)
+
+    def create_filesystem_with_quota(self, quota: Quota) -> Filesystem:
+        return _SharedDefaults(quota=quota)
 
     def create_read_only_filesystem(self, files: Mapping[str, bytes], *, mount_point: str | None = None) -> Filesystem:
         writable = _SharedDefaults(mount_point=mount_point)

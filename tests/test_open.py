@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import cast
+
 import pytest
 
-from workspacefs import InMemoryFilesystem, open_filesystem, register_backend, registered_backends
+from workspacefs import (
+    FileTooLargeError,
+    InMemoryFilesystem,
+    QuotaExceededError,
+    open_filesystem,
+    register_backend,
+    registered_backends,
+)
+from workspacefs.backends.base import BaseFilesystem
 from workspacefs.protocol import Filesystem
+from workspacefs.quota import Quota
 
 
 def test_memory_url() -> None:
@@ -59,3 +71,24 @@ def test_missing_extra_gives_an_install_hint() -> None:
     )
     with pytest.raises(ImportError, match=r"pip install 'workspacefs\[x\]'"):
         open_filesystem("needs-extra-test://bucket")
+
+
+@pytest.mark.parametrize("scheme", ["memory", "file", "sqlite"])
+def test_every_scheme_takes_a_quota(scheme: str, tmp_path: Path) -> None:
+    base = {"memory": "memory://", "file": f"file://{tmp_path}", "sqlite": f"sqlite:///{tmp_path}/q.db?session=s"}
+    url = base[scheme] + ("&" if "?" in base[scheme] else "?") + "quota_bytes=10&quota_files=2&quota_file_bytes=8"
+    fs = open_filesystem(url)
+    try:
+        assert cast(BaseFilesystem, fs).quota == Quota(max_bytes=10, max_files=2, max_file_bytes=8)
+        fs.write("a.txt", "12345678")
+        with pytest.raises(FileTooLargeError):
+            fs.write("b.txt", "123456789")
+        with pytest.raises(QuotaExceededError):
+            fs.write("b.txt", "123")
+    finally:
+        cast(BaseFilesystem, fs).close()
+
+
+def test_a_quota_that_is_not_a_number_is_refused() -> None:
+    with pytest.raises(ValueError, match="quota_bytes must be a whole number of bytes"):
+        open_filesystem("memory://?quota_bytes=10MB")

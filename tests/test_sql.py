@@ -11,6 +11,7 @@ import pytest
 
 from workspacefs import SqlFilesystem, SqlStore
 from workspacefs.protocol import Filesystem
+from workspacefs.quota import Quota
 from workspacefs.testing import FilesystemValidationSuite
 
 _sessions = itertools.count()
@@ -33,6 +34,9 @@ class SqlFactory:
 
     def create_filesystem(self, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
         return SqlFilesystem(self.store, f"s{next(_sessions)}", read_only=read_only, mount_point=mount_point)
+
+    def create_filesystem_with_quota(self, quota: Quota) -> Filesystem:
+        return SqlFilesystem(self.store, f"s{next(_sessions)}", quota=quota)
 
     def create_read_only_filesystem(self, files: Mapping[str, bytes], *, mount_point: str | None = None) -> Filesystem:
         session = f"s{next(_sessions)}"

@@ -262,10 +262,12 @@ def test_a_database_at_an_older_revision_upgrades_with_its_data(fast_tmp: Path) 
     store = SqlStore(url)  # opening migrates storage to the newest revision
     assert store.session("old") is not None
     catalog = SessionCatalog(store)  # the service's own migration adopts tokens and reads the old owners once
-    assert catalog.get("old") is not None and catalog.get("old").agent_id == "default"  # type: ignore[union-attr]
-    assert catalog.get("owned") is not None and catalog.get("owned").agent_id == "bot-7"  # type: ignore[union-attr]
-    assert [info.label for info in TokenStore(store).list()] == ["kept"]
-    assert catalog.delete("owned") and catalog.get("owned") is None
+    old, owned = catalog.get("default", "old"), catalog.get("bot-7", "owned")
+    assert old is not None and old.storage_id == "old"
+    assert owned is not None and owned.storage_id == "owned"  # made before ids were scoped: its storage id stays
+    assert catalog.get("default", "owned") is None and catalog.get("bot-7", "old") is None
+    assert [(info.label, info.scope) for info in TokenStore(store).list()] == [("kept", "write")]
+    assert catalog.delete("bot-7", "owned") and catalog.get("bot-7", "owned") is None
     store.close()
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from workspacefs.protocol import Filesystem
+from workspacefs.quota import QUOTA_URL_PARAMETERS, Quota
 
 __all__ = ["BackendSpec", "open_filesystem", "register_backend", "registered_backends"]
 
@@ -91,8 +92,8 @@ def query_flag(params: Mapping[str, str], name: str, default: bool = False) -> b
 def open_filesystem(url: str, **options: Any) -> Filesystem:
     """Open the filesystem a URL names: ``memory://``, ``file:///dir``, ``sqlite:///f.db?session=…``, ``postgresql://…``.
 
-    Common query parameters: ``read_only=true``, ``mount_point=/workspace``. Keyword ``options``
-    override query parameters.
+    Common query parameters: ``read_only=true``, ``mount_point=/workspace``, and a quota:
+    ``quota_bytes=``, ``quota_files=``, ``quota_file_bytes=``. Keyword ``options`` override query parameters.
 
     Raises:
         ValueError: no scheme, or an unknown one.
@@ -120,16 +121,23 @@ def open_filesystem(url: str, **options: Any) -> Filesystem:
 
 
 def _check_options(scheme: str, params: Mapping[str, str], allowed: set[str]) -> None:
-    unknown = set(params) - allowed
+    unknown = set(params) - allowed - set(QUOTA_URL_PARAMETERS)  # every scheme takes a quota
     if unknown:
         raise ValueError(f"Unknown option(s) for {scheme}: {', '.join(sorted(unknown))}")
+
+
+def _quota(params: Mapping[str, str]) -> Quota | None:
+    """The quota a URL's ``quota_bytes``/``quota_files``/``quota_file_bytes`` name, if any."""
+    return Quota.from_url_parameters(params)
 
 
 def _open_memory(_url: str, params: dict[str, str]) -> Filesystem:
     from workspacefs.backends.memory import InMemoryFilesystem  # noqa: PLC0415 - imported on first use
 
     _check_options("memory://", params, {"read_only", "mount_point"})
-    return InMemoryFilesystem(read_only=query_flag(params, "read_only"), mount_point=params.get("mount_point"))
+    return InMemoryFilesystem(
+        read_only=query_flag(params, "read_only"), mount_point=params.get("mount_point"), quota=_quota(params)
+    )
 
 
 def _open_host(url: str, params: dict[str, str]) -> Filesystem:
@@ -150,6 +158,7 @@ def _open_host(url: str, params: dict[str, str]) -> Filesystem:
         snapshot_strategy=params.get("snapshot_strategy"),
         snapshot_dir=params.get("snapshot_dir"),
         durable=query_flag(params, "durable", default=True),
+        quota=_quota(params),
     )
 
 
@@ -161,7 +170,13 @@ def _open_sql(url: str, params: dict[str, str]) -> Filesystem:
     if not session:
         raise ValueError(f"SQL URLs need a session: add ?session=ID to {url!r}")
     _check_options("a SQL filesystem", params, {"session", "read_only", "mount_point"})
-    return SqlFilesystem(url, session, read_only=query_flag(params, "read_only"), mount_point=params.get("mount_point"))
+    return SqlFilesystem(
+        url,
+        session,
+        read_only=query_flag(params, "read_only"),
+        mount_point=params.get("mount_point"),
+        quota=_quota(params),
+    )
 
 
 def _open_container(url: str, params: dict[str, str]) -> Filesystem:
@@ -190,6 +205,7 @@ def _open_container(url: str, params: dict[str, str]) -> Filesystem:
         user=params.get("user"),
         snapshot_strategy=params.get("snapshot_strategy"),
         snapshot_dir=params.get("snapshot_dir"),
+        quota=_quota(params),
     )
     sandbox.filesystem.owns_sandbox()
     return sandbox.filesystem

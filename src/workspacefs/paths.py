@@ -205,11 +205,12 @@ def strict_path_pattern(
 ) -> str:
     """A regular expression (no lookarounds, so JSON Schema tools can generate from it) for exactly the
     paths :func:`strict_path` accepts: 1 to 16 segments of 1 to 80 characters, none ``.`` or ``..``,
-    no control character, one optional trailing ``/``. ``reserved``: a first segment that is refused.
+    no control or bidirectional-control character, one optional trailing ``/``. (That a name must be in NFC
+    form is beyond a regular expression: the validator alone says so.) ``reserved``: a first segment that is refused.
 
     It documents the rule in API schemas; :func:`strict_path` stays the one that enforces it.
     """
-    controls = r"\x00-\x1f\x7f"
+    controls = r"\x00-\x1f\x7f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # and bidirectional controls
     char = rf"[^/{controls}]"
     longest = MAX_SEGMENT_LENGTH
 

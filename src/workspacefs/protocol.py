@@ -331,7 +331,8 @@ class ConditionalWrites(Protocol):
     """Compare-and-set over content ids, so an editor never overwrites a version it has not seen.
 
     A content id names a file's bytes (equal content, equal id, on every backend): use it as an ETag.
-    ``expect="*"`` accepts any existing file.
+    ``expect="*"`` accepts any existing file. ``read_only`` (only where ``capabilities.file_read_only``)
+    sets the file's read-only flag in the same step as the content: both change, or neither does.
     """
 
     def content_id(self, path: str) -> str:
@@ -342,11 +343,13 @@ class ConditionalWrites(Protocol):
         """A file's metadata, content id and a reader of that very content, taken together."""
         ...
 
-    def write_bytes_if(self, path: str, content: BytesLike, *, expect: str) -> WriteResult:
+    def write_bytes_if(
+        self, path: str, content: BytesLike, *, expect: str, read_only: bool | None = None
+    ) -> WriteResult:
         """Overwrite ``path`` only if its content id is still ``expect`` (``PreconditionFailedError``)."""
         ...
 
-    def open_write_if(self, path: str, *, expect: str) -> ByteWriter:
+    def open_write_if(self, path: str, *, expect: str, read_only: bool | None = None) -> ByteWriter:
         """A streaming writer whose commit succeeds only over content id ``expect``."""
         ...
 

@@ -4,6 +4,11 @@ A content id is a function of the bytes alone (``streams.content_id_of``), so ev
 same content the same way. The check and the commit of a conditional write happen under
 ``_compare_lock``: the in-memory backend's state lock, a directory lock on a host, a transaction in
 SQL (which overrides these methods with its own single-transaction versions).
+
+Where files carry a read-only flag (``capabilities.file_read_only``), a conditional write can change the
+flag together with the content (``read_only=``), and ``set_read_only_if``/``create_bytes`` change or set
+it under the same precondition: content and flag change together or not at all. A backend without the
+flag refuses ``read_only=`` with ``UnsupportedOperationError`` before it changes anything.
 """
 
 from __future__ import annotations
@@ -11,18 +16,34 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from typing import Protocol
 
-from workspacefs.backends._core import FilesystemCore, too_big
-from workspacefs.errors import PreconditionFailedError, caller_paths, is_a_directory
+from workspacefs.backends._core import too_big
+from workspacefs.backends._quota import QuotaMixin
+from workspacefs.errors import PreconditionFailedError, UnsupportedOperationError, caller_paths, is_a_directory
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT
 from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
-from workspacefs.results import WriteResult
+from workspacefs.quota import Quota
+from workspacefs.results import WriteMode, WriteResult
 from workspacefs.streams import ContentHasher, StreamWriter
 
 __all__ = ["ANY_VERSION", "ConditionalWritesMixin"]
 
 ANY_VERSION = "*"
 """``expect`` value that accepts any existing file (HTTP's ``If-Match: *``)."""
+
+
+class _WholeWrites(Protocol):
+    """What the generic flag-carrying writes need of the filesystem they are mixed into (``BaseFilesystem``)."""
+
+    def _compare_lock(self, path: str) -> AbstractContextManager[object]: ...
+    def _check_expected(self, path: str, expect: str) -> None: ...
+    def _no_flags(self, read_only: bool | None) -> None: ...
+    def _conditional_target(self, path: str) -> AbstractContextManager[str]: ...
+    def write_bytes(
+        self, path: str, content: BytesLike, *, mode: WriteMode = "overwrite", create_parents: bool = True
+    ) -> WriteResult: ...
+    def set_read_only(self, path: str, read_only: bool = True) -> None: ...
 
 
 def hash_reader(reader: ByteReader) -> str:
@@ -59,11 +80,11 @@ class _ConditionalWriter(StreamWriter):
         self._inner.abort()
 
 
-class ConditionalWritesMixin(FilesystemCore):
+class ConditionalWritesMixin(QuotaMixin):
     """The ``ConditionalWrites`` protocol for every backend built on the primitives."""
 
-    def __init__(self, *, read_only: bool = False, mount_point: str | None = None) -> None:
-        super().__init__(read_only=read_only, mount_point=mount_point)
+    def __init__(self, *, read_only: bool = False, mount_point: str | None = None, quota: Quota | None = None) -> None:
+        super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
         self._conditional = threading.RLock()
 
     # --- hooks a backend may override ------------------------------------------------------------
@@ -140,26 +161,67 @@ class ConditionalWritesMixin(FilesystemCore):
             except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
                 raise PreconditionFailedError(norm, "The file no longer exists") from None
 
-    def write_bytes_if(self, path: str, content: BytesLike, *, expect: str) -> WriteResult:
+    def _no_flags(self, read_only: bool | None) -> None:
+        """Refuse ``read_only=`` before anything changes: these generic writes carry no flag (a backend with
+        ``capabilities.file_read_only`` overrides them with versions that do)."""
+        if read_only is not None:
+            raise UnsupportedOperationError(f"{type(self).__name__} cannot mark single files read-only")
+
+    def write_bytes_if(
+        self, path: str, content: BytesLike, *, expect: str, read_only: bool | None = None
+    ) -> WriteResult:
         """Overwrite ``path`` only if its content id is still ``expect`` (``"*"``: any existing file).
+
+        ``read_only`` (where ``capabilities.file_read_only``) sets the file's flag in the same step; ``False``
+        also lets the write replace a read-only file. ``None`` leaves the flag as it is.
 
         Raises:
             PreconditionFailedError: the file is missing or holds other content now.
             ContentTooLargeError: more than 32 MiB (use :meth:`open_write_if`).
             ReadOnlyError: the filesystem, or the file, is read-only.
+            UnsupportedOperationError: ``read_only`` given to a backend without per-file flags.
         """
+        self._no_flags(read_only)
         data = bytes(content)
         with self._conditional_target(path) as norm:
             if len(data) > MAX_CONVENIENCE_BYTES:
                 raise too_big("Writing", path)
             with self._compare_lock(norm):
                 self._check_expected(norm, expect)
+                change = self._check_write(norm, len(data), "overwrite")
                 self._write_content(norm, data, "overwrite")
+                if change is not None:
+                    self._apply(*change)
         return WriteResult(norm, len(data), "overwrite")
 
-    def open_write_if(self, path: str, *, expect: str) -> ByteWriter:
+    def open_write_if(self, path: str, *, expect: str, read_only: bool | None = None) -> ByteWriter:
         """A streaming writer whose commit succeeds only over content id ``expect`` (``"*"``: any file);
-        a failed check at commit leaves the old content and raises ``PreconditionFailedError``."""
+        a failed check at commit leaves the old content and raises ``PreconditionFailedError``.
+        ``read_only``: as :meth:`write_bytes_if`, set at the commit."""
+        self._no_flags(read_only)
         with self._conditional_target(path) as norm:
             self._check_expected(norm, expect)  # fail before the upload, and again at commit
-            return _ConditionalWriter(self, norm, expect, self._open_writer(norm, "overwrite"))
+            writer = self._quota_writer(norm, "overwrite", self._open_writer(norm, "overwrite"))
+            return _ConditionalWriter(self, norm, expect, writer)
+
+    def set_read_only_if(self: _WholeWrites, path: str, read_only: bool, *, expect: str) -> None:
+        """Set a file's read-only flag only if its content id is still ``expect`` (``"*"``: any existing file),
+        checked and set under the compare-and-set lock (where ``capabilities.file_read_only``).
+
+        Raises:
+            PreconditionFailedError: the file is missing or holds other content now.
+            UnsupportedOperationError: this backend has no per-file flags.
+        """
+        with self._conditional_target(path) as norm, self._compare_lock(norm):
+            self._check_expected(norm, expect)
+            self.set_read_only(norm, read_only)
+
+    def create_bytes(self: _WholeWrites, path: str, content: BytesLike, *, read_only: bool = False) -> WriteResult:
+        """Create a file (parents too) that must not exist yet; with ``read_only`` it is read-only from its
+        first moment: file and flag appear together or not at all (where ``capabilities.file_read_only``).
+
+        Raises: as ``write_bytes(mode="create")``, and ``UnsupportedOperationError`` for ``read_only`` on a
+        backend without per-file flags (before anything is written).
+        """
+        self._no_flags(True if read_only else None)
+        return self.write_bytes(path, content, mode="create")

@@ -234,6 +234,10 @@ class FilesystemCore(ABC):
 
     # --- helpers ------------------------------------------------------------------------------------
 
+    def _state_replaced(self) -> None:
+        """Called after something replaced the files wholesale (a restore, a command): forget what was
+        counted about them."""
+
     def _norm(self, path: str) -> str:
         if type(path) is str:  # the hot path skips normalize_path's type handling
             return normalize_cached(path, self._mount_point)

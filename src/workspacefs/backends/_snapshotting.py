@@ -71,7 +71,10 @@ class SnapshotMixin(FilesystemCore):
         """
         self._check_compatible(snapshot)
         self._writable("/")
-        self._restore_state(snapshot)
+        try:
+            self._restore_state(snapshot)
+        finally:
+            self._state_replaced()
         self._current_snapshot_id = self._head = snapshot.snapshot_id
 
     def diff(self, base: FilesystemSnapshot, target: FilesystemSnapshot | None = None) -> FilesystemDiff:

@@ -131,7 +131,7 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
         with caller_paths({norm: path}):
             if create_parents:
                 self._ensure_parents(norm)
-            return self._open_writer(norm, mode)
+            return self._quota_writer(norm, mode, self._open_writer(norm, mode))
 
     def open_text(self, path: str, *, encoding: str = "utf-8") -> Utf8TextReader:
         """Open a file for lazy UTF-8 line reads (lines split on ``\\n`` only)."""
@@ -237,6 +237,7 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
         if len(data) > MAX_CONVENIENCE_BYTES:
             raise too_big("Writing", path)
         try:
+            change = self._check_write(norm, len(data), mode) if self._quota is not None else None
             try:
                 self._write_content(norm, data, mode)
             except FileNotFoundError:
@@ -248,6 +249,8 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
         except OSError as exc:
             name_caller_path(exc, norm, path)
             raise
+        if change is not None:
+            self._apply(*change)
         return WriteResult(norm, len(data), mode)
 
     # --- metadata --------------------------------------------------------------------------------------
@@ -367,12 +370,16 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
         if norm == ROOT:
             raise RootProtectedError(path, "The workspace root cannot be deleted")
         with caller_paths({norm: path}):
-            if not self._stat(norm).is_directory:
+            info = self._stat(norm)
+            released = self._released(norm, info)
+            if not info.is_directory:
                 self._remove_file(norm)
             elif recursive:
                 self._remove_tree(norm)
             else:
                 self._remove_empty_dir(norm)
+        if released is not None:
+            self._apply(*released)
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
         """Create a directory.
@@ -401,8 +408,11 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
                 if not (exist_ok and self._stat(norm).is_directory):
                     raise
 
-    def _prepare_transfer(self, src: str, dst: str, overwrite: bool, verb: str) -> tuple[str, str, FileStat]:
-        """Shared checks of move/copy; returns the normalised paths and the source's metadata."""
+    def _prepare_transfer(
+        self, src: str, dst: str, overwrite: bool, verb: str
+    ) -> tuple[str, str, FileStat, tuple[int, int] | None]:
+        """Shared checks of move/copy: the normalised paths, the source's metadata, and the usage change to
+        apply once the transfer succeeds (checked against the quota before anything is touched)."""
         src_norm, dst_norm = self._norm(src), self._norm(dst)
         self._writable(dst)
         if ROOT in (src_norm, dst_norm):
@@ -414,8 +424,9 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
             try:
                 target = self._stat(dst_norm)
             except FileNotFoundError:
+                change = self._check_copy(src_norm, source, dst_norm) if verb == "copy" else None
                 self._ensure_parents(dst_norm)
-                return src_norm, dst_norm, source
+                return src_norm, dst_norm, source, change
             if not overwrite:
                 raise errors.file_exists(dst_norm)
             if is_within(src_norm, dst_norm):
@@ -424,9 +435,12 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
                 raise errors.not_a_directory(dst_norm)
             if target.is_directory and not source.is_directory:
                 raise errors.is_a_directory(dst_norm)
+            change = (
+                self._check_copy(src_norm, source, dst_norm) if verb == "copy" else self._released(dst_norm, target)
+            )
             if target.is_directory:
                 self._remove_tree(dst_norm)
-        return src_norm, dst_norm, source
+        return src_norm, dst_norm, source, change
 
     def move(self, src: str, dst: str, *, overwrite: bool = False) -> None:
         """Move a file or directory; missing parents of ``dst`` are created.
@@ -437,21 +451,25 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
             IsADirectoryError / NotADirectoryError: ``overwrite`` would replace a directory by a file or back.
             MoveIntoSelfError: ``dst`` is ``src`` or inside it.
         """
-        src_norm, dst_norm, source = self._prepare_transfer(src, dst, overwrite, "move")
+        src_norm, dst_norm, source, change = self._prepare_transfer(src, dst, overwrite, "move")
         with caller_paths({src_norm: src, dst_norm: dst}):
             self._rename(src_norm, dst_norm, replace=overwrite and source.is_file)
+        if change is not None:
+            self._apply(*change)
 
     def copy(self, src: str, dst: str, *, overwrite: bool = False) -> None:
         """Copy a file, or a directory recursively; missing parents of ``dst`` are created.
 
-        Raises: as :meth:`move`.
+        Raises: as :meth:`move`, and ``QuotaExceededError``/``FileTooLargeError`` (before anything is copied).
         """
-        src_norm, dst_norm, source = self._prepare_transfer(src, dst, overwrite, "copy")
+        src_norm, dst_norm, source, change = self._prepare_transfer(src, dst, overwrite, "copy")
         with caller_paths({src_norm: src, dst_norm: dst}):
             if source.is_directory:
                 self._copy_tree(src_norm, dst_norm)
             else:
                 self._copy_file(src_norm, dst_norm)
+        if change is not None:
+            self._apply(*change)
 
     # --- per-file flags --------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from workspacefs.capabilities import Capabilities
 from workspacefs.errors import SnapshotNotFoundError, SnapshotRestoreError
 from workspacefs.paths import ROOT, ancestors, basename, parent
 from workspacefs.protocol import ByteReader, ByteWriter, VersionedContent
+from workspacefs.quota import Quota, Usage
 from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode
 from workspacefs.streams import StreamReader, StreamWriter, content_id_of
 
@@ -199,13 +200,19 @@ class InMemoryFilesystem(BaseFilesystem):
     backend_name = "memory"
     declared_capabilities = Capabilities(cheap_snapshots=True, persistent=False, fork=True)
 
-    def __init__(self, *, read_only: bool = False, mount_point: str | None = None) -> None:
-        super().__init__(read_only=read_only, mount_point=mount_point)
+    usage_is_live = True  # the state carries its file count and bytes
+
+    def __init__(self, *, read_only: bool = False, mount_point: str | None = None, quota: Quota | None = None) -> None:
+        super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
         self._set_state(_empty_state())
         self._lock = threading.RLock()
         # A snapshot carries its own state, so the catalogue holds it weakly: it lists the snapshots some
         # caller still holds, and never keeps an old state alive by itself.
         self._kept: weakref.WeakValueDictionary[uuid.UUID, FilesystemSnapshot] = weakref.WeakValueDictionary()
+
+    def _usage(self) -> Usage:
+        with self._lock:
+            return Usage(self._total_bytes, self._file_count)
 
     # --- helpers ---------------------------------------------------------------------------------
 

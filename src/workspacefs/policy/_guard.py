@@ -259,15 +259,29 @@ class GuardedFilesystem:
         self._check("read", path)
         return self._conditional().open_versioned(path)
 
-    def write_bytes_if(self, path: str, content: BytesLike, *, expect: str) -> WriteResult:
+    def write_bytes_if(
+        self, path: str, content: BytesLike, *, expect: str, read_only: bool | None = None
+    ) -> WriteResult:
         """As ``ConditionalWrites.write_bytes_if``, if writing ``path`` is allowed."""
         self._check("write", path)
-        return self._conditional().write_bytes_if(path, content, expect=expect)
+        return self._conditional().write_bytes_if(path, content, expect=expect, read_only=read_only)
 
-    def open_write_if(self, path: str, *, expect: str) -> ByteWriter:
+    def open_write_if(self, path: str, *, expect: str, read_only: bool | None = None) -> ByteWriter:
         """As ``ConditionalWrites.open_write_if``, if writing ``path`` is allowed."""
         self._check("write", path)
-        return self._conditional().open_write_if(path, expect=expect)
+        return self._conditional().open_write_if(path, expect=expect, read_only=read_only)
+
+    def set_read_only_if(self, path: str, read_only: bool, *, expect: str) -> None:
+        """Change a file's read-only flag over content id ``expect`` (where ``capabilities.file_read_only``),
+        if writing it is allowed."""
+        self._check("write", path)
+        cast(Any, self._inner).set_read_only_if(path, read_only, expect=expect)
+
+    def create_bytes(self, path: str, content: BytesLike, *, read_only: bool = False) -> WriteResult:
+        """Create a new file (read-only from the start if asked), if writing ``path`` is allowed."""
+        self._check("write", path)
+        created: WriteResult = cast(Any, self._inner).create_bytes(path, content, read_only=read_only)
+        return created
 
     # --- snapshots -------------------------------------------------------------------------------------------
 

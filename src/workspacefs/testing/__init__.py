@@ -20,6 +20,7 @@ from workspacefs.testing._contracts import CapabilitiesSuite, ConditionalWritesS
 from workspacefs.testing._model import ModelSuite, TreeModel
 from workspacefs.testing._mutations import CopySuite, DeleteSuite, MkdirSuite, MoveSuite
 from workspacefs.testing._paths import MountPointSuite, PathSuite
+from workspacefs.testing._quota import QuotaSuite
 from workspacefs.testing._readwrite import MetadataSuite, ReadWriteSuite
 from workspacefs.testing._search import GlobSuite, GrepSuite, ListingSuite
 from workspacefs.testing._snapshots import ReadOnlySuite, SnapshotSuite
@@ -41,6 +42,7 @@ __all__ = [
     "MountPointSuite",
     "MoveSuite",
     "PathSuite",
+    "QuotaSuite",
     "ReadOnlySuite",
     "ReadWriteSuite",
     "SnapshotSuite",
@@ -73,5 +75,6 @@ class FilesystemValidationSuite(
     ConditionalWritesSuite,
     ErrorTypesSuite,
     WalkSuite,
+    QuotaSuite,
 ):
     """Every part of the conformance suite; subclass it and implement the factory methods."""

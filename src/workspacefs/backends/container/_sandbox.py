@@ -45,6 +45,7 @@ from workspacefs.errors import (
 )
 from workspacefs.paths import normalize_mount_point
 from workspacefs.protocol import DEFAULT_MAX_OUTPUT
+from workspacefs.quota import Quota
 from workspacefs.results import ExecResult, FilesystemSnapshot
 
 __all__ = ["CONTAINER_STRATEGIES", "ContainerFilesystem", "ContainerSandbox"]
@@ -134,6 +135,7 @@ class ContainerSandbox:
         snapshot_strategy: str | None = None,
         snapshot_dir: str | os.PathLike[str] | None = None,
         cap_add: Sequence[str] = (),
+        quota: Quota | None = None,
     ) -> None:
         mount = normalize_mount_point(workdir)
         if mount is None:
@@ -179,6 +181,7 @@ class ContainerSandbox:
                 mount_point=mount,
                 snapshot_strategy=None if snapshot_strategy in CONTAINER_STRATEGIES else snapshot_strategy,
                 snapshot_dir=self._snapshot_home,
+                quota=quota,
             )
         except BaseException:
             self._finalizer()
@@ -423,6 +426,7 @@ class ContainerFilesystem(HostFilesystem):
         snapshot_strategy: str | None = None,
         snapshot_dir: str | os.PathLike[str] | None = None,
         read_only: bool = False,
+        quota: Quota | None = None,
     ) -> None:
         """The sandbox's workspace at ``root`` (its bind-mounted directory, or one below it)."""
         super().__init__(
@@ -431,6 +435,7 @@ class ContainerFilesystem(HostFilesystem):
             mount_point=mount_point,
             snapshot_strategy=snapshot_strategy,
             snapshot_dir=snapshot_dir,
+            quota=quota,
         )
         self._sandbox = sandbox
         self._owns_sandbox = False
@@ -483,10 +488,15 @@ class ContainerFilesystem(HostFilesystem):
             if not self.stat(cwd).is_directory:
                 raise NotADirectoryError(f"cwd is not a directory: {cwd!r}")
             where = f"{where}/{norm}" if norm else where
-        return self._sandbox._run(cmd, workdir=where, timeout=timeout, env=env, stdin=stdin, max_output=max_output)
+        try:
+            return self._sandbox._run(cmd, workdir=where, timeout=timeout, env=env, stdin=stdin, max_output=max_output)
+        finally:
+            self._state_replaced()  # the command may have written anything: count usage again
 
     def clear_setuid(self) -> int:
-        """Clear setuid and setgid bits of every file in the workspace (a command ran as root); how many."""
+        """Clear setuid and setgid bits of every file in the workspace (a command ran as root); how many. A file
+        with other links is replaced by a copy without the bits: the shared inode (a name of it may live outside
+        the root) is never changed, and every name of it inside the workspace ends up cleared."""
         cleared = 0
         for path in self._tree.resolver.walk_files(""):
             try:
@@ -496,7 +506,11 @@ class ContainerFilesystem(HostFilesystem):
             try:
                 info = os.fstat(fd)
                 if stat.S_ISREG(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
-                    os.fchmod(fd, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+                    mode = stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID)
+                    if info.st_nlink > 1:  # another name shares the inode, maybe outside: this name gets a copy
+                        self._tree.install_copy(path, fd, info.st_size, mode, info.st_mtime_ns)
+                    else:
+                        os.fchmod(fd, mode)
                     cleared += 1
             finally:
                 os.close(fd)

@@ -9,7 +9,9 @@ followed: listings skip them, touching one raises ``PermissionError``, ``delete`
 FIFOs, sockets and devices are refused without blocking. Messages never name host paths.
 
 Writes are atomic: a temporary file in the target's directory, ``fsync``, then ``rename`` (or
-``link`` for ``mode="create"``, which cannot replace a file that appeared meanwhile).
+``link`` for ``mode="create"``, which cannot replace a file that appeared meanwhile). The temporary file
+is anonymous (``O_TMPFILE``) where the kernel allows, so a killed writer leaves nothing in the workspace;
+elsewhere its name records its writer, and the next open removes the names of dead writers (``_temps.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from workspacefs.backends._core import too_big
 from workspacefs.backends.base import BaseFilesystem, Fingerprint
 from workspacefs.backends.host._ripgrep import Ripgrep
 from workspacefs.backends.host._snapshots import HostSnapshots, SnapshotStrategy
+from workspacefs.backends.host._temps import ReapReport, WriterRegistry, registry_dir
 from workspacefs.backends.host._tree import (
     AppendWriter,
     ConditionalHostWriter,
@@ -45,6 +48,7 @@ from workspacefs.capabilities import Capabilities
 from workspacefs.errors import SpecialFileError, name_caller_path
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT, join
 from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
+from workspacefs.quota import Quota
 from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode, WriteResult
 from workspacefs.search import GrepPattern
 from workspacefs.snapshots import SnapshotRetentionPolicy
@@ -58,6 +62,7 @@ class HostFilesystem(BaseFilesystem):
 
     Warning: this backend touches a real disk. Point it at a directory the agent may change, and
     give it a ``snapshot_dir`` outside that directory (the default lives under the user's cache).
+    ``use_tmpfile=False`` writes through named temporary files even where ``O_TMPFILE`` works.
     """
 
     backend_name: ClassVar[str] = "host"
@@ -75,12 +80,14 @@ class HostFilesystem(BaseFilesystem):
         durable: bool = True,
         use_openat2: bool | None = None,
         use_ripgrep: bool | None = None,
+        use_tmpfile: bool | None = None,
+        quota: Quota | None = None,
     ) -> None:
-        super().__init__(read_only=read_only, mount_point=mount_point)
+        super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
         self._root = os.fspath(root)
         if not os.path.isdir(self._root):
             raise NotADirectoryError(errno.ENOTDIR, "Workspace root is not a directory", self._root)
-        self._tree = HostTree(self._root, durable=durable, use_openat2=use_openat2)
+        self._tree = HostTree(self._root, durable=durable, use_openat2=use_openat2, use_tmpfile=use_tmpfile)
         self._snapshots = HostSnapshots(
             self._tree,
             self._root,
@@ -89,6 +96,9 @@ class HostFilesystem(BaseFilesystem):
             snapshot_dir=snapshot_dir,
             retention=retention,
         )
+        self._tree.writers = WriterRegistry(registry_dir(self._snapshots.root, self._snapshots.directory))
+        self.reaped = ReapReport() if read_only else self._tree.writers.reap(self._tree.resolver.root_fd)
+        """What this open removed of dead writers' temporary files (read-only opens remove nothing)."""
         self._ripgrep = Ripgrep.find() if use_ripgrep is not False else None
         if use_ripgrep and self._ripgrep is None:
             raise RuntimeError("use_ripgrep=True but no rg binary was found (install ripgrep)")
@@ -121,7 +131,8 @@ class HostFilesystem(BaseFilesystem):
 
     def _reopen_root(self) -> None:
         """Open the root afresh (it was mounted again): later operations resolve beneath the new mount."""
-        self._tree = HostTree(self._root, durable=self._tree.durable)
+        old = self._tree
+        self._tree = HostTree(self._root, durable=old.durable, use_tmpfile=old.use_tmpfile, writers=old.writers)
         self._snapshots.rebind(self._tree)
 
     def close(self) -> None:
@@ -196,18 +207,18 @@ class HostFilesystem(BaseFilesystem):
             return
         cut = path.rfind("/")
         above, name = (path[:cut], path[cut + 1 :]) if cut >= 0 else (ROOT, path)
+
+        def fill(fd: int) -> None:
+            try:
+                write_fd(fd, data)
+            except OSError as exc:
+                raise fail(exc, path) from None
+
         dir_fd = self._tree.open_parent(path, above)
         try:
             if mode == "create":
                 self._tree.check_target(dir_fd, name, path, mode)  # fail before writing; the link re-checks
-            fd, temp = self._tree.make_temp(dir_fd, path)
-            try:
-                write_fd(fd, data)
-            except OSError as exc:
-                os.close(fd)
-                os.unlink(temp, dir_fd=dir_fd)
-                raise fail(exc, path) from None
-            self._tree.finish_temp(fd, dir_fd, temp, name=name, path=path, mode=mode)
+            self._tree.write_new(dir_fd, fill, name=name, path=path, mode=mode)
         finally:
             os.close(dir_fd)
 
@@ -293,19 +304,19 @@ class HostFilesystem(BaseFilesystem):
 
     def _copy_file(self, src: str, dst: str) -> None:
         src_fd, info = self._tree.open_regular(src)
+
+        def fill(fd: int) -> None:
+            try:
+                copy_range(src_fd, fd, info.st_size)
+            except OSError as exc:
+                raise fail(exc, dst) from None
+
         try:
             above, name = parent_and_name(dst)
             dir_fd = self._tree.open_parent(dst, above)
             try:
                 self._tree.check_target(dir_fd, name, dst, "overwrite")
-                fd, temp = self._tree.make_temp(dir_fd, dst)
-                try:
-                    copy_range(src_fd, fd, info.st_size)
-                except OSError as exc:
-                    os.close(fd)
-                    os.unlink(temp, dir_fd=dir_fd)
-                    raise fail(exc, dst) from None
-                self._tree.finish_temp(fd, dir_fd, temp, name=name, path=dst, mode="overwrite")
+                self._tree.write_new(dir_fd, fill, name=name, path=dst, mode="overwrite")
             finally:
                 os.close(dir_fd)
         finally:
@@ -353,14 +364,19 @@ class HostFilesystem(BaseFilesystem):
 
     # --- conditional writes -------------------------------------------------------------------------
 
-    def open_write_if(self, path: str, *, expect: str) -> ByteWriter:
+    def open_write_if(self, path: str, *, expect: str, read_only: bool | None = None) -> ByteWriter:
         """As :meth:`BaseFilesystem.open_write_if`: the check and the rename happen together, under a lock of
-        the directory the writer holds open (see ``ConditionalHostWriter``)."""
+        the directory the writer holds open (see ``ConditionalHostWriter``). No per-file read-only flag here:
+        ``read_only`` is refused before anything is written."""
+        self._no_flags(read_only)
         with self._conditional_target(path) as norm:
-            return ConditionalHostWriter(self._tree, norm, expect)
+            return self._quota_writer(norm, "overwrite", ConditionalHostWriter(self._tree, norm, expect))
 
-    def write_bytes_if(self, path: str, content: BytesLike, *, expect: str) -> WriteResult:
+    def write_bytes_if(
+        self, path: str, content: BytesLike, *, expect: str, read_only: bool | None = None
+    ) -> WriteResult:
         """As :meth:`BaseFilesystem.write_bytes_if`, through :meth:`open_write_if`."""
+        self._no_flags(read_only)
         data = bytes(content)
         with self._conditional_target(path) as norm:
             if len(data) > MAX_CONVENIENCE_BYTES:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -31,6 +30,7 @@ from typing import Any
 
 from workspacefs._hostio import DIR_FLAGS, TEMP_PREFIX
 from workspacefs.backends.host._strategies import STRATEGIES, SnapshotStrategy, digest_of
+from workspacefs.backends.host._temps import cache_dir_for
 from workspacefs.backends.host._tree import HostTree
 from workspacefs.errors import SnapshotCreationError, SnapshotIncompatibleError, SnapshotRestoreError
 from workspacefs.paths import join
@@ -122,9 +122,7 @@ class ContentFingerprint:
 
 def default_snapshot_dir(root: str) -> Path:
     """Per-root directory under the user's cache, so a later process finds earlier snapshots."""
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    key = hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:16]
-    return Path(cache) / "workspacefs" / "snapshots" / key
+    return cache_dir_for(root, "snapshots")
 
 
 class HostSnapshots:
@@ -349,20 +347,27 @@ class HostSnapshots:
             try:
                 if info.st_size != entry.size:
                     changed.add(path)
-                elif info.st_mtime_ns == entry.mtime_ns and not manifest.racy(entry):
-                    if stat.S_IMODE(info.st_mode) != entry.mode:
-                        os.fchmod(fd, entry.mode)
-                elif (
+                elif (info.st_mtime_ns == entry.mtime_ns and not manifest.racy(entry)) or (
                     entry.digest is not None
                     and digest_of(fd, entry.size, manifest.digest_kind or "sha256") == entry.digest
                 ):
-                    os.fchmod(fd, entry.mode)
-                    os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
+                    self._restore_metadata(path, fd, info, entry)
                 else:
                     changed.add(path)
             finally:
                 os.close(fd)
         return changed
+
+    def _restore_metadata(self, path: str, fd: int, info: os.stat_result, entry: ManifestEntry) -> None:
+        """Give a file whose content is already right its recorded mode and time. An inode with other links
+        (one may live outside the root) is never changed: this name gets a fresh copy instead."""
+        if stat.S_IMODE(info.st_mode) == entry.mode and info.st_mtime_ns == entry.mtime_ns:
+            return
+        if info.st_nlink > 1:
+            self._tree.install_copy(path, fd, info.st_size, entry.mode, entry.mtime_ns)
+            return
+        os.fchmod(fd, entry.mode)
+        os.utime(fd, ns=(entry.mtime_ns, entry.mtime_ns))
 
     # --- diff -----------------------------------------------------------------------------------------
 

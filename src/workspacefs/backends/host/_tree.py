@@ -1,18 +1,16 @@
 """The host directory's low-level operations, all by descriptor: what the backend and its snapshots share.
 
 A :class:`HostTree` owns the race-proof resolver of one root and does the few things that touch the
-disk — open a parent directory, open a regular file, write a file atomically through a hidden
-temporary file, make a directory, install restored content — each acting on the descriptor it
-resolved, never on a name a second time. ``HostFilesystem`` builds the protocol on it, and the
-snapshot machinery restores through it, so neither reaches into the other.
+disk — open a parent directory, open a regular file, write a file atomically through a temporary file
+(anonymous where the kernel allows, see ``_temps.py``), make a directory, install restored content —
+each acting on the descriptor it resolved, never on a name a second time. ``HostFilesystem`` builds the
+protocol on it, and the snapshot machinery restores through it, so neither reaches into the other.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
-import itertools
 import os
 import stat
 from collections.abc import Callable
@@ -20,16 +18,16 @@ from datetime import UTC, datetime
 from typing import Final
 
 from workspacefs import errors
-from workspacefs._hostio import (
-    DIR_FLAGS,
-    PATH_FLAGS,
-    TEMP_PREFIX,
-    HostResolver,
-    host_error,
-    parent_and_name,
-    renameat_noreplace,
-)
+from workspacefs._hostio import DIR_FLAGS, PATH_FLAGS, HostResolver, host_error, parent_and_name
 from workspacefs.backends._conditional import ANY_VERSION
+from workspacefs.backends.host._temps import (
+    PROC_LINKS,
+    TMPFILE_UNSUPPORTED,
+    TempFile,
+    WriterRegistry,
+    open_anonymous,
+    open_named,
+)
 from workspacefs.errors import HardLinkRefusedError, PreconditionFailedError, SpecialFileError
 from workspacefs.paths import ROOT
 from workspacefs.results import FileStat, WriteMode
@@ -49,9 +47,6 @@ __all__ = [
     "write_fd",
 ]
 
-_TEMP_NAMES = itertools.count()
-_TEMP_STEM = [f"{TEMP_PREFIX}{os.getpid():x}-"]
-os.register_at_fork(after_in_child=lambda: _TEMP_STEM.__setitem__(0, f"{TEMP_PREFIX}{os.getpid():x}-"))
 _PARENT_FLAGS: Final = PATH_FLAGS | os.O_DIRECTORY | os.O_NOFOLLOW
 READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY  # NONBLOCK: a FIFO can never hang the open
 CHUNK: Final = 1024 * 1024
@@ -100,9 +95,10 @@ def content_id_of_fd(fd: int, size: int) -> str:
 
 
 class HostWriter(StreamWriter):
-    """Writes into a hidden temporary file beside the target; commit is ``fsync`` + rename (or link)."""
+    """Writes into a temporary file of the target's directory (anonymous where the kernel allows); commit
+    is ``fsync`` + rename (or link)."""
 
-    __slots__ = ("_dir_fd", "_fd", "_mode", "_name", "_temp", "_tree")
+    __slots__ = ("_dir_fd", "_mode", "_name", "_temp", "_tree")
 
     def __init__(self, tree: HostTree, path: str, mode: WriteMode) -> None:
         super().__init__(path)
@@ -110,23 +106,23 @@ class HostWriter(StreamWriter):
         self._mode = mode
         above, self._name = parent_and_name(path)
         self._dir_fd = tree.open_parent(path, above)
-        self._fd = -1
-        self._temp = ""
+        self._temp: TempFile | None = None
         try:
             tree.check_target(self._dir_fd, self._name, path, mode)
-            self._fd, self._temp = tree.make_temp(self._dir_fd, path)
+            self._temp = tree.make_temp(self._dir_fd, path)
         except BaseException:
             self._release()
             raise
 
     def _write_chunk(self, data: bytes) -> None:
-        write_fd(self._fd, data)
+        assert self._temp is not None
+        write_fd(self._temp.fd, data)
 
     def _commit(self) -> None:
-        fd, temp = self._fd, self._temp
-        self._fd, self._temp = -1, ""  # _finish_temp consumes both, whatever happens
+        temp, self._temp = self._temp, None  # finish_temp consumes it, whatever happens
+        assert temp is not None
         try:
-            self._tree.finish_temp(fd, self._dir_fd, temp, name=self._name, path=self.path, mode=self._mode)
+            self._tree.finish_temp(temp, self._dir_fd, name=self._name, path=self.path, mode=self._mode)
         finally:
             self._release()
 
@@ -134,13 +130,9 @@ class HostWriter(StreamWriter):
         self._release()
 
     def _release(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        if self._temp:
-            with contextlib.suppress(OSError):
-                os.unlink(self._temp, dir_fd=self._dir_fd)
-            self._temp = ""
+        if self._temp is not None:
+            self._temp.discard(self._dir_fd)
+            self._temp = None
         if self._dir_fd >= 0:
             os.close(self._dir_fd)
             self._dir_fd = -1
@@ -215,9 +207,22 @@ class AppendWriter(StreamWriter):
 class HostTree:
     """Descriptor-based operations beneath one root (see the module docstring)."""
 
-    def __init__(self, root: str, *, durable: bool = True, use_openat2: bool | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        *,
+        durable: bool = True,
+        use_openat2: bool | None = None,
+        use_tmpfile: bool | None = None,
+        writers: WriterRegistry | None = None,
+    ) -> None:
         self.resolver = HostResolver(root, use_openat2=use_openat2)
         self.durable = durable
+        self.use_tmpfile = use_tmpfile
+        self.anonymous = use_tmpfile is not False and PROC_LINKS
+        """Whether new content starts as an ``O_TMPFILE``; cleared for good when this root's filesystem has none."""
+        self.writers = writers or WriterRegistry(None)
+        """The root's registry of writers with named temporary files in flight (see ``_temps.py``)."""
 
     def close(self) -> None:
         """Release the root descriptor; idempotent."""
@@ -255,60 +260,54 @@ class HostTree:
             raise errors.file_exists(path)
         return info
 
-    def make_temp(self, dir_fd: int, path: str) -> tuple[int, str]:
-        for _ in range(8):
-            # unique within this process by the counter, across processes by the pid; O_EXCL checks anyway
-            temp = f"{_TEMP_STEM[0]}{next(_TEMP_NAMES):x}"
+    def make_temp(self, dir_fd: int, path: str) -> TempFile:
+        """A temporary file for new content of ``path`` in its directory ``dir_fd``: anonymous (``O_TMPFILE``)
+        where the root's filesystem has them (probed at the first write), else under a registered name."""
+        if self.anonymous:
             try:
-                fd = os.open(
-                    temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=dir_fd
-                )
-            except FileExistsError:
-                continue
+                return open_anonymous(dir_fd, self.writers)
             except OSError as exc:
-                raise fail(exc, path) from None
-            return fd, temp
-        raise host_error(errno.EEXIST, path)
+                if exc.errno not in TMPFILE_UNSUPPORTED:
+                    raise fail(exc, path) from None
+                self.anonymous = False
+        try:
+            return open_named(dir_fd, self.writers)
+        except OSError as exc:
+            raise fail(exc, path) from None
 
     def finish_temp(
-        self, fd: int, dir_fd: int, temp: str, *, name: str, path: str, mode: WriteMode, keep_mode: bool = True
+        self, temp: TempFile, dir_fd: int, *, name: str, path: str, mode: WriteMode, keep_mode: bool = True
     ) -> None:
         """Flush the temporary file and put it in place: rename for overwrite, link for create.
 
-        Always consumes ``fd`` and ``temp``: on any failure the temporary file is removed.
+        Always consumes ``temp``: on any failure nothing of it is left.
         """
         try:
-            try:
-                if self.durable:
-                    os.fsync(fd)
-                old = self.check_target(dir_fd, name, path, mode)
-                if old is not None and keep_mode:
-                    os.fchmod(fd, stat.S_IMODE(old.st_mode))  # an overwrite keeps the file's permissions
-            finally:
-                os.close(fd)
-            if mode == "create":
-                self.link_new(dir_fd, temp, name)
-            else:
-                os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        except BaseException as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(temp, dir_fd=dir_fd)
-            if isinstance(exc, OSError) and exc.filename != path:
+            if self.durable:
+                os.fsync(temp.fd)
+            old = self.check_target(dir_fd, name, path, mode)
+            if old is not None and keep_mode:
+                os.fchmod(temp.fd, stat.S_IMODE(old.st_mode))  # an overwrite keeps the file's permissions
+            temp.publish(dir_fd, name, replace=mode != "create")
+        except OSError as exc:
+            if exc.filename != path:
                 raise fail(exc, path) from None
             raise
+        finally:
+            temp.discard(dir_fd)
 
-    @staticmethod
-    def link_new(dir_fd: int, temp: str, name: str) -> None:
-        """Give the temporary file its name only if nothing has it (a file that appeared meanwhile wins)."""
+    def write_new(
+        self, dir_fd: int, fill: Callable[[int], None], *, name: str, path: str, mode: WriteMode, keep_mode: bool = True
+    ) -> None:
+        """Write a file of ``dir_fd`` atomically: ``fill`` writes the content into a temporary file, which then
+        takes the name (see :meth:`finish_temp`); errors of ``fill`` propagate as raised."""
+        temp = self.make_temp(dir_fd, path)
         try:
-            os.link(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
-                raise
-            if not renameat_noreplace(dir_fd, temp, dir_fd, name):
-                raise
-            return
-        os.unlink(temp, dir_fd=dir_fd)
+            fill(temp.fd)
+        except BaseException:
+            temp.discard(dir_fd)
+            raise
+        self.finish_temp(temp, dir_fd, name=name, path=path, mode=mode, keep_mode=keep_mode)
 
     def open_for_append(self, path: str) -> int:
         try:
@@ -347,22 +346,25 @@ class HostTree:
         return fd, info
 
     def install(self, path: str, fill: Callable[[int], None], mode: int, mtime_ns: int) -> None:
-        """Write a restored file atomically from ``fill``, with its recorded permissions and time."""
+        """Write a restored file atomically from ``fill``, with its recorded permissions and time: always a
+        new inode, so a file that shares its inode with another name is never changed through this one."""
+
+        def fill_with_metadata(fd: int) -> None:
+            fill(fd)
+            os.fchmod(fd, mode)
+            os.utime(fd, ns=(mtime_ns, mtime_ns))
+
         above, name = parent_and_name(path)
         dir_fd = self.open_parent(path, above)
         try:
-            fd, temp = self.make_temp(dir_fd, path)
-            try:
-                fill(fd)
-                os.fchmod(fd, mode)
-                os.utime(fd, ns=(mtime_ns, mtime_ns))
-            except BaseException:
-                os.close(fd)
-                os.unlink(temp, dir_fd=dir_fd)
-                raise
-            self.finish_temp(fd, dir_fd, temp, name=name, path=path, mode="overwrite", keep_mode=False)
+            self.write_new(dir_fd, fill_with_metadata, name=name, path=path, mode="overwrite", keep_mode=False)
         finally:
             os.close(dir_fd)
+
+    def install_copy(self, path: str, src_fd: int, size: int, mode: int, mtime_ns: int) -> None:
+        """Give the name ``path`` a fresh copy of the open file ``src_fd`` with ``mode`` and time ``mtime_ns``:
+        how metadata changes when other names share the inode (one may live outside the root)."""
+        self.install(path, lambda out: copy_range(src_fd, out, size), mode, mtime_ns)
 
     def make_dir(self, path: str) -> None:
         above, name = parent_and_name(path)

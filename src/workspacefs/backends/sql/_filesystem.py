@@ -44,6 +44,7 @@ from workspacefs.errors import (
 )
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT, ancestors, basename, parent
 from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
+from workspacefs.quota import Quota, Usage
 from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode, WriteResult
 from workspacefs.search import GrepPattern, required_literal
 from workspacefs.streams import StreamReader
@@ -94,6 +95,7 @@ _SET_CONTENT = (
     .where(F.c.session_id == _SESSION, F.c.path == _PATH)
     .values(blob_id=sa.bindparam("blob"), size_bytes=sa.bindparam("size"), updated_at=sa.bindparam("now"))
 )
+_SET_FLAG = sa.update(F).where(F.c.session_id == _SESSION, F.c.path == _PATH).values(is_readonly=sa.bindparam("flag"))
 _DELETE_ROW = sa.delete(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
 _ROW_WITH_CONTENT = (
     sa.select(F.c.is_directory, F.c.size_bytes, chunks.c.data)
@@ -133,8 +135,9 @@ class SqlFilesystem(BaseFilesystem):
         read_only: bool = False,
         mount_point: str | None = None,
         create: bool = True,
+        quota: Quota | None = None,
     ) -> None:
-        super().__init__(read_only=read_only, mount_point=mount_point)
+        super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
         if not isinstance(session_id, str) or not session_id or len(session_id) > 200 or not session_id.isprintable():
             raise ValueError(f"session_id must be a short printable string, got {session_id!r}")
         self._owns_store = isinstance(store, str)
@@ -202,10 +205,19 @@ class SqlFilesystem(BaseFilesystem):
         }
 
     def _put_file(
-        self, connection: Connection, path: str, blob_id: str, size: int, *, existing: Row[Any] | None, mode: WriteMode
+        self,
+        connection: Connection,
+        path: str,
+        blob_id: str,
+        size: int,
+        *,
+        existing: Row[Any] | None,
+        mode: WriteMode,
+        read_only: bool | None = None,
     ) -> None:
+        """Point the file's row at new content (``read_only``: and set its flag, in the same transaction)."""
         if existing is None:
-            values = self._new_row(path, directory=False, blob_id=blob_id, size=size)
+            values = self._new_row(path, directory=False, blob_id=blob_id, size=size, is_readonly=bool(read_only))
             if connection.execute(self._store.insert_file_row, values).first() is None:
                 if mode == "create":
                     raise errors.file_exists(path)
@@ -215,17 +227,22 @@ class SqlFilesystem(BaseFilesystem):
             _SET_CONTENT,
             {"b_session": self._session, "b_path": path, "blob": blob_id, "size": size, "now": datetime.now(UTC)},
         )
+        if read_only is not None and read_only != existing.is_readonly:
+            connection.execute(_SET_FLAG, {"b_session": self._session, "b_path": path, "flag": read_only})
         if existing.blob_id != blob_id:
             self._store.release(connection, [existing.blob_id])
 
-    def _check_writable_file(self, row: Row[Any] | None, path: str, mode: WriteMode) -> None:
+    def _check_writable_file(
+        self, row: Row[Any] | None, path: str, mode: WriteMode, *, unlocking: bool = False
+    ) -> None:
+        """Refuse a write the row does not allow (``unlocking``: the same write clears the read-only flag)."""
         if row is None:
             return
         if row.is_directory:
             raise errors.is_a_directory(path)
         if mode == "create":
             raise errors.file_exists(path)
-        if row.is_readonly:
+        if row.is_readonly and not unlocking:
             raise ReadOnlyFileError(path)
 
     # --- primitives -------------------------------------------------------------------------------------
@@ -305,37 +322,44 @@ class SqlFilesystem(BaseFilesystem):
                 base = AppendBase(row.blob_id, full, tail, row.size_bytes)
         return self._uploader(path, mode, base)
 
-    def _uploader(self, path: str, mode: WriteMode, base: AppendBase, expect: str | None = None) -> ByteWriter:
-        return UploadWriter(self._store, path, base, functools.partial(self._commit_stream, path, mode, expect))
+    def _uploader(
+        self, path: str, mode: WriteMode, base: AppendBase, expect: str | None = None, read_only: bool | None = None
+    ) -> ByteWriter:
+        commit = functools.partial(self._commit_stream, path, mode, expect, read_only)
+        return UploadWriter(self._store, path, base, commit)
 
-    def _commit_stream(self, path: str, mode: WriteMode, expect: str | None, upload: FinishedUpload) -> None:
+    def _commit_stream(
+        self, path: str, mode: WriteMode, expect: str | None, read_only: bool | None, upload: FinishedUpload
+    ) -> None:
         with self._store.write() as connection:
             self._store.finish_upload(connection, upload.upload_id)
             self._parent_dir(connection, path)
             row = self._row(connection, path, lock=True)
             _check_expected(row, path, expect)
-            self._check_writable_file(row, path, mode)
+            self._check_writable_file(row, path, mode, unlocking=read_only is False)
             if mode == "append" and (row.blob_id if row is not None else None) != upload.base_blob:
                 raise ConcurrentChangeError(path, "The file changed while it was being appended to; append again")
             blob_id = self._store.register_blob(connection, upload.hashes, upload.size)
             try:
-                self._put_file(connection, path, blob_id, upload.size, existing=row, mode=mode)
+                self._put_file(connection, path, blob_id, upload.size, existing=row, mode=mode, read_only=read_only)
             except _Raced:
                 raise ConcurrentChangeError(path, "Another writer created the file meanwhile; write it again") from None
 
-    def _write_content(self, path: str, data: bytes, mode: WriteMode, *, expect: str | None = None) -> None:
+    def _write_content(
+        self, path: str, data: bytes, mode: WriteMode, *, expect: str | None = None, read_only: bool | None = None
+    ) -> None:
         for attempt in range(_RETRIES):
             try:
                 with self._store.write() as connection:
                     self._parent_dir(connection, path)
                     row = self._row(connection, path, lock=True)
                     _check_expected(row, path, expect)
-                    self._check_writable_file(row, path, mode)
+                    self._check_writable_file(row, path, mode, unlocking=read_only is False)
                     if mode == "append" and row is not None:
                         blob_id, size = self._appended(connection, row, data)
                     else:
                         blob_id, size = self._store.put_content(connection, data), len(data)
-                    self._put_file(connection, path, blob_id, size, existing=row, mode=mode)
+                    self._put_file(connection, path, blob_id, size, existing=row, mode=mode, read_only=read_only)
                 return
             except _Raced:
                 if attempt == _RETRIES - 1:
@@ -527,24 +551,66 @@ class SqlFilesystem(BaseFilesystem):
             reader = StreamReader(path, io.BytesIO(data), len(data))
         return VersionedContent(_file_stat(row), str(row.blob_id), reader)
 
-    def write_bytes_if(self, path: str, content: BytesLike, *, expect: str) -> WriteResult:
-        """As :meth:`BaseFilesystem.write_bytes_if`: the check and the write are one transaction."""
+    def write_bytes_if(
+        self, path: str, content: BytesLike, *, expect: str, read_only: bool | None = None
+    ) -> WriteResult:
+        """As :meth:`BaseFilesystem.write_bytes_if`: the check, the content and the flag are one transaction."""
         data = bytes(content)
         with self._conditional_target(path) as norm:
             if len(data) > MAX_CONVENIENCE_BYTES:
                 raise too_big("Writing", path)
-            self._write_content(norm, data, "overwrite", expect=expect)
+            self._check_write(norm, len(data), "overwrite")
+            self._write_content(norm, data, "overwrite", expect=expect, read_only=read_only)
         return WriteResult(norm, len(data), "overwrite")
 
-    def open_write_if(self, path: str, *, expect: str) -> ByteWriter:
-        """As :meth:`BaseFilesystem.open_write_if`: the commit's transaction checks the version."""
+    def open_write_if(self, path: str, *, expect: str, read_only: bool | None = None) -> ByteWriter:
+        """As :meth:`BaseFilesystem.open_write_if`: the commit's transaction checks the version, stores the
+        content and sets the flag."""
         with self._conditional_target(path) as norm:
             with self._store.read() as connection:
                 self._parent_dir(connection, norm)
                 row = self._row(connection, norm)
                 _check_expected(row, norm, expect)
-                self._check_writable_file(row, norm, "overwrite")
-            return self._uploader(norm, "overwrite", NO_BASE, expect)
+                self._check_writable_file(row, norm, "overwrite", unlocking=read_only is False)
+            uploader = self._uploader(norm, "overwrite", NO_BASE, expect, read_only)
+            return self._quota_writer(norm, "overwrite", uploader)
+
+    def set_read_only_if(self, path: str, read_only: bool, *, expect: str) -> None:
+        """As :meth:`BaseFilesystem.set_read_only_if`: the check and the flag are one transaction."""
+        with self._conditional_target(path) as norm, self._store.write() as connection:
+            row = self._row(connection, norm, lock=True)
+            _check_expected(row, norm, expect)
+            connection.execute(_SET_FLAG, {"b_session": self._session, "b_path": norm, "flag": bool(read_only)})
+
+    def create_bytes(self, path: str, content: BytesLike, *, read_only: bool = False) -> WriteResult:
+        """As :meth:`BaseFilesystem.create_bytes`: the file's row, flag included, is inserted in one transaction."""
+        data = bytes(content)
+        norm = self._norm(path)
+        self._writable(path)
+        with caller_paths({norm: path}):
+            if norm == ROOT:
+                raise errors.is_a_directory(norm)
+            if len(data) > MAX_CONVENIENCE_BYTES:
+                raise too_big("Writing", path)
+            self._check_write(norm, len(data), "create")
+            try:
+                self._write_content(norm, data, "create", read_only=read_only)
+            except FileNotFoundError:  # the parent usually exists: make it only when the write says it is missing
+                self._ensure_parents(norm)
+                self._write_content(norm, data, "create", read_only=read_only)
+        return WriteResult(norm, len(data), "create")
+
+    # --- usage --------------------------------------------------------------------------------------------
+
+    usage_is_live = True  # one indexed aggregate, and right even when other processes write the session
+
+    def _usage(self) -> Usage:
+        query = sa.select(sa.func.coalesce(sa.func.sum(session_files.c.size_bytes), 0), sa.func.count()).where(
+            session_files.c.session_id == self._session, sa.not_(session_files.c.is_directory)
+        )
+        with self._store.read_once() as connection:
+            total, files = connection.execute(query).one()
+        return Usage(int(total), int(files))
 
     # --- per-file read-only flag ------------------------------------------------------------------------
 

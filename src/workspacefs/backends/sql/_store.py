@@ -36,6 +36,7 @@ from workspacefs.backends.sql._schema import (
     snapshots,
     uploads,
 )
+from workspacefs.quota import QUOTA_URL_PARAMETERS
 from workspacefs.streams import content_id_of_chunks
 
 __all__ = ["UPLOAD_GRACE", "SessionInfo", "SqlStore", "default_database", "engine_url", "migrate"]
@@ -60,7 +61,7 @@ def engine_url(url: str) -> tuple[str, dict[str, str]]:
     Query parameters the database driver does not know (``session``, ``read_only`` …) are taken out.
     """
     parsed = sa.engine.make_url(url)
-    ours = {"session", "read_only", "agent", "mount_point"}
+    ours = {"session", "read_only", "agent", "mount_point", *QUOTA_URL_PARAMETERS}
     options = {k: str(v) for k, v in parsed.query.items() if k in ours}
     parsed = parsed.difference_update_query(list(ours))
     if parsed.drivername in ("postgresql", "postgres"):

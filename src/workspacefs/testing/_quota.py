@@ -1,0 +1,126 @@
+"""Quotas: every path that adds content is held to the limits, and a refusal leaves nothing half-written."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from workspacefs.errors import FileTooLargeError, QuotaExceededError
+from workspacefs.protocol import ConditionalWrites, Filesystem, SnapshotableFilesystem
+from workspacefs.quota import Quota, Usage
+from workspacefs.testing._base import SuiteBase
+
+__all__ = ["QuotaSuite"]
+
+
+class QuotaSuite(SuiteBase):
+    """Implement :meth:`create_filesystem_with_quota` (the backend's ``quota=`` argument)."""
+
+    def create_filesystem_with_quota(self, quota: Quota) -> Filesystem:
+        """Return a new, empty filesystem that enforces ``quota``."""
+        raise NotImplementedError("a QuotaSuite subclass must implement create_filesystem_with_quota()")
+
+    def limited(self, **limits: int) -> Filesystem:
+        fs = self.create_filesystem_with_quota(Quota(**limits))
+        self._opened.append(fs)
+        return fs
+
+    @staticmethod
+    def usage(fs: Filesystem) -> Usage:
+        result: Usage = cast(Any, fs).usage()  # every backend built on BaseFilesystem reports it
+        return result
+
+    def test_a_file_past_the_largest_allowed_is_refused_and_the_old_content_stays(self) -> None:
+        fs = self.limited(max_file_bytes=10)
+        fs.write_bytes("a.bin", b"0123456789")  # exactly the limit is allowed
+        with pytest.raises(FileTooLargeError):
+            fs.write_bytes("a.bin", b"0123456789x")
+        with pytest.raises(FileTooLargeError):
+            fs.write_bytes("a.bin", b"x", mode="append")
+        with pytest.raises(FileTooLargeError):
+            fs.write_bytes("new.bin", b"x" * 11)
+        assert fs.read_bytes("a.bin").content == b"0123456789" and not fs.exists("new.bin")
+
+    def test_the_workspace_total_is_held_and_shrinking_is_always_allowed(self) -> None:
+        fs = self.limited(max_bytes=100)
+        fs.write_bytes("a.bin", b"a" * 60)
+        fs.write_bytes("b.bin", b"b" * 40)  # exactly full
+        with pytest.raises(QuotaExceededError) as raised:
+            fs.write_bytes("c.bin", b"c")
+        assert not isinstance(raised.value, FileTooLargeError) and not fs.exists("c.bin")
+        with pytest.raises(QuotaExceededError):
+            fs.write_bytes("a.bin", b"a" * 61)
+        fs.write_bytes("a.bin", b"a" * 10)  # shrinking frees room
+        fs.write_bytes("c.bin", b"c" * 50)
+        fs.delete("b.bin")
+        fs.write_bytes("d.bin", b"d" * 40)
+        assert self.usage(fs) == Usage(100, 3)
+
+    def test_a_stream_past_the_quota_fails_mid_stream_and_leaves_the_old_content(self) -> None:
+        fs = self.limited(max_bytes=1000, max_file_bytes=600)
+        fs.write_bytes("kept.bin", b"k" * 300)
+        with pytest.raises(FileTooLargeError), fs.open_write("kept.bin") as writer:
+            for _ in range(10):
+                writer.write(b"x" * 100)
+        assert fs.read_bytes("kept.bin").content == b"k" * 300
+        fs.write_bytes("other.bin", b"o" * 500)
+        with pytest.raises(QuotaExceededError), fs.open_write("fresh.bin", mode="create") as writer:
+            writer.write(b"y" * 150)
+            writer.write(b"y" * 150)
+        assert not fs.exists("fresh.bin") and self.usage(fs) == Usage(800, 2)
+        with pytest.raises(QuotaExceededError), fs.open_write("kept.bin", mode="append") as writer:
+            writer.write(b"z" * 250)
+        assert fs.read_bytes("kept.bin").content == b"k" * 300
+
+    def test_the_file_count_is_held_and_overwriting_is_not_a_new_file(self) -> None:
+        fs = self.limited(max_files=2)
+        fs.write("a.txt", "a")
+        fs.write("dir/b.txt", "b")
+        fs.write("a.txt", "again")
+        with pytest.raises(QuotaExceededError):
+            fs.write("c.txt", "c")
+        with pytest.raises(QuotaExceededError), fs.open_write("d.txt") as writer:
+            writer.write(b"d")
+        fs.mkdir("empty/dirs/are/free")
+        assert not fs.exists("c.txt") and not fs.exists("d.txt") and self.usage(fs).files == 2
+
+    def test_a_copy_that_would_pass_the_quota_copies_nothing(self) -> None:
+        fs = self.limited(max_bytes=100, max_files=10)
+        fs.write_bytes("src/a.bin", b"a" * 30)
+        fs.write_bytes("src/sub/b.bin", b"b" * 30)
+        with pytest.raises(QuotaExceededError):
+            fs.copy("src", "copy")
+        assert not fs.exists("copy")
+        fs.copy("src/a.bin", "one.bin")
+        fs.write_bytes("small.bin", b"s" * 5)
+        fs.copy("small.bin", "one.bin", overwrite=True)  # replacing frees what it replaces
+        fs.move("src", "moved")  # a move adds nothing
+        assert self.usage(fs) == Usage(70, 4)
+
+    def test_conditional_writes_are_held_too(self) -> None:
+        fs = self.limited(max_file_bytes=8)
+        if not fs.capabilities.conditional_writes:
+            pytest.fail("every backend offers conditional writes")
+        fs.write_bytes("a.bin", b"1234")
+        editor = cast(ConditionalWrites, fs)
+        version = editor.content_id("a.bin")
+        with pytest.raises(FileTooLargeError):
+            editor.write_bytes_if("a.bin", b"123456789", expect=version)
+        with pytest.raises(FileTooLargeError), editor.open_write_if("a.bin", expect=version) as writer:
+            writer.write(b"123456789")
+        assert fs.read_bytes("a.bin").content == b"1234"
+
+    def test_usage_is_counted_again_after_a_restore(self) -> None:
+        fs = self.limited(max_bytes=100)
+        if not fs.capabilities.snapshots:
+            pytest.fail("every backend can snapshot")
+        snapshots = cast(SnapshotableFilesystem, fs)
+        fs.write_bytes("a.bin", b"a" * 80)
+        taken = snapshots.snapshot()
+        fs.delete("a.bin")
+        fs.write_bytes("b.bin", b"b" * 90)
+        snapshots.restore(taken)
+        assert self.usage(fs) == Usage(80, 1)
+        with pytest.raises(QuotaExceededError):
+            fs.write_bytes("c.bin", b"c" * 21)
