@@ -3,8 +3,9 @@
 ``workspacefs serve`` runs as users run it (one uvicorn process, bearer auth on). Fifty keep-alive HTTP/1.1
 connections, driven by a minimal asyncio client (so the client costs little of the machine's CPU), send:
 
-- ``floor``: ``GET /v1/agents`` with an agent-scoped token, which touches no table: the framework's own cost
-  per authenticated request, the ceiling the file operations are measured against;
+- ``floor``: ``GET /v1/agents`` with an agent-scoped token, which reads only the token's row (one indexed
+  lookup, never cached, so revocation is immediate): the framework's own cost per authenticated request,
+  the ceiling the file operations are measured against;
 - ``read``: ``GET /fs/{path}`` of a random 1 KiB file (JSON with content and ETag);
 - ``write``: ``PUT /fs/{path}`` of new 1 KiB content, each client over its own 20 files.
 
@@ -116,12 +117,11 @@ def _seed(url: str) -> str:
     """The session the load runs in, with FILES small files; returns an agent-scoped token."""
     store = SqlStore(url)
     catalog = SessionCatalog(store)
-    if catalog.get(SESSION) is None:
-        catalog.create(AGENT, SESSION)
-    fs = SqlFilesystem(store, SESSION, create=False)
+    entry = catalog.get(AGENT, SESSION) or catalog.create(AGENT, SESSION)
+    fs = SqlFilesystem(store, entry.storage_id, create=False)
     for index in range(FILES):
         fs.write(f"data/d{index % 10}/f{index:04d}.txt", BODY)
-    token, _ = TokenStore(store).create(agent_id=AGENT, label="bench")
+    token, _ = TokenStore(store).create(agent_id=AGENT, label="bench", rate_limit=0)  # load, not a rate limit
     store.close()
     return token
 

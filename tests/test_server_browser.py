@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,6 +207,24 @@ def test_a_conflicting_save_is_shown_not_overwritten(ws: Workspace) -> None:
     expect(ws.page.get_by_test_id("conflict")).to_be_hidden()
 
 
+def test_a_file_larger_than_a_json_body_is_saved(ws: Workspace) -> None:
+    line = "a line of a large generated file, long enough to add up quickly\n"
+    big = line * (4_600_000 // len(line))  # over the service's 4 MiB JSON limit: the save must go raw
+    created = ws.api.post(ws.fs("/big.txt"), content=big.encode(), headers={"content-type": "application/octet-stream"})
+    assert created.status_code == 201, created.text
+    ws.open("/big.txt")
+    expect(ws.page.get_by_test_id("file-name")).to_have_text("/big.txt")
+    ws.page.get_by_test_id("edit").click()
+    editor = ws.page.get_by_test_id("editor")
+    editor.press("Control+Home")  # the whole file is in the editor; type at its start, as a person would
+    ws.page.keyboard.type("edited first line\n")
+    ws.page.get_by_test_id("save").click()
+    expect(ws.page.get_by_test_id("status")).to_contain_text("Saved /big.txt")
+    saved = ws.api.get(ws.fs("/big.txt"), headers={"accept": "application/octet-stream"})
+    assert saved.content == ("edited first line\n" + big).encode()
+    assert ws.dialogs == []
+
+
 def test_delete_asks_first(ws: Workspace) -> None:
     ws.put_file("/old.log", "x")
     ws.put_file("/dir/inner.txt", "y")
@@ -296,3 +315,34 @@ def test_names_and_contents_are_never_html(ws: Workspace) -> None:
     ws.entry("<i>x<i>.txt").click()
     ws.page.screenshot(path=str(ARTIFACTS / "browser.png"), full_page=True)
     assert (ARTIFACTS / "browser.png").stat().st_size > 10_000
+
+
+def test_a_held_change_is_approved_or_denied_in_the_page(ws: Workspace) -> None:
+    ws.open()
+    answers: list[httpx.Response] = []
+
+    def agent_writes(path: str) -> threading.Thread:
+        thread = threading.Thread(
+            target=lambda: answers.append(ws.api.post(ws.fs(path), json={"content": "on: push\n"})), daemon=True
+        )
+        thread.start()
+        return thread
+
+    writing = agent_writes("/.github/workflows/ci.yml")
+    expect(ws.page.get_by_test_id("approval-dialog")).to_be_visible()
+    expect(ws.page.get_by_test_id("approval-text")).to_contain_text(f"session {ws.session}")
+    expect(ws.page.get_by_test_id("approval-text")).to_contain_text("write /.github/workflows/ci.yml")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    ws.page.screenshot(path=str(ARTIFACTS / "browser-approval.png"))
+    ws.page.get_by_test_id("approval-approve").click()
+    writing.join(30)
+    assert answers[-1].status_code == 201, answers[-1].text
+    assert ws.content("/.github/workflows/ci.yml") == "on: push\n"
+    expect(ws.page.get_by_test_id("approval-dialog")).to_be_hidden()
+
+    refused = agent_writes("/.git/hooks/pre-commit")
+    expect(ws.page.get_by_test_id("approval-text")).to_contain_text("write /.git/hooks/pre-commit")
+    ws.page.get_by_test_id("approval-deny").click()
+    refused.join(30)
+    assert answers[-1].status_code == 403 and "an admin declined it" in answers[-1].json()["error"]["message"]
+    assert ws.content("/.git/hooks/pre-commit") is None

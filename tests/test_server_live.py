@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from workspacefs import SqlFilesystem, SqlStore
 from workspacefs.cli import main
+from workspacefs.server import SessionCatalog
 from workspacefs.server.tokens import TokenStore
 from workspacefs.testing._service import peak_rss_bytes, running_service
 
@@ -157,5 +158,7 @@ def test_a_dropped_upload_leaves_the_old_content(live: Live) -> None:
         with pytest.raises(OSError, match="crashed"):
             client.put(f"{fs}/doc.txt", content=breaks_midway(), headers={"content-type": "application/octet-stream"})
         assert client.get(f"{fs}/doc.txt").json()["content"] == "the old content"
-    fs_view = SqlFilesystem(live.store, session, create=False)
+    entry = SessionCatalog(live.store).get("drop", session)
+    assert entry is not None and entry.storage_id == f"drop/{session}"
+    fs_view = SqlFilesystem(live.store, entry.storage_id, create=False)
     assert fs_view.read("doc.txt").content == "the old content"

@@ -13,15 +13,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from workspacefs.server._app import create_app
     from workspacefs.server.catalog import DEFAULT_AGENT, CatalogEntry, SessionCatalog
-    from workspacefs.server.tokens import TokenInfo, TokenStore
+    from workspacefs.server.tokens import Scope, TokenInfo, TokenStore
 
-__all__ = ["DEFAULT_AGENT", "CatalogEntry", "SessionCatalog", "TokenInfo", "TokenStore", "create_app"]
+__all__ = ["DEFAULT_AGENT", "CatalogEntry", "Scope", "SessionCatalog", "TokenInfo", "TokenStore", "create_app"]
 
 _HOMES = {
     "create_app": "workspacefs.server._app",
     "DEFAULT_AGENT": "workspacefs.server.catalog",
     "CatalogEntry": "workspacefs.server.catalog",
     "SessionCatalog": "workspacefs.server.catalog",
+    "Scope": "workspacefs.server.tokens",
     "TokenInfo": "workspacefs.server.tokens",
     "TokenStore": "workspacefs.server.tokens",
 }

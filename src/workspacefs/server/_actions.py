@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
 from starlette.convertors import Convertor, register_url_convertor
 
+from workspacefs.server._auth import Reader, Writer
 from workspacefs.server._errors import ApiError, error_responses
 from workspacefs.server._files import PREFIX, described, target_path
 from workspacefs.server._models import (
@@ -25,7 +26,6 @@ from workspacefs.server._models import (
 )
 from workspacefs.server._service import (
     AgentId,
-    CallerDep,
     ServedFilesystem,
     ServiceDep,
     SessionId,
@@ -66,7 +66,7 @@ async def not_an_action_method(action: str) -> None:
 
 @router.post("/stat", response_model=FileModel, responses=error_responses(404, 422), summary="A file's metadata")
 async def stat(
-    *, body: PathRequest, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, body: PathRequest, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep
 ) -> JSONResponse:
     """Metadata of a file or directory, without content; the ``ETag`` header carries its content id."""
     norm = wire_path(body.path)
@@ -88,7 +88,7 @@ def _transfer(fs: ServedFilesystem, session_id: str, body: TransferRequest, *, m
 
 @router.post("/move", response_model=FileModel, responses=error_responses(403, 404, 409, 422), summary="Move")
 async def move(
-    *, body: TransferRequest, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, body: TransferRequest, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep
 ) -> JSONResponse:
     """Move or rename a file or directory; missing parents of ``dst_path`` are created. 409 if
     ``dst_path`` exists, unless ``overwrite`` (which never replaces a directory by a file or back)."""
@@ -101,7 +101,7 @@ async def move(
 
 @router.post("/copy", response_model=FileModel, responses=error_responses(403, 404, 409, 422), summary="Copy")
 async def copy(
-    *, body: TransferRequest, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, body: TransferRequest, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep
 ) -> JSONResponse:
     """Copy a file, or a directory recursively (no content is duplicated in storage)."""
 
@@ -128,7 +128,7 @@ def _grep(fs: ServedFilesystem, body: GrepRequest) -> GrepResponse:
 
 @router.post("/grep", response_model=GrepResponse, responses=error_responses(404, 422), summary="Search contents")
 async def grep(
-    *, body: GrepRequest, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, body: GrepRequest, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep
 ) -> GrepResponse:
     """Lines matching the regex ``pattern`` in files below ``path`` whose path matches the glob
     ``path_pattern``, grouped by file, sorted by path and line."""
@@ -141,7 +141,7 @@ async def grep(
 
 @router.post("/glob", response_model=GlobResponse, responses=error_responses(404, 422), summary="Find files")
 async def glob(
-    *, body: GlobRequest, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, body: GlobRequest, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep
 ) -> GlobResponse:
     """Files below ``path`` whose path relative to it matches the glob ``pattern`` (``**`` crosses
     directories), sorted."""

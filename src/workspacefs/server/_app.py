@@ -15,14 +15,16 @@ from fastapi.staticfiles import StaticFiles
 
 from workspacefs._version import __version__
 from workspacefs.backends.sql import SqlStore, default_database
-from workspacefs.server import _actions, _files, _sessions
-from workspacefs.server._errors import ASGIApp, BodyLimit, Message, Receive, Scope, Send, install_error_handlers
+from workspacefs.policy import Policy
+from workspacefs.quota import Quota
+from workspacefs.server import _actions, _admin, _files, _policies, _sessions
+from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT
+from workspacefs.server._errors import ASGIApp, Message, Receive, Scope, Send, install_error_handlers
+from workspacefs.server._limits import DEFAULT_MAX_JSON_BYTES, DEFAULT_RATE_LIMIT, BodyLimit
 from workspacefs.server._service import Service
 
-__all__ = ["DEFAULT_MAX_JSON_BYTES", "DEFAULT_MAX_UPLOAD_BYTES", "create_app"]
+__all__ = ["DEFAULT_MAX_JSON_BYTES", "DEFAULT_MAX_UPLOAD_BYTES", "DEFAULT_RATE_LIMIT", "create_app"]
 
-DEFAULT_MAX_JSON_BYTES = 48 * 1024 * 1024
-"""A JSON body may carry a 32 MiB file as base64 (4/3 larger) and some change."""
 DEFAULT_MAX_UPLOAD_BYTES = 8 * 1024**3
 """Raw uploads stream in fixed memory; this only bounds what one request may store."""
 _UI_POLICY = (
@@ -33,7 +35,11 @@ _UI_POLICY = (
 
 _DESCRIPTION = """Session filesystems for agents (seed 004 of workspacefs), with snapshots, streaming,
 ETag/If-Match compare-and-set and a web file browser at `/`. Authenticate with
-`Authorization: Bearer <token>` (`workspacefs token create --agent ID`)."""
+`Authorization: Bearer <token>` (`workspacefs token create --agent ID`). A token's scope is `read`,
+`write` or `admin` (token management); over its rate it gets 429 with `Retry-After`. JSON bodies are
+limited (4 MiB by default): send larger content raw (`Content-Type: application/octet-stream`).
+A path policy protects agent configuration and secrets: a request an `ask` rule covers waits until an
+admin decides it (`GET /v1/approvals`, `POST /v1/approvals/{id}`, or the browser's prompt)."""
 
 
 class _SecurityHeaders:
@@ -95,9 +101,16 @@ def create_app(
     auth: bool = True,
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
     max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    rate_limit: int = DEFAULT_RATE_LIMIT,
+    policy: Policy | None = None,
+    approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+    quota: Quota | None = None,
 ) -> FastAPI:
     """The service over ``store`` (a :class:`SqlStore`, a database URL, or ``None`` for the default
-    SQLite file). ``auth=False`` serves without tokens: only bind that to loopback."""
+    SQLite file). ``auth=False`` serves without tokens: only bind that to loopback. ``rate_limit`` is the
+    requests per minute of a token that has no limit of its own (0: none). ``policy`` applies to sessions
+    without their own (default: ``Policy.default()``; ``Policy()`` allows everything); an ``ask`` waits up to
+    ``approval_timeout`` seconds for an admin's decision. ``quota`` limits each session's storage."""
     owned = not isinstance(store, SqlStore)
     sql_store = store if isinstance(store, SqlStore) else SqlStore(store or default_database())
 
@@ -116,11 +129,23 @@ def create_app(
             {"name": "files", "description": "Read, create, update and delete by path"},
             {"name": "actions", "description": "stat, move, copy, grep, glob"},
             {"name": "sessions", "description": "Agents, sessions and snapshots"},
+            {"name": "tokens", "description": "Token management (admin tokens)"},
+            {"name": "policy", "description": "Path policies and the approvals their ask rules wait for"},
         ],
     )
-    app.state.workspacefs = Service(sql_store, auth=auth, max_upload_bytes=max_upload_bytes)
+    app.state.workspacefs = Service(
+        sql_store,
+        auth=auth,
+        max_upload_bytes=max_upload_bytes,
+        rate_limit=rate_limit,
+        policy=policy,
+        approval_timeout=approval_timeout,
+        quota=quota,
+    )
     install_error_handlers(app)
     app.include_router(_sessions.router)
+    app.include_router(_admin.router)
+    app.include_router(_policies.router)
     app.include_router(_actions.router)  # before the files router: its catch-all would take /fs/_/…
     app.include_router(_files.router)
     static = _static_dir()

@@ -1,12 +1,12 @@
 """One error shape for every failure, ``{"error": {"code", "message"}}``, and the status it maps to.
 
-Filesystem exceptions become statuses here and nowhere else; the body-size limit is enforced here
-before FastAPI reads a body into memory.
+Filesystem exceptions become statuses here and nowhere else (``HTTP_STATUS``), and so do the service's own
+refusals — a missing or expired token, a scope too narrow, too many requests (``REFUSALS``): both tables
+are looked up by the exception's type, never by its message.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
@@ -19,7 +19,20 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from workspacefs import errors
 from workspacefs.errors import SnapshotError
 
-__all__ = ["HTTP_STATUS", "ApiError", "BodyLimit", "error_responses", "install_error_handlers", "translate"]
+__all__ = [
+    "HTTP_STATUS",
+    "REFUSALS",
+    "ApiError",
+    "RateLimitedError",
+    "ScopeDeniedError",
+    "ServiceRefusal",
+    "TokenExpiredError",
+    "TokenRequiredError",
+    "error_body",
+    "error_responses",
+    "install_error_handlers",
+    "translate",
+]
 
 log = logging.getLogger("workspacefs.server")
 
@@ -41,13 +54,52 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-def _body(code: str, message: str) -> dict[str, Any]:
+class ServiceRefusal(Exception):  # noqa: N818 - the family's name; each member ends in Error
+    """A request refused for who sends it or how often, not for anything in storage; carries the headers
+    its answer needs (``WWW-Authenticate``, ``Retry-After``)."""
+
+    def __init__(self, message: str, *, headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.headers = dict(headers or {})
+
+
+class TokenRequiredError(ServiceRefusal, PermissionError):
+    """No bearer token, or one the service does not know (never issued, or revoked)."""
+
+
+class TokenExpiredError(TokenRequiredError):
+    """A token past its ``expires_at``."""
+
+
+class ScopeDeniedError(ServiceRefusal, PermissionError):
+    """A valid token whose scope does not cover the request (a ``read`` token writing, …)."""
+
+
+class RateLimitedError(ServiceRefusal, RuntimeError):
+    """A token over its requests per minute; ``retry_after`` whole seconds until one more is allowed."""
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})
+        self.retry_after = retry_after
+
+
+REFUSALS: Mapping[type[BaseException], tuple[int, str]] = {
+    TokenRequiredError: (401, "unauthorized"),
+    TokenExpiredError: (401, "token_expired"),
+    ScopeDeniedError: (403, "insufficient_scope"),
+    RateLimitedError: (429, "rate_limited"),
+}
+"""Status and code of each of the service's own refusals (looked up by type, most specific first)."""
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    """The one error shape."""
     return {"error": {"code": code, "message": message}}
 
 
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """The JSON response of an error."""
-    return JSONResponse(_body(code, message), status_code=status, headers=headers)
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
 
 HTTP_STATUS: Mapping[type[BaseException], int] = {
@@ -97,7 +149,19 @@ HTTP_STATUS: Mapping[type[BaseException], int] = {
 ``code`` is the type's shared code (``errors.ERROR_CODES``)."""
 
 
+def _refusal(exc: errors.PolicyDeniedError) -> str:
+    """A policy's refusal, said so a client knows whether asking again can help."""
+    target = f"/{exc.filename}" if isinstance(exc.filename, str) and not exc.filename.startswith("/") else exc.filename
+    why = f"{exc.strerror}; rule pattern {exc.pattern}" if exc.pattern else str(exc.strerror)
+    if exc.action != "ask":
+        return f"The session's policy does not allow {exc.operation} on {target} ({why}); an admin can change it"
+    outcome = "an admin declined it" if exc.asked else "it was not approved"
+    return f"{exc.operation.capitalize()} on {target} needs an admin's approval ({why}), and {outcome}"
+
+
 def _message(exc: BaseException) -> str:
+    if isinstance(exc, errors.PolicyDeniedError):
+        return _refusal(exc)
     if isinstance(exc, OSError) and not isinstance(exc, SnapshotError):
         reason = exc.strerror or type(exc).__name__
         return f"{reason}: {exc.filename}" if exc.filename else reason
@@ -108,6 +172,11 @@ def translate(exc: BaseException) -> ApiError | None:
     """The response for a filesystem exception, or ``None`` if it is not a caller's error (a bug: 500)."""
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, ServiceRefusal):
+        refusal = errors.lookup(REFUSALS, exc)
+        if refusal is None:
+            return None
+        return ApiError(refusal[0], refusal[1], str(exc), exc.headers)
     status = errors.lookup(HTTP_STATUS, exc)
     code = errors.error_code(exc)
     if status is None or code is None:
@@ -171,7 +240,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    for kind in (OSError, ValueError, SnapshotError):
+    for kind in (ServiceRefusal, OSError, ValueError, SnapshotError):
         app.add_exception_handler(kind, _unexpected)
     app.add_exception_handler(Exception, _unexpected)
 
@@ -180,17 +249,19 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for the error statuses an endpoint can return (every one has the same shape)."""
     descriptions = {
         400: "Bad path, pattern or parameter",
-        401: "Missing or unknown bearer token",
-        403: "Not allowed: a read-only file or workspace, or a path outside it",
+        401: "Missing, unknown, revoked or expired bearer token",
+        403: "Not allowed: a read-only file or workspace, a path outside it, or a token's scope",
         404: "No such agent, session, file or snapshot",
         409: "Exists, not empty, or a conflicting change",
         412: "If-Match did not match the current content",
         413: "Body or file too large for this request",
         405: "Method not allowed here (see the Allow header)",
         422: "Invalid request body",
+        429: "Too many requests for this token (see the Retry-After header)",
         501: "Not offered by this session's storage",
     }
-    every = sorted({400, 401, 404, 422, *statuses})  # any request can be malformed, unauthenticated or lost
+    # any request can be malformed, unauthenticated, beyond its token's scope or rate, or lost
+    every = sorted({400, 401, 403, 404, 422, 429, *statuses})
     return {s: {"model": _error_model(), "description": descriptions[s]} for s in every}
 
 
@@ -198,61 +269,3 @@ def _error_model() -> Any:
     from workspacefs.server._models import ErrorResponse  # noqa: PLC0415 - keeps this module model-free
 
     return ErrorResponse
-
-
-class BodyLimit:
-    """ASGI middleware: refuse (413) a non-streaming request body over ``max_bytes`` before reading it all.
-
-    Raw uploads (``application/octet-stream``) are exempt; the upload endpoints count those themselves.
-    """
-
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-        headers = {k.lower(): v for k, v in scope.get("headers", [])}
-        if headers.get(b"content-type", b"").split(b";")[0].strip().lower() == b"application/octet-stream":
-            await self.app(scope, receive, send)
-            return
-        declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
-            return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body += message.get("body", b"")
-            if len(body) > self.max_bytes:
-                await self._refuse(send)
-                return
-            if not message.get("more_body", False):
-                break
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, send: Send) -> None:
-        payload = json.dumps(
-            _body("too_large", f"Request body exceeds {self.max_bytes} bytes; upload large files as octet-stream")
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})

@@ -17,11 +17,11 @@ from starlette.convertors import Convertor, register_url_convertor
 from workspacefs.errors import PreconditionFailedError, UnsupportedOperationError
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, strict_path_pattern
 from workspacefs.protocol import ByteWriter
+from workspacefs.server._auth import Reader, Writer
 from workspacefs.server._errors import ApiError, error_responses
 from workspacefs.server._models import CreateFileRequest, FileList, FileModel, UpdateFileRequest
 from workspacefs.server._service import (
     AgentId,
-    CallerDep,
     ServedFilesystem,
     ServiceDep,
     SessionId,
@@ -176,7 +176,7 @@ def _listing(fs: ServedFilesystem, session_id: str, norm: str) -> JSONResponse:
 
 
 @router.get("", response_model=FileList, responses=error_responses(404), summary="List the root directory")
-async def list_root(*, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep) -> JSONResponse:
+async def list_root(*, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep) -> JSONResponse:
     """The root directory's entries."""
 
     def work() -> JSONResponse:
@@ -205,7 +205,7 @@ def _read(fs: ServedFilesystem, session_id: str, norm: str, raw: bool) -> Respon
 
 @router.get("/{path:wsfs_path}", responses=_READ_RESPONSES, summary="Read a file or list a directory")
 async def read(
-    *, request: Request, path: AnyPath, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, request: Request, path: AnyPath, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep
 ) -> Response:
     """A file as JSON (text or base64 content), its raw bytes, or a directory as ``{"data": [...]}``."""
     raw = wants_raw(request)
@@ -235,9 +235,7 @@ def _create_json(fs: ServedFilesystem, session_id: str, norm: str, body: CreateF
     data = decode_content(body.content or "", body.encoding)
     if body.is_readonly:
         _require_flags(fs)
-    fs.write_bytes(norm, data, mode="create")
-    if body.is_readonly:
-        fs.set_read_only(norm)
+    fs.create_bytes(norm, data, read_only=body.is_readonly)  # the file and its flag appear together
     return _json(file_model(session_id, fs.stat(norm), data), status=201, headers=etag(content_id_of(data)))
 
 
@@ -250,7 +248,7 @@ def _create_json(fs: ServedFilesystem, session_id: str, norm: str, body: CreateF
     summary="Create a file or directory",
 )
 async def create(
-    *, request: Request, path: TargetPath, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, request: Request, path: TargetPath, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep
 ) -> JSONResponse:
     """Create a file (JSON ``content`` or a raw body) or, with ``is_directory``, a directory; parents are
     created as needed. 409 if something is already there."""
@@ -273,19 +271,18 @@ async def create(
 def _update_json(
     fs: ServedFilesystem, session_id: str, norm: str, body: UpdateFileRequest, tags: list[str] | None
 ) -> JSONResponse:
+    """Content and flag in one conditional step: a failed If-Match (or anything else) changes neither."""
     data = None if body.content is None else decode_content(body.content, body.encoding)
     if body.is_readonly is not None:
         _require_flags(fs)
     expect = _resolve_expect(fs, norm, tags)
-    if body.is_readonly is False:
-        fs.set_read_only(norm, False)
-    if data is not None:
-        with _explained(fs, norm, expect):
-            fs.write_bytes_if(norm, data, expect=expect)
-    elif expect != "*" and fs.content_id(norm) != expect:
-        raise ApiError(412, "precondition_failed", f"The file changed since you read it: {norm}")
-    if body.is_readonly:
-        fs.set_read_only(norm, True)
+    with _explained(fs, norm, expect):
+        if data is not None:  # is_readonly False also lets this write replace a read-only file
+            fs.write_bytes_if(norm, data, expect=expect, read_only=body.is_readonly)
+        elif body.is_readonly is not None:
+            fs.set_read_only_if(norm, body.is_readonly, expect=expect)
+        elif expect != "*" and fs.content_id(norm) != expect:
+            raise ApiError(412, "precondition_failed", f"The file changed since you read it: {norm}")
     try:
         version = fs.open_versioned(norm)
     except IsADirectoryError:
@@ -308,7 +305,7 @@ async def update(
     path: TargetPath,
     agent_id: AgentId,
     session_id: SessionId,
-    who: CallerDep,
+    who: Writer,
     running: ServiceDep,
     if_match: IfMatch = None,
 ) -> JSONResponse:
@@ -349,7 +346,7 @@ async def delete(
     path: ExistingPath,
     agent_id: AgentId,
     session_id: SessionId,
-    who: CallerDep,
+    who: Writer,
     running: ServiceDep,
     recursive: Recursive = False,
     if_match: IfMatch = None,

@@ -9,15 +9,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
 
 from workspacefs.paths import strict_path_pattern
 
 __all__ = [
+    "AdminTokenRequest",
     "AgentList",
+    "AgentTokenRequest",
+    "ApprovalList",
+    "ApprovalModel",
     "CreateFileRequest",
     "CreateSessionRequest",
     "CreateSnapshotRequest",
+    "CreatedToken",
+    "DecisionRequest",
     "DiffResponse",
     "ErrorBody",
     "ErrorResponse",
@@ -30,10 +36,16 @@ __all__ = [
     "GrepRequest",
     "GrepResponse",
     "PathRequest",
+    "PolicyModel",
+    "PolicyRuleModel",
+    "PolicyView",
     "SessionList",
     "SessionModel",
+    "SessionPolicyModel",
     "SnapshotList",
     "SnapshotModel",
+    "TokenList",
+    "TokenModel",
     "TransferRequest",
     "UpdateFileRequest",
 ]
@@ -258,3 +270,133 @@ class DiffResponse(BaseModel):
     modified: list[str]
     deleted: list[str]
     unchanged_count: int
+
+
+ScopeName = Literal["read", "write", "admin"]
+
+
+def _whole_number(value: Any) -> Any:
+    """A JSON number with no fraction (``5``, ``5.0``), never ``true`` or ``"5"``, as JSON Schema's ``integer``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a whole number")  # pydantic reports a ValueError as a 422
+    return value
+
+
+_WHOLE = BeforeValidator(_whole_number)
+
+
+class TokenModel(BaseModel):
+    """A token's record (never its secret): the agent it acts for (``null``: every agent), its scope, when it
+    expires (``null``: never) and its requests per minute (``null``: the service's default, ``0``: none)."""
+
+    id: str
+    agent_id: str | None
+    scope: ScopeName
+    label: str | None
+    created_at: datetime
+    expires_at: datetime | None
+    rate_limit: int | None
+    policy: PolicyView | None = None
+    """The token's own policy (``null``: none; its session's policy applies either way)."""
+
+
+class CreatedToken(TokenModel):
+    """A new token: ``token`` is its secret, shown only in this answer (only its hash is stored)."""
+
+    token: str
+
+
+class TokenList(BaseModel):
+    """Every token, oldest first."""
+
+    data: list[TokenModel]
+
+
+class PolicyRuleModel(_Request):
+    """One rule: ``action`` for ``operations`` on paths matching the glob ``pattern`` (the first match decides)."""
+
+    action: Literal["allow", "deny", "ask"]
+    operations: Annotated[list[Literal["read", "write", "delete", "exec"]], Field(min_length=1, max_length=4)]
+    pattern: Annotated[
+        str, Field(min_length=1, max_length=1000, pattern=r"^[^\x00-\x1f\x7f]*[^/\x00-\x1f\x7f\s][^\x00-\x1f\x7f]*$")
+    ]
+    """A glob on workspace paths (``**/.env``, ``.git/**``); without a ``/`` it matches names anywhere."""
+    reason: Annotated[str, Field(max_length=500)] | None = None
+
+
+class PolicyModel(_Request):
+    """A path policy: ``rules`` in order, then (``include_default``) the default policy's rules."""
+
+    rules: Annotated[list[PolicyRuleModel], Field(max_length=500)] = []
+    include_default: StrictBool = True
+
+
+class PolicyView(BaseModel):
+    """A policy as it applies: every rule in order (the default ones included where they were)."""
+
+    rules: list[PolicyRuleModel]
+
+
+class SessionPolicyModel(BaseModel):
+    """The rules a session's requests are checked against (a token's own policy applies after them)."""
+
+    source: Literal["session", "service"]
+    """``session``: set for this session; ``service``: the service's policy (none was set)."""
+    rules: list[PolicyRuleModel]
+
+
+class ApprovalModel(BaseModel):
+    """A request held for a person's decision: ``operation`` on ``paths`` (matched by the rule ``pattern``)."""
+
+    id: str
+    agent_id: str
+    session_id: str
+    token_id: str | None
+    operation: str
+    target: str
+    paths: list[str]
+    pattern: str
+    reason: str | None
+    detail: str | None
+    status: Literal["pending", "approved", "denied", "expired"]
+    created_at: datetime
+    expires_at: datetime
+    decided_at: datetime | None
+
+
+class ApprovalList(BaseModel):
+    """Approvals, oldest first."""
+
+    data: list[ApprovalModel]
+
+
+class DecisionRequest(_Request):
+    """``approve``: let the held request go on; ``false``: refuse it (the caller gets 403 saying so)."""
+
+    approve: StrictBool
+
+
+class _TokenOptions(_Request):
+    label: Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_unicode)] | None = None
+    expires_in: (
+        Annotated[int, Field(ge=1, le=10 * 366 * 86400, description="Seconds until it expires"), _WHOLE] | None
+    ) = None
+    rate_limit: Annotated[int, Field(ge=0, le=1_000_000, description="Requests per minute; 0: none"), _WHOLE] | None = (
+        None
+    )
+    policy: PolicyModel | None = None
+    """The token's own path policy, checked after its session's (both must allow)."""
+
+
+class AgentTokenRequest(_TokenOptions):
+    """A ``read`` or ``write`` token for one agent, or (``agent_id`` absent) for every agent."""
+
+    agent_id: Annotated[str, Field(pattern=ID_PATTERN)] | None = None
+    scope: Literal["read", "write"] = "write"
+
+
+class AdminTokenRequest(_TokenOptions):
+    """An ``admin`` token: every agent, and token management."""
+
+    scope: Literal["admin"]
+    agent_id: None = None

@@ -1,8 +1,8 @@
-"""What every route shares: the store, who is asking, which session they may touch, and how a file's
-metadata becomes seed 004's JSON.
+"""What every route shares: the store, which session a caller may touch, and how a file's metadata becomes
+seed 004's JSON (who the caller is: ``_auth.py``).
 
 Routes depend on protocols (``ServedFilesystem``: a snapshotable filesystem with ``ConditionalWrites``),
-never on a backend class. A session belongs to one agent (``catalog.py``).
+never on a backend class. A session belongs to one agent, and its id is that agent's (``catalog.py``).
 """
 
 from __future__ import annotations
@@ -13,33 +13,35 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
-from fastapi import Depends, Header, Path, Request
+from fastapi import Depends, Path, Request
 
 from workspacefs.backends.sql import SqlFilesystem, SqlStore
 from workspacefs.errors import InvalidPathError, error_code
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, basename, strict_path
-from workspacefs.protocol import ConditionalWrites, SnapshotableFilesystem
-from workspacefs.results import FileStat
+from workspacefs.policy import Policy
+from workspacefs.protocol import BytesLike, ConditionalWrites, SnapshotableFilesystem
+from workspacefs.quota import Quota
+from workspacefs.results import FileStat, WriteResult
 from workspacefs.search import text_or_base64
+from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalStore
+from workspacefs.server._auth import Caller
 from workspacefs.server._errors import ApiError
+from workspacefs.server._limits import DEFAULT_RATE_LIMIT, RateLimiter
 from workspacefs.server._models import ID_PATTERN, FileModel, SessionModel
 from workspacefs.server.catalog import DEFAULT_AGENT, CatalogEntry, SessionCatalog
-from workspacefs.server.tokens import TokenInfo, TokenStore
+from workspacefs.server.tokens import TokenStore
 
 __all__ = [
     "DEFAULT_AGENT",
     "AgentId",
-    "Caller",
     "ServedFilesystem",
     "Service",
     "SessionId",
-    "caller",
     "decode_content",
     "file_model",
     "known_query_only",
@@ -49,8 +51,6 @@ __all__ = [
     "wire_path",
 ]
 
-OWNER_CACHE_SECONDS = 5.0
-"""How long a session's owner is remembered without asking the database (like tokens: seconds)."""
 T = TypeVar("T")
 
 AgentId = Annotated[str, Path(pattern=ID_PATTERN, description="Agent id")]
@@ -60,94 +60,85 @@ _EPOCH = datetime.fromtimestamp(0, UTC)
 
 
 class ServedFilesystem(SnapshotableFilesystem, ConditionalWrites, Protocol):
-    """What the REST API needs of a session's filesystem: the protocols, plus two conveniences every
-    ``BaseFilesystem`` has (``set_read_only`` only where ``capabilities.file_read_only``)."""
+    """What the REST API needs of a session's filesystem: the protocols, plus what every ``BaseFilesystem``
+    has (the read-only flag only where ``capabilities.file_read_only``; content and flag change together)."""
 
     def list_stats(self, path: str = ".") -> Sequence[FileStat]:
         """The metadata of a directory's entries, sorted by name."""
         ...
 
-    def set_read_only(self, path: str, read_only: bool = True) -> None:
-        """Mark a file read-only, or writable again."""
+    def set_read_only_if(self, path: str, read_only: bool, *, expect: str) -> None:
+        """Set a file's read-only flag only over content id ``expect`` (``"*"``: any existing file)."""
         ...
 
-
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who is asking: a token's record, or ``None`` when the service runs without auth."""
-
-    token: TokenInfo | None
-
-    def allows(self, agent_id: str) -> bool:
-        """True if the caller may see ``agent_id``'s sessions."""
-        return self.token is None or self.token.allows(agent_id)
+    def create_bytes(self, path: str, content: BytesLike, *, read_only: bool = False) -> WriteResult:
+        """Create a new file (parents too), read-only from the start if asked."""
+        ...
 
 
 class Service:
     """The state of one running service."""
 
-    def __init__(self, store: SqlStore, *, auth: bool, max_upload_bytes: int, db_threads: int = 8) -> None:
+    def __init__(
+        self,
+        store: SqlStore,
+        *,
+        auth: bool,
+        max_upload_bytes: int,
+        rate_limit: int = DEFAULT_RATE_LIMIT,
+        db_threads: int = 8,
+        policy: Policy | None = None,
+        approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+        quota: Quota | None = None,
+    ) -> None:
         self.store = store
         self.catalog = SessionCatalog(store)
         self.tokens = TokenStore(store)
         self.auth = auth
         self.max_upload_bytes = max_upload_bytes
+        self.rate_limits = RateLimiter(rate_limit)
         # Few threads on purpose: many Python threads fighting for the GIL starve the event loop that
         # parses every request. SQLite writes one at a time anyway; PostgreSQL waits release the GIL.
         self.limiter = anyio.CapacityLimiter(db_threads)
-        self._owners: dict[str, tuple[float, str]] = {}
+        self.policy = Policy.default() if policy is None else policy.with_approver(None)
+        """The rules of sessions without their own policy."""
+        # a request waiting for a decision holds a thread: half of them stay free for everything else
+        self.approvals = ApprovalStore(store, timeout=approval_timeout, max_pending=max(1, db_threads // 2))
+        self.quota = quota
+        """The limits of each session's storage (``None``: none)."""
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """Run blocking (database) work in the service's thread pool."""
         return await anyio.to_thread.run_sync(function, *args, limiter=self.limiter)
 
     def session(self, who: Caller, agent_id: str, session_id: str) -> CatalogEntry:
-        """A session the caller may see, else 404 (never 403: existence must not leak across agents)."""
-        info = self.catalog.get(session_id) if who.allows(agent_id) else None
-        if info is None or info.agent_id != agent_id:
+        """A session the caller may see, else 404 (never 403: existence must not leak across agents).
+
+        Looked up on every request (one indexed statement), never cached: a deleted session is gone at once,
+        in every process, and an id can never lead to a session of another agent."""
+        info = self.catalog.get(agent_id, session_id) if who.allows(agent_id) else None
+        if info is None:
             raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
-        self._owners[session_id] = (time.monotonic() + OWNER_CACHE_SECONDS, agent_id)
         return info
 
-    def forget(self, session_id: str) -> None:
-        """Drop a deleted session from the ownership cache."""
-        self._owners.pop(session_id, None)
-
     def filesystem(self, who: Caller, agent_id: str, session_id: str) -> ServedFilesystem:
-        """The filesystem of a session the caller may see (404 otherwise).
-
-        Which agent owns a session is cached for a few seconds: it never changes while the session lives,
-        and the file operations themselves find nothing once a session is deleted.
-        """
-        cached = self._owners.get(session_id)
-        if cached is None or cached[0] < time.monotonic() or cached[1] != agent_id or not who.allows(agent_id):
-            if len(self._owners) > 100_000:
-                self._owners.clear()
-            self.session(who, agent_id, session_id)
-        return SqlFilesystem(self.store, session_id, create=False)
+        """The filesystem of a session the caller may see (404 otherwise), seen through the session's policy
+        (or the service's) and then the token's own, with ``ask`` held for a person (``_approvals.py``)."""
+        entry = self.session(who, agent_id, session_id)
+        storage = SqlFilesystem(self.store, entry.storage_id, create=False, quota=self.quota)
+        token_id = who.token.token_id if who.token is not None else None
+        approve = self.approvals.approver(agent_id=entry.agent_id, session_id=entry.session_id, token_id=token_id)
+        rules = self.approvals.session_policy(entry.storage_id) or self.policy
+        served: ServedFilesystem = rules.with_approver(approve).guard(storage)
+        if who.token is not None and who.token.policy is not None:
+            served = Policy.from_dict(who.token.policy, approve=approve).guard(served)
+        return served
 
 
 def service(request: Request) -> Service:
     """The running service (a FastAPI dependency)."""
     found: Service = request.app.state.workspacefs
     return found
-
-
-async def caller(
-    request: Request,
-    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-) -> Caller:
-    """Authenticate the bearer token (a FastAPI dependency): 401 without a valid one, unless auth is off."""
-    running = service(request)
-    if not running.auth:
-        return Caller(None)
-    if not authorization or not authorization.lower().startswith("bearer "):
-        raise ApiError(401, "unauthorized", "Send 'Authorization: Bearer <token>' (workspacefs token create)")
-    secret = authorization[7:].strip()
-    info = await running.run(running.tokens.verify, secret) if secret.isascii() else None
-    if info is None:
-        raise ApiError(401, "unauthorized", "Unknown or revoked token")
-    return Caller(info)
 
 
 _QUERY_NAMES: dict[int, frozenset[str]] = {}
@@ -180,7 +171,6 @@ async def known_query_only(request: Request) -> None:
         )
 
 
-CallerDep = Annotated[Caller, Depends(caller)]
 ServiceDep = Annotated[Service, Depends(service)]
 
 

@@ -15,6 +15,7 @@ from fastapi.responses import Response
 
 from workspacefs.errors import SnapshotNotFoundError
 from workspacefs.results import FilesystemSnapshot
+from workspacefs.server._auth import Reader, Writer
 from workspacefs.server._errors import ApiError, error_responses
 from workspacefs.server._models import (
     ID_PATTERN,
@@ -29,7 +30,6 @@ from workspacefs.server._models import (
 )
 from workspacefs.server._service import (
     AgentId,
-    CallerDep,
     ServedFilesystem,
     ServiceDep,
     SessionId,
@@ -48,15 +48,15 @@ Against = Annotated[str | None, Query(pattern=ID_PATTERN, description="Compare w
 
 
 @router.get("/agents", response_model=AgentList, responses=error_responses(), summary="List agents")
-async def list_agents(*, who: CallerDep, running: ServiceDep) -> AgentList:
-    """Agents that have sessions; a token scoped to one agent sees only that agent."""
-    if who.token is not None and who.token.agent_id is not None:
-        return AgentList(data=[who.token.agent_id])
+async def list_agents(*, who: Reader, running: ServiceDep) -> AgentList:
+    """Agents that have sessions; a token for one agent sees only that agent."""
+    if who.agent_id is not None:
+        return AgentList(data=[who.agent_id])
     return AgentList(data=await running.run(running.catalog.agents))
 
 
 @router.get("/agents/{agent_id}/sessions", response_model=SessionList, responses=error_responses(404))
-async def list_sessions(*, agent_id: AgentId, who: CallerDep, running: ServiceDep) -> SessionList:
+async def list_sessions(*, agent_id: AgentId, who: Reader, running: ServiceDep) -> SessionList:
     """An agent's sessions, oldest first."""
     if not who.allows(agent_id):
         return SessionList(data=[])
@@ -76,8 +76,9 @@ async def list_sessions(*, agent_id: AgentId, who: CallerDep, running: ServiceDe
         }
     },
 )
-async def create_session(*, request: Request, agent_id: AgentId, who: CallerDep, running: ServiceDep) -> SessionModel:
-    """Create a session (an empty filesystem); the id is a new UUIDv7 unless the body gives one."""
+async def create_session(*, request: Request, agent_id: AgentId, who: Writer, running: ServiceDep) -> SessionModel:
+    """Create a session (an empty filesystem); the id is a new UUIDv7 unless the body gives one. Ids are the
+    agent's own: 409 only if this agent already has the id, whatever other agents have."""
     body = parse_json(CreateSessionRequest, await request.body())
     if not who.allows(agent_id):
         raise ApiError(404, "agent_not_found", f"No agent {agent_id!r}")
@@ -94,20 +95,18 @@ async def create_session(*, request: Request, agent_id: AgentId, who: CallerDep,
 
 
 @router.get(SESSION, response_model=SessionModel, responses=error_responses(404))
-async def get_session(*, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep) -> SessionModel:
+async def get_session(*, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep) -> SessionModel:
     """One session."""
     info = await running.run(running.session, who, agent_id, session_id)
     return session_model(info)
 
 
 @router.delete(SESSION, status_code=204, responses=error_responses(404))
-async def delete_session(*, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep) -> Response:
+async def delete_session(*, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep) -> Response:
     """Delete a session with all its files and snapshots."""
 
     def work() -> None:
-        running.session(who, agent_id, session_id)
-        running.forget(session_id)
-        if not running.catalog.delete(session_id):
+        if not who.allows(agent_id) or not running.catalog.delete(agent_id, session_id):
             raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
 
     await running.run(work)
@@ -153,7 +152,7 @@ def _find(fs: ServedFilesystem, snapshot_id: str) -> FilesystemSnapshot:
     },
 )
 async def create_snapshot(
-    *, request: Request, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, request: Request, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep
 ) -> SnapshotModel:
     """Capture the session's files (no content is copied), optionally with a ``tag``."""
     body = parse_json(CreateSnapshotRequest, await request.body())
@@ -166,9 +165,7 @@ async def create_snapshot(
 
 
 @router.get(SESSION + "/snapshots", response_model=SnapshotList, responses=error_responses(404))
-async def list_snapshots(
-    *, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
-) -> SnapshotList:
+async def list_snapshots(*, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep) -> SnapshotList:
     """The session's snapshots, oldest first."""
 
     def work() -> SnapshotList:
@@ -180,7 +177,7 @@ async def list_snapshots(
 
 @router.get(SESSION + "/snapshots/{snapshot_id}", response_model=SnapshotModel, responses=error_responses(404))
 async def get_snapshot(
-    *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep
 ) -> SnapshotModel:
     """One snapshot."""
 
@@ -192,7 +189,7 @@ async def get_snapshot(
 
 @router.post(SESSION + "/snapshots/{snapshot_id}/restore", response_model=SnapshotModel, responses=error_responses(404))
 async def restore_snapshot(
-    *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep
 ) -> SnapshotModel:
     """Put the session's files back as they were in the snapshot (later snapshots are kept)."""
 
@@ -211,7 +208,7 @@ async def diff_snapshot(
     snapshot_id: SnapshotId,
     agent_id: AgentId,
     session_id: SessionId,
-    who: CallerDep,
+    who: Reader,
     running: ServiceDep,
     against: Against = None,
 ) -> DiffResponse:
@@ -239,7 +236,7 @@ async def diff_snapshot(
 
 @router.delete(SESSION + "/snapshots/{snapshot_id}", status_code=204, responses=error_responses(404))
 async def delete_snapshot(
-    *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: CallerDep, running: ServiceDep
+    *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep
 ) -> Response:
     """Forget a snapshot; content only it held is collected."""
 

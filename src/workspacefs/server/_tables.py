@@ -2,7 +2,8 @@
 
 Storage (files, content, snapshots) belongs to the backend; these tables belong to the service and live
 in the same database, migrated by their own Alembic history (version table ``wsfs_service_version``),
-which runs after the storage's.
+which runs after the storage's. ``storage_sessions`` is only a view of the storage's session table, for
+joins: the service reads it and never defines it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,15 @@ import sqlalchemy as sa
 
 from workspacefs.backends.sql import SqlStore
 
-__all__ = ["metadata", "migrate_service", "session_owners", "tokens"]
+__all__ = [
+    "approvals",
+    "metadata",
+    "migrate_service",
+    "session_owners",
+    "session_policies",
+    "storage_sessions",
+    "tokens",
+]
 
 Stamp = sa.DateTime(timezone=True)
 metadata = sa.MetaData()
@@ -27,19 +36,64 @@ tokens = sa.Table(
     sa.Column("agent_id", sa.Text, nullable=True),
     sa.Column("label", sa.Text, nullable=True),
     sa.Column("created_at", Stamp, nullable=False),
+    sa.Column("scope", sa.Text, nullable=False, server_default="write"),  # read, write or admin (s0003)
+    sa.Column("expires_at", Stamp, nullable=True),
+    sa.Column("rate_limit", sa.Integer, nullable=True),  # requests per minute; NULL: the service's default
+    sa.Column("policy", sa.Text, nullable=True),  # the token's own path policy as JSON (s0004); NULL: none
 )
-"""Bearer tokens, by SHA-256 of the secret; ``agent_id`` NULL means every agent (admin)."""
+"""Bearer tokens, by SHA-256 of the secret (a unique index: verifying one is one indexed lookup);
+``agent_id`` NULL means every agent."""
 
 session_owners = sa.Table(
     "wsfs_session_owners",
     metadata,
     sa.Column("session_id", sa.Text, primary_key=True),  # wsfs_sessions.id, ON DELETE CASCADE (see s0001)
     sa.Column("agent_id", sa.Text, nullable=False),
+    sa.Column("public_id", sa.Text, nullable=False),  # the id in the URL, unique per agent (s0002)
     sa.Column("created_at", Stamp, nullable=False),
-    sa.Index("wsfs_session_owners_agent", "agent_id"),
+    sa.Index("wsfs_session_owners_public", "agent_id", "public_id", unique=True),
 )
-"""The agent each session was created for; a session without a row (made through the library) belongs to the
-agent ``default``."""
+"""The agent each session was created for, and its id under that agent (``session_id`` is the storage's id).
+A session without a row (made through the library) belongs to the agent ``default``, under its storage id."""
+
+session_policies = sa.Table(
+    "wsfs_session_policies",
+    metadata,
+    sa.Column("session_id", sa.Text, primary_key=True),  # wsfs_sessions.id, ON DELETE CASCADE (see s0004)
+    sa.Column("policy", sa.Text, nullable=False),  # Policy.to_dict() as JSON
+    sa.Column("updated_at", Stamp, nullable=False),
+)
+"""A session's path policy, set by an admin; a session without a row follows the service's policy."""
+
+approvals = sa.Table(
+    "wsfs_approvals",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("agent_id", sa.Text, nullable=False),
+    sa.Column("session_id", sa.Text, nullable=False),  # the id in the URL (public), for the prompt
+    sa.Column("token_id", sa.Text, nullable=True),  # who asked; NULL without auth
+    sa.Column("operation", sa.Text, nullable=False),
+    sa.Column("target", sa.Text, nullable=False),
+    sa.Column("paths", sa.Text, nullable=False),  # JSON list of the canonical paths the rule matched
+    sa.Column("pattern", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("detail", sa.Text, nullable=True),
+    sa.Column("status", sa.Text, nullable=False),  # pending, approved, denied or expired
+    sa.Column("created_at", Stamp, nullable=False),
+    sa.Column("expires_at", Stamp, nullable=False),
+    sa.Column("decided_at", Stamp, nullable=True),
+    sa.Column("decided_by", sa.Text, nullable=True),  # the admin token's id; NULL without auth
+    sa.Index("wsfs_approvals_status", "status", "created_at"),
+)
+"""Requests held for a person's decision (an ``ask`` rule); the waiting process polls its row."""
+
+storage_sessions = sa.table(
+    "wsfs_sessions",
+    sa.column("id", sa.Text),
+    sa.column("created_at", Stamp),
+    sa.column("updated_at", Stamp),
+)
+"""The storage's sessions, as far as the service joins them (the backend owns and migrates that table)."""
 
 _migrated: set[str] = set()
 _lock = threading.Lock()

@@ -1,36 +1,78 @@
 """``SessionCatalog``: which agent owns which session — the service's view over the storage's sessions.
 
-Storage (``SqlStore``) knows sessions only as isolated trees of files; the service adds an owner. A session
-created through the service gets an owner row in the same transaction; one created through the library
-(``SqlFilesystem(url, "id")``) has none and belongs to the agent ``default``, so a workspace made in Python
-can still be browsed in the web UI. Deleting a session removes its files, snapshots and owner together.
+Storage (``SqlStore``) knows sessions only as isolated trees of files under a storage id; the service adds
+an owner and the session's id *under that owner*, so every agent has its own namespace: agents A and B can
+both have a session ``main``, with separate files, and nothing one of them does tells whether the other's
+exists. The storage id of a new session is ``AGENT/SESSION`` (``/`` never occurs in an id of the API, so
+these cannot collide with each other); the agent ``default`` keeps its ids as they are, like the sessions
+made through the library (``SqlFilesystem(url, "id")``), which have no owner row and belong to ``default``.
+Sessions created before ids were scoped keep their storage ids (the public id). Deleting a session removes
+its files, snapshots and owner together.
 """
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from workspacefs.backends.sql import SessionInfo, SqlStore
-from workspacefs.server._tables import migrate_service, session_owners
+from workspacefs.backends.sql import SqlStore
+from workspacefs.server._tables import migrate_service, session_owners, storage_sessions
 
-__all__ = ["DEFAULT_AGENT", "CatalogEntry", "SessionCatalog"]
+__all__ = ["DEFAULT_AGENT", "CatalogEntry", "SessionCatalog", "storage_id_for"]
 
 DEFAULT_AGENT = "default"
 """The agent that owns sessions created without one."""
+MAX_STORAGE_ID = 200
+"""The longest session id the storage takes (``SqlFilesystem``)."""
+_ATTEMPTS = 4
+
+
+def storage_id_for(agent_id: str, session_id: str) -> str:
+    """Where a new session of ``agent_id`` is stored: ``AGENT/SESSION``, readable for an operator who opens it
+    with the CLI (``?session=AGENT/SESSION``); the agent ``default`` keeps the id itself, as the library does.
+    Ids too long for the storage keep a readable head and a hash of the whole."""
+    if agent_id == DEFAULT_AGENT:
+        return session_id
+    wanted = f"{agent_id}/{session_id}"
+    if len(wanted) <= MAX_STORAGE_ID:
+        return wanted
+    digest = hashlib.sha256(f"{agent_id}\0{session_id}".encode()).hexdigest()[:16]
+    return f"{agent_id[:80]}/{session_id[:80]}~{digest}"
 
 
 @dataclass(frozen=True, slots=True)
 class CatalogEntry:
-    """A session and the agent it belongs to."""
+    """A session, the agent it belongs to, and where its files are stored."""
 
     session_id: str
     agent_id: str
     created_at: datetime
     updated_at: datetime
+    storage_id: str
+    """The storage's id (``SqlFilesystem(store, storage_id)``); not the id in the URL."""
+
+
+def _utc(stamp: datetime) -> datetime:
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+
+
+def _unowned() -> Any:
+    """Storage sessions no agent was recorded for: the agent ``default``'s, under their storage id."""
+    return ~sa.exists().where(session_owners.c.session_id == storage_sessions.c.id)
+
+
+def _found(agent_id: str) -> sa.Select[Any]:
+    """The sessions of ``agent_id``: storage id, public id and times (filter further by public id)."""
+    s, o = storage_sessions.c, session_owners.c
+    owned = sa.select(s.id, o.public_id, s.created_at, s.updated_at).join(session_owners, o.session_id == s.id)
+    return owned.where(o.agent_id == agent_id)
 
 
 class SessionCatalog:
@@ -40,55 +82,98 @@ class SessionCatalog:
         self.store = store
         migrate_service(store)
 
-    def _owners(self) -> dict[str, str]:
-        with self.store.read() as connection:
-            rows = connection.execute(sa.select(session_owners.c.session_id, session_owners.c.agent_id)).all()
-        return {row.session_id: row.agent_id for row in rows}
+    def _query(self, agent_id: str, session_id: str | None) -> Any:
+        """One statement for an agent's sessions (or the one named ``session_id``): owner rows, and for the
+        agent ``default`` the storage sessions nobody owns."""
+        owned = _found(agent_id)
+        if session_id is not None:
+            owned = owned.where(session_owners.c.public_id == session_id)
+        if agent_id != DEFAULT_AGENT:
+            return owned
+        library = sa.select(
+            storage_sessions.c.id,
+            storage_sessions.c.id.label("public_id"),
+            storage_sessions.c.created_at,
+            storage_sessions.c.updated_at,
+        ).where(_unowned())
+        if session_id is not None:
+            library = library.where(storage_sessions.c.id == session_id)
+        return sa.union_all(owned, library)
 
     @staticmethod
-    def _entry(info: SessionInfo, owner: str | None) -> CatalogEntry:
-        return CatalogEntry(info.session_id, owner or DEFAULT_AGENT, info.created_at, info.updated_at)
+    def _entry(agent_id: str, row: Any) -> CatalogEntry:
+        return CatalogEntry(row.public_id, agent_id, _utc(row.created_at), _utc(row.updated_at), row.id)
+
+    def _storage_id(self, connection: Connection, agent_id: str, session_id: str) -> str | None:
+        row = connection.execute(self._query(agent_id, session_id)).first()
+        return None if row is None else str(row.id)
+
+    def _free_storage_id(self, connection: Connection, agent_id: str, session_id: str) -> str:
+        """The storage id for a new session: the usual one, or (when a library session or one made before ids
+        were scoped already holds it) the same with a random suffix — never an answer that tells anyone else's
+        session exists."""
+        wanted = storage_id_for(agent_id, session_id)
+        candidate = wanted
+        for _ in range(_ATTEMPTS):
+            if (
+                connection.execute(sa.select(storage_sessions.c.id).where(storage_sessions.c.id == candidate)).first()
+                is None
+            ):
+                return candidate
+            candidate = f"{wanted[: MAX_STORAGE_ID - 9]}~{secrets.token_hex(4)}"
+        raise FileExistsError(f"No free storage id for session {session_id!r}")
 
     def create(self, agent_id: str, session_id: str) -> CatalogEntry:
-        """A new, empty session owned by ``agent_id`` (``FileExistsError`` if the id is taken)."""
-        try:
-            with self.store.write() as connection:
-                self.store.create_session(connection, session_id)
-                connection.execute(
-                    sa.insert(session_owners).values(
-                        session_id=session_id, agent_id=agent_id, created_at=datetime.now(UTC)
+        """A new, empty session of ``agent_id`` (``FileExistsError`` only if *this agent* has that id)."""
+        for _ in range(_ATTEMPTS):
+            try:
+                with self.store.write() as connection:
+                    if self._storage_id(connection, agent_id, session_id) is not None:
+                        raise FileExistsError(f"Session {session_id!r} already exists")
+                    storage_id = self._free_storage_id(connection, agent_id, session_id)
+                    self.store.create_session(connection, storage_id)
+                    connection.execute(
+                        sa.insert(session_owners).values(
+                            session_id=storage_id,
+                            agent_id=agent_id,
+                            public_id=session_id,
+                            created_at=datetime.now(UTC),
+                        )
                     )
-                )
-        except IntegrityError:  # another request created the same id at the same moment
-            raise FileExistsError(f"Session {session_id!r} already exists") from None
-        found = self.get(session_id)
-        assert found is not None
-        return found
+            except IntegrityError:  # a concurrent request took the id or the storage row: look again
+                continue
+            found = self.get(agent_id, session_id)
+            assert found is not None
+            return found
+        raise FileExistsError(f"Session {session_id!r} already exists")
 
-    def get(self, session_id: str) -> CatalogEntry | None:
-        """A session and its owner, or ``None``."""
-        info = self.store.session(session_id)
-        if info is None:
-            return None
+    def get(self, agent_id: str, session_id: str) -> CatalogEntry | None:
+        """``agent_id``'s session ``session_id``, or ``None`` (one indexed statement)."""
         with self.store.read_once() as connection:
-            owner = connection.execute(
-                sa.select(session_owners.c.agent_id).where(session_owners.c.session_id == session_id)
-            ).scalar()
-        return self._entry(info, owner)
+            row = connection.execute(self._query(agent_id, session_id)).first()
+        return None if row is None else self._entry(agent_id, row)
 
     def sessions(self, agent_id: str) -> list[CatalogEntry]:
         """An agent's sessions, oldest first."""
-        owners = self._owners()
-        entries = (self._entry(info, owners.get(info.session_id)) for info in self.store.sessions())
-        return [entry for entry in entries if entry.agent_id == agent_id]
+        query = self._query(agent_id, None).subquery()
+        ordered = sa.select(query).order_by(query.c.created_at, query.c.public_id)
+        with self.store.read() as connection:
+            rows = connection.execute(ordered).all()
+        return [self._entry(agent_id, row) for row in rows]
 
     def agents(self) -> list[str]:
         """Every agent that has a session, sorted."""
-        owners = self._owners()
-        return sorted({owners.get(info.session_id, DEFAULT_AGENT) for info in self.store.sessions()})
+        with self.store.read() as connection:
+            owners = {r[0] for r in connection.execute(sa.select(session_owners.c.agent_id).distinct())}
+            if connection.execute(sa.select(storage_sessions.c.id).where(_unowned()).limit(1)).first() is not None:
+                owners.add(DEFAULT_AGENT)
+        return sorted(owners)
 
-    def delete(self, session_id: str) -> bool:
-        """Delete a session with its files, snapshots and owner; ``False`` if there was none."""
+    def delete(self, agent_id: str, session_id: str) -> bool:
+        """Delete ``agent_id``'s session with its files, snapshots and owner; ``False`` if it has none."""
         with self.store.write() as connection:
-            connection.execute(sa.delete(session_owners).where(session_owners.c.session_id == session_id))
-            return self.store.delete_session(session_id, connection)
+            storage_id = self._storage_id(connection, agent_id, session_id)
+            if storage_id is None:
+                return False
+            connection.execute(sa.delete(session_owners).where(session_owners.c.session_id == storage_id))
+            return self.store.delete_session(storage_id, connection)

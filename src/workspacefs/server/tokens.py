@@ -2,30 +2,52 @@
 
 A token is 32 random bytes, shown once when created; only its hash is stored, so a leaked database
 does not leak credentials. Random secrets of that size need no slow password hash: SHA-256 cannot be
-inverted and there is nothing to guess. A token is scoped to one agent, or to all (``agent_id=None``).
+inverted and there is nothing to guess. A token acts for one agent, or for all (``agent_id=None``), with a
+scope (``read``, ``write`` or ``admin``), an optional expiry and an optional rate limit of its own.
+
+Verifying a token is one lookup by the unique index on its hash, with no cache in front of it: a token
+revoked by any process (the CLI, another server) is refused by every process from the next request on.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
-import threading
-import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any
 
 import sqlalchemy as sa
 
 from workspacefs.backends.sql import SqlStore
+from workspacefs.policy import Policy
 from workspacefs.server._tables import migrate_service, tokens
 
-__all__ = ["TOKEN_PREFIX", "TokenInfo", "TokenStore", "hash_token"]
+__all__ = ["TOKEN_PREFIX", "Scope", "TokenInfo", "TokenStore", "hash_token"]
 
 TOKEN_PREFIX = "wsfs_"  # noqa: S105 - a prefix, not a secret
 """Every secret starts with this, so a token pasted in the wrong place is recognisable (and greppable)."""
-_CACHE_SECONDS = 5.0
-"""How long a verified token is trusted without asking the database again (revocation takes this long)."""
+_BY_HASH = sa.select(tokens).where(tokens.c.token_hash == sa.bindparam("b_hash"))
+
+
+class Scope(StrEnum):
+    """What a token may do, each scope including the one before it."""
+
+    READ = "read"
+    """Read files, listings, sessions, snapshots and diffs; nothing that changes anything."""
+    WRITE = "write"
+    """Also create, change and delete files, snapshots (restore too) and sessions of its agents."""
+    ADMIN = "admin"
+    """Also manage tokens; always for every agent."""
+
+    def covers(self, needed: Scope) -> bool:
+        """True if this scope includes ``needed``."""
+        order = (Scope.READ, Scope.WRITE, Scope.ADMIN)
+        return order.index(self) >= order.index(needed)
 
 
 def hash_token(secret: str) -> str:
@@ -33,18 +55,35 @@ def hash_token(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def _utc(stamp: datetime | None) -> datetime | None:
+    return stamp if stamp is None or stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+
+
 @dataclass(frozen=True, slots=True)
 class TokenInfo:
-    """A token's record (never its secret): ``agent_id`` ``None`` means it may act for every agent."""
+    """A token's record (never its secret). New rights (a path policy, …) become new fields here and columns
+    of ``wsfs_tokens``, read in :meth:`TokenStore._info`."""
 
     token_id: str
     agent_id: str | None
+    """The agent it acts for; ``None``: every agent."""
     label: str | None
     created_at: datetime
+    scope: Scope = Scope.WRITE
+    expires_at: datetime | None = None
+    """When it stops working; ``None``: never."""
+    rate_limit: int | None = None
+    """Requests per minute; ``None``: the service's default; ``0``: unlimited."""
+    policy: Mapping[str, Any] | None = None
+    """The token's own path policy (``Policy.to_dict()`` form), applied after its session's; ``None``: none."""
 
     def allows(self, agent_id: str) -> bool:
         """True if this token may see ``agent_id``'s sessions."""
         return self.agent_id is None or self.agent_id == agent_id
+
+    def expired(self, now: datetime | None = None) -> bool:
+        """True once ``expires_at`` has passed."""
+        return self.expires_at is not None and self.expires_at <= (now or datetime.now(UTC))
 
 
 class TokenStore:
@@ -53,13 +92,40 @@ class TokenStore:
     def __init__(self, store: SqlStore) -> None:
         self._store = store
         migrate_service(store)
-        self._cache: dict[str, tuple[float, TokenInfo | None]] = {}
-        self._lock = threading.Lock()
 
-    def create(self, *, agent_id: str | None, label: str | None = None) -> tuple[str, TokenInfo]:
-        """A new token: its secret (show it once; it is not stored) and its record."""
+    def create(
+        self,
+        *,
+        agent_id: str | None,
+        label: str | None = None,
+        scope: Scope | str | None = None,
+        expires_in: timedelta | None = None,
+        expires_at: datetime | None = None,
+        rate_limit: int | None = None,
+        policy: Mapping[str, Any] | None = None,
+    ) -> tuple[str, TokenInfo]:
+        """A new token: its secret (show it once; it is not stored) and its record.
+
+        ``scope`` defaults to ``write`` for one agent and ``admin`` for every agent (what such tokens could do
+        before scopes existed); ``admin`` needs ``agent_id=None``, since it can mint tokens for any agent.
+        ``policy`` (``Policy.from_dict`` form, checked here) restricts every request of the token further.
+        """
+        policy = Policy.from_dict(policy).to_dict() if policy is not None else None
+        chosen = Scope(scope) if scope is not None else (Scope.WRITE if agent_id is not None else Scope.ADMIN)
+        if chosen is Scope.ADMIN and agent_id is not None:
+            raise ValueError("An admin token manages tokens of every agent: it cannot be limited to one agent")
+        if rate_limit is not None and rate_limit < 0:
+            raise ValueError("rate_limit is a number of requests per minute (0: unlimited)")
+        if expires_in is not None:
+            if expires_at is not None:
+                raise ValueError("Give expires_in or expires_at, not both")
+            if expires_in <= timedelta(0):
+                raise ValueError("expires_in must be positive")
+            expires_at = datetime.now(UTC) + expires_in
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        info = TokenInfo(str(uuid.uuid4()), agent_id, label, datetime.now(UTC))
+        info = TokenInfo(
+            str(uuid.uuid4()), agent_id, label, datetime.now(UTC), chosen, _utc(expires_at), rate_limit, policy
+        )
         with self._store.write() as connection:
             connection.execute(
                 sa.insert(tokens).values(
@@ -68,37 +134,47 @@ class TokenStore:
                     agent_id=agent_id,
                     label=label,
                     created_at=info.created_at,
+                    scope=info.scope.value,
+                    expires_at=info.expires_at,
+                    rate_limit=rate_limit,
+                    policy=json.dumps(policy) if policy is not None else None,
                 )
             )
         return secret, info
 
+    @staticmethod
+    def _info(row: Any) -> TokenInfo:
+        return TokenInfo(
+            row.id,
+            row.agent_id,
+            row.label,
+            _utc(row.created_at) or row.created_at,
+            Scope(row.scope),
+            _utc(row.expires_at),
+            row.rate_limit,
+            json.loads(row.policy) if row.policy is not None else None,
+        )
+
     def list(self) -> list[TokenInfo]:
         """Every token, oldest first."""
         with self._store.read() as connection:
-            rows = connection.execute(sa.select(tokens).order_by(tokens.c.created_at)).all()
-        return [TokenInfo(r.id, r.agent_id, r.label, r.created_at) for r in rows]
+            rows = connection.execute(sa.select(tokens).order_by(tokens.c.created_at, tokens.c.id)).all()
+        return [self._info(r) for r in rows]
+
+    def get(self, token_id: str) -> TokenInfo | None:
+        """One token's record by id, or ``None``."""
+        with self._store.read_once() as connection:
+            row = connection.execute(sa.select(tokens).where(tokens.c.id == token_id)).first()
+        return None if row is None else self._info(row)
 
     def revoke(self, token_id: str) -> bool:
-        """Delete a token by id; ``False`` if there was none."""
+        """Delete a token by id; ``False`` if there was none. Every process refuses it from then on."""
         with self._store.write() as connection:
             gone = connection.execute(sa.delete(tokens).where(tokens.c.id == token_id).returning(tokens.c.id)).first()
-        with self._lock:
-            self._cache.clear()
         return gone is not None
 
     def verify(self, secret: str) -> TokenInfo | None:
-        """The record of a presented secret, or ``None``; answers are cached for a few seconds."""
-        digest = hash_token(secret)
-        now = time.monotonic()
-        with self._lock:
-            cached = self._cache.get(digest)
-        if cached is not None and cached[0] > now:
-            return cached[1]
+        """The record of a presented secret (expired ones too: see :meth:`TokenInfo.expired`), or ``None``."""
         with self._store.read_once() as connection:
-            row = connection.execute(sa.select(tokens).where(tokens.c.token_hash == digest)).first()
-        info = None if row is None else TokenInfo(row.id, row.agent_id, row.label, row.created_at)
-        with self._lock:
-            if len(self._cache) > 10_000:  # a flood of wrong tokens must not grow memory without bound
-                self._cache.clear()
-            self._cache[digest] = (now + _CACHE_SECONDS, info)
-        return info
+            row = connection.execute(_BY_HASH, {"b_hash": hash_token(secret)}).first()
+        return None if row is None else self._info(row)

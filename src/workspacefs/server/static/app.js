@@ -41,12 +41,16 @@
     return sessionUrl(encoded ? `/fs/${encoded}` : "/fs");
   }
 
-  async function api(method, url, { json, headers = {}, raw = false } = {}) {
+  // `json` sends a (small) JSON body; `bytes` sends content raw, which the service streams whatever its size.
+  async function api(method, url, { json, bytes, headers = {}, raw = false } = {}) {
     const init = { method, headers: { ...headers } };
     if (state.token) init.headers.Authorization = `Bearer ${state.token}`;
     if (json !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(json);
+    } else if (bytes !== undefined) {
+      init.headers["Content-Type"] = "application/octet-stream";
+      init.body = bytes;
     }
     if (raw) init.headers.Accept = "application/octet-stream";
     const response = await fetch(url, init);
@@ -315,11 +319,13 @@
   async function save({ force = false } = {}) {
     const file = state.file;
     const headers = force ? {} : { "If-Match": file.etag };
+    const text = $("editor").value;
     try {
+      // raw bytes, not JSON: JSON bodies are capped at a few MiB, a raw upload streams at any size
       const { body, response } = await api("PUT", fsUrl(file.path), {
-        json: { content: $("editor").value, encoding: "text" }, headers,
+        bytes: new TextEncoder().encode(text), headers,
       });
-      showFile(body, response.headers.get("ETag"));
+      showFile({ ...body, content: text, encoding: "text" }, response.headers.get("ETag"));
       status(`Saved ${file.path}`);
       await listDirectory(state.cwd);
     } catch (error) {
@@ -509,10 +515,62 @@
       sessionStorage.setItem("wsfs-token", state.token);
       dialog.close();
       tokenDialogOpen = false;
+      if (!approvalsAllowed) { approvalsAllowed = true; pollApprovals(); }
       start().catch(fail);
     });
     $("token-cancel").addEventListener("click", () => { dialog.close(); tokenDialogOpen = false; });
     dialog.addEventListener("cancel", () => { tokenDialogOpen = false; });
+  }
+
+  // --- approvals ----------------------------------------------------------------------------------
+  // A request an `ask` rule of the path policy covers waits in the service until an admin decides. An
+  // admin's browser polls for such requests (its own saves included) and asks the person at the screen.
+
+  const APPROVAL_POLL_MS = 1500;
+  let approvalsAllowed = true;
+  let approvalShown = "";
+
+  async function pendingApprovals() {
+    const headers = state.token ? { Authorization: `Bearer ${state.token}` } : {};
+    const response = await fetch("/v1/approvals", { headers });
+    if (response.status === 401 || response.status === 403) {
+      approvalsAllowed = false; // not an admin token: someone else decides
+      return [];
+    }
+    if (!response.ok) return [];
+    return (await response.json()).data;
+  }
+
+  async function decideApproval(approval, approve) {
+    try {
+      await api("POST", `/v1/approvals/${encodeURIComponent(approval.id)}`, { json: { approve } });
+      status(`${approve ? "Approved" : "Denied"}: ${approval.operation} ${approval.target}`);
+    } catch (error) {
+      fail(error);
+    }
+  }
+
+  async function showApproval(approval) {
+    approvalShown = approval.id;
+    const more = approval.paths.length > 1 ? ` (${approval.paths.length} paths)` : "";
+    $("approval-text").textContent =
+      `Agent ${approval.agent_id}, session ${approval.session_id}, wants to ${approval.operation} ${approval.target}${more}.`;
+    $("approval-reason").textContent =
+      `${approval.reason || "Protected path"} (rule ${approval.pattern})${approval.detail ? `: ${approval.detail}` : ""}`;
+    const approve = await modal($("approval-dialog"), $("approval-approve"), $("approval-deny"), () => true, false);
+    await decideApproval(approval, approve);
+    approvalShown = "";
+  }
+
+  async function pollApprovals() {
+    if (!approvalsAllowed) return;
+    try {
+      if (!approvalShown) {
+        const waiting = await pendingApprovals();
+        if (waiting.length) showApproval(waiting[0]).catch(fail);
+      }
+    } catch (_) { /* the next poll tries again */ }
+    setTimeout(pollApprovals, APPROVAL_POLL_MS);
   }
 
   // --- wiring -------------------------------------------------------------------------------------
@@ -587,4 +645,5 @@
   bind();
   takeTokenFromLocation();
   start().catch(fail);
+  pollApprovals();
 })();
