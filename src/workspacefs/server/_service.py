@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 import time
 import uuid
@@ -28,7 +29,7 @@ from workspacefs.protocol import BytesLike, ConditionalWrites, SnapshotableFiles
 from workspacefs.quota import Quota
 from workspacefs.results import FileStat, WriteResult
 from workspacefs.search import text_or_base64
-from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalStore
+from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalStore, stored_policy
 from workspacefs.server._auth import Caller
 from workspacefs.server._errors import ApiError
 from workspacefs.server._limits import DEFAULT_RATE_LIMIT, RateLimiter
@@ -131,7 +132,8 @@ class Service:
         rules = self.approvals.session_policy(entry.storage_id) or self.policy
         served: ServedFilesystem = rules.with_approver(approve).guard(storage)
         if who.token is not None and who.token.policy is not None:
-            served = Policy.from_dict(who.token.policy, approve=approve).guard(served)
+            own = stored_policy(json.dumps(who.token.policy, sort_keys=True))
+            served = own.with_approver(approve).guard(served)
         return served
 
 
