@@ -232,7 +232,7 @@ def test_migrations_are_applied_and_idempotent(fast_tmp: Path) -> None:
     migrate(url)
     engine = sa.create_engine(url)
     with engine.connect() as connection:
-        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0002"
+        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0003"
     engine.dispose()
 
 
@@ -269,6 +269,43 @@ def test_a_database_at_an_older_revision_upgrades_with_its_data(fast_tmp: Path) 
     assert [(info.label, info.scope) for info in TokenStore(store).list()] == [("kept", "write")]
     assert catalog.delete("bot-7", "owned") and catalog.get("bot-7", "owned") is None
     store.close()
+
+
+def test_inline_content_survives_a_downgrade_and_an_upgrade(fast_tmp: Path) -> None:
+    from importlib import resources
+
+    from alembic import command
+    from alembic.config import Config
+
+    url = f"sqlite:///{fast_tmp / f'inline-{next(_ids)}.db'}"
+    store = SqlStore(url)
+    fs = new_session(store)
+    fs.write_bytes("small.txt", b"small content")
+    fs.write_bytes("empty.txt", b"")
+    fs.write_bytes("big.bin", b"b" * (300 * 1024))
+    session = fs.session_id
+    store.close()
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("workspacefs.backends.sql") / "migrations"))
+    engine = sa.create_engine(url)
+    with engine.connect() as connection, connection.begin():
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0002")  # inline content moves into chunk rows, the column goes
+        columns = [c["name"] for c in sa.inspect(connection).get_columns("wsfs_blobs")]
+        assert "data" not in columns
+        listed = connection.exec_driver_sql("SELECT count(*) FROM wsfs_blob_chunks").scalar()
+        assert listed == 1 + 2  # small.txt's one chunk and big.bin's two; empty content has none
+        command.upgrade(config, "head")
+    engine.dispose()
+    SqlStore._migrated.discard(url)
+    reopened = SqlFilesystem(SqlStore(url), session)
+    assert reopened.read_bytes("small.txt").content == b"small content"
+    assert reopened.read_bytes("empty.txt").content == b""
+    assert reopened.read_bytes("big.bin").content == b"b" * (300 * 1024)
+    reopened.write_bytes("small.txt", b"small content, appended", mode="overwrite")
+    reopened.write_bytes("small.txt", b"!", mode="append")
+    assert reopened.read_bytes("small.txt").content == b"small content, appended!"
+    reopened.store.close()
 
 
 def test_a_new_database_keeps_service_tables_out_of_storage(fast_tmp: Path) -> None:

@@ -24,15 +24,18 @@ from sqlalchemy.exc import IntegrityError
 from workspacefs import errors
 from workspacefs.backends._core import too_big
 from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
+from workspacefs.backends.sql import _hot as hot
+from workspacefs.backends.sql._hot import Checked, release_statements
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
+    blobs,
     chunks,
     session_files,
     snapshot_entries,
     snapshots,
 )
-from workspacefs.backends.sql._store import SqlStore
+from workspacefs.backends.sql._store import SqlStore, inline_blob_id
 from workspacefs.backends.sql._streams import NO_BASE, AppendBase, BlobReader, FinishedUpload, UploadWriter
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import (
@@ -118,6 +121,10 @@ class _Raced(Exception):  # noqa: N818 - a signal to retry, not an error anyone 
     """A concurrent writer created the row this transaction meant to create."""
 
 
+class _NoParent(Exception):  # noqa: N818 - a signal, not an error anyone sees
+    """The parent row is missing or not a directory: the write rolls back and finds out which."""
+
+
 _RETRIES = 5
 
 
@@ -143,6 +150,15 @@ class SqlFilesystem(BaseFilesystem):
         self._owns_store = isinstance(store, str)
         self._store = SqlStore(store) if isinstance(store, str) else store
         self._session = session_id
+        driver, dialect = self._store.driver, self._store.dialect
+        self._sql_row = driver.sql(hot.ROW)
+        self._sql_children = driver.sql(hot.CHILDREN)
+        self._sql_read = driver.sql(hot.READ)
+        self._sql_rows_for_write = driver.sql(hot.ROWS_FOR_WRITE[dialect])
+        self._sql_chunks_of_file = driver.sql(hot.CHUNKS_OF_FILE)
+        self._sql_put_inline = driver.sql(hot.PUT_INLINE[dialect])
+        self._sql_insert_file = driver.sql(hot.INSERT_FILE)
+        self._sql_update_file = driver.sql(hot.UPDATE_FILE)
         if create:  # a caller that knows the session exists (the service) skips this write
             with self._store.write() as connection:
                 self._store.ensure_session(connection, session_id)
@@ -233,7 +249,7 @@ class SqlFilesystem(BaseFilesystem):
             self._store.release(connection, [existing.blob_id])
 
     def _check_writable_file(
-        self, row: Row[Any] | None, path: str, mode: WriteMode, *, unlocking: bool = False
+        self, row: Row[Any] | Checked | None, path: str, mode: WriteMode, *, unlocking: bool = False
     ) -> None:
         """Refuse a write the row does not allow (``unlocking``: the same write clears the read-only flag)."""
         if row is None:
@@ -248,30 +264,43 @@ class SqlFilesystem(BaseFilesystem):
     # --- primitives -------------------------------------------------------------------------------------
 
     def _stat(self, path: str) -> FileStat:
-        with self._store.read() as connection:
-            row = self._row(connection, path)
+        return self._stat_of(self._row_tuple(path))
+
+    def _row_tuple(self, path: str) -> Sequence[Any]:
+        """The row at ``path`` (:data:`_hot.ROW`), from one statement."""
+        with self._store.driver.statement() as tx:
+            cursor = tx.run(self._sql_row, (self._session, path))
+            tx.sync()
+            row = cursor.fetchone()
         if row is None:
             raise errors.file_not_found(path)
-        return _file_stat(row)
+        return row  # type: ignore[no-any-return]
 
-    def _children(self, path: str, query: Any) -> Sequence[Row[Any]]:
-        """A directory's child rows by ``query``, from one read (errors as for a listing)."""
-        with self._store.read() as connection:
-            row = self._row(connection, path)
-            if row is None:
-                raise errors.file_not_found(path)
-            if not row.is_directory:
-                raise errors.not_a_directory(path)
-            return connection.execute(query, {"b_session": self._session, "b_path": path}).all()
+    def _stat_of(self, row: Sequence[Any]) -> FileStat:
+        """A :data:`_hot.ROW`-shaped row as a ``FileStat``."""
+        stamp = self._store.driver.stamp
+        directory = bool(row[1])
+        return FileStat(row[0], not directory, directory, row[4], stamp(row[5]), stamp(row[6]), bool(row[2]))
+
+    def _children(self, path: str) -> list[Any]:
+        """A directory's child rows (:data:`_hot.CHILDREN`), from one statement (errors as for a listing)."""
+        with self._store.driver.statement() as tx:
+            cursor = tx.run(self._sql_children, (self._session, path, path))
+            tx.sync()
+            rows = cursor.fetchall()
+        own = [r for r in rows if r[0] == path]
+        if not own:
+            raise errors.file_not_found(path)
+        if not own[0][1]:
+            raise errors.not_a_directory(path)
+        return [r for r in rows if r[0] != path]
 
     def _list_stats(self, path: str) -> Sequence[FileStat]:
-        return tuple(_file_stat(child) for child in self._children(path, _CHILD_ROWS))
+        stat_of = self._stat_of
+        return tuple(stat_of(child) for child in self._children(path))
 
     def _list_dir(self, path: str) -> Sequence[FileEntry]:
-        return tuple(
-            FileEntry(c.name, c.path, not c.is_directory, c.is_directory, None if c.is_directory else c.size_bytes)
-            for c in self._children(path, _CHILDREN)
-        )
+        return tuple(FileEntry(c[7], c[0], not c[1], bool(c[1]), None if c[1] else c[4]) for c in self._children(path))
 
     def _file_row(self, connection: Connection, path: str) -> Row[Any]:
         row = self._row(connection, path)
@@ -282,7 +311,27 @@ class SqlFilesystem(BaseFilesystem):
         return row
 
     def _open_reader(self, path: str) -> ByteReader:
-        return self._open_row_reader(path)[1]
+        content = self._open_content(path, _INLINE_VERSIONED)
+        if isinstance(content, bytes):
+            return StreamReader(path, io.BytesIO(content), len(content))
+        return content
+
+    def _read_small(self, path: str, limit: int) -> tuple[Sequence[Any], bytes | None]:
+        """A file's row and, if it is at most ``limit`` bytes, its content: one statement."""
+        with self._store.driver.statement() as tx:
+            cursor = tx.run(self._sql_read, (limit, self._session, path))
+            tx.sync()
+            rows = cursor.fetchall()
+        if not rows:
+            raise errors.file_not_found(path)
+        row = rows[0]
+        if row[1]:
+            raise errors.is_a_directory(path)
+        if row[4] > limit:
+            return row, None
+        if row[7] is not None:  # inline
+            return row, bytes(row[7])
+        return row, b"".join(bytes(r[8]) for r in rows if r[8] is not None)
 
     def _open_row_reader(self, path: str) -> tuple[Row[Any], ByteReader]:
         """A file's row and a reader of exactly the content that row names (one snapshot of both)."""
@@ -292,22 +341,18 @@ class SqlFilesystem(BaseFilesystem):
         try:
             connection.begin()
             row = self._file_row(connection, path)
-            hashes = self._store.chunk_hashes(connection, row.blob_id)
+            hashes, inline = self._store.blob_parts(connection, row.blob_id)
         except BaseException:
             connection.close()
             raise
+        if inline is not None:
+            connection.close()
+            return row, StreamReader(path, io.BytesIO(inline), len(inline))
         return row, StreamReader(path, BlobReader(self._store, connection, hashes, row.size_bytes), row.size_bytes)
 
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
-        with self._store.read_once() as connection:  # one statement: the row and its chunks together
-            rows = connection.execute(_ROW_WITH_CONTENT, {"b_session": self._session, "b_path": path}).all()
-        if not rows:
-            raise errors.file_not_found(path)
-        if rows[0].is_directory:
-            raise errors.is_a_directory(path)
-        if rows[0].size_bytes > inline_limit:
-            return self._open_reader(path)
-        return b"".join(bytes(r.data) for r in rows if r.data is not None)
+        _, data = self._read_small(path, inline_limit)
+        return data if data is not None else self._open_row_reader(path)[1]
 
     def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:
         with self._store.read() as connection:
@@ -316,9 +361,7 @@ class SqlFilesystem(BaseFilesystem):
             self._check_writable_file(row, path, mode)
             base = NO_BASE
             if mode == "append" and row is not None:
-                hashes = self._store.chunk_hashes(connection, row.blob_id)
-                tail = self._store.read_chunk(connection, hashes[-1]) if hashes and row.size_bytes % CHUNK_SIZE else b""
-                full = hashes if not tail else hashes[:-1]
+                full, tail = self._tail(connection, row)
                 base = AppendBase(row.blob_id, full, tail, row.size_bytes)
         return self._uploader(path, mode, base)
 
@@ -344,10 +387,15 @@ class SqlFilesystem(BaseFilesystem):
                 self._put_file(connection, path, blob_id, upload.size, existing=row, mode=mode, read_only=read_only)
             except _Raced:
                 raise ConcurrentChangeError(path, "Another writer created the file meanwhile; write it again") from None
+            # the content may already have been stored inline: then the chunks just uploaded are unused
+            self._store.drop_unused_chunks(connection, upload.hashes)
 
     def _write_content(
         self, path: str, data: bytes, mode: WriteMode, *, expect: str | None = None, read_only: bool | None = None
     ) -> None:
+        if mode != "append" and len(data) <= CHUNK_SIZE:
+            self._write_small(path, data, mode, expect, read_only)
+            return
         for attempt in range(_RETRIES):
             try:
                 with self._store.write() as connection:
@@ -365,12 +413,54 @@ class SqlFilesystem(BaseFilesystem):
                 if attempt == _RETRIES - 1:
                     raise ConcurrentChangeError(path, "Too many concurrent writers; try again") from None
 
+    def _tail(self, connection: Connection, row: Row[Any]) -> tuple[list[str], bytes]:
+        """A file's full chunks and the partial content after them (all of it when it is inline)."""
+        hashes, inline = self._store.blob_parts(connection, row.blob_id)
+        if inline is not None:
+            return [], inline
+        if hashes and row.size_bytes % CHUNK_SIZE:
+            return hashes[:-1], self._store.read_chunk(connection, hashes[-1])
+        return hashes, b""
+
+    def _write_small(self, path: str, data: bytes, mode: WriteMode, expect: str | None, read_only: bool | None) -> None:
+        """A whole write of at most one chunk, in two batches: lock and check the rows while the content is
+        stored inline, then point the file at it, collect what it replaced and commit."""
+        driver = self._store.driver
+        session, above, blob_id, now = self._session, parent(path), inline_blob_id(data), driver.now()
+        keys = (session, above, session, path) if driver.postgres else (session, above, path)
+        for _ in range(_RETRIES):
+            try:
+                with driver.transaction(write=True) as tx:
+                    found = tx.run(self._sql_rows_for_write, keys)
+                    old_chunks = tx.run(self._sql_chunks_of_file, (session, path))
+                    tx.run(self._sql_put_inline, (blob_id, len(data), data))
+                    tx.sync()
+                    rows = {r[0]: Checked(r[0], bool(r[1]), bool(r[2]), r[3]) for r in found.fetchall()}
+                    if above not in rows or not rows[above].is_directory:
+                        raise _NoParent
+                    row = rows.get(path)
+                    _check_expected(row, path, expect)
+                    self._check_writable_file(row, path, mode, unlocking=read_only is False)
+                    if row is None:
+                        values = (session, path, above, basename(path), False, bool(read_only), blob_id, len(data))
+                        tx.run(self._sql_insert_file, (*values, now, now))
+                    else:
+                        tx.run(self._sql_update_file, (blob_id, len(data), now, read_only, session, path))
+                        if row.blob_id is not None and row.blob_id != blob_id:
+                            hashes = [r[0] for r in old_chunks.fetchall()]
+                            tx.guard([(driver.sql(q), p) for q, p in release_statements([row.blob_id], hashes)])
+                return
+            except _NoParent:
+                with self._store.read() as connection:
+                    self._parent_dir(connection, path)  # raises the error that fits (or the parent is back)
+            except driver.integrity_error:  # another writer created the file after the rows were locked
+                if mode == "create":
+                    raise errors.file_exists(path) from None
+        raise ConcurrentChangeError(path, "Too many concurrent writers; try again")
+
     def _appended(self, connection: Connection, row: Row[Any], data: bytes) -> tuple[str, int]:
         """The blob of a file's content plus ``data``: only its last, partial chunk is cut again."""
-        hashes = self._store.chunk_hashes(connection, row.blob_id)
-        tail = b""
-        if hashes and row.size_bytes % CHUNK_SIZE:
-            tail = self._store.read_chunk(connection, hashes.pop())
+        hashes, tail = self._tail(connection, row)
         joined = tail + data
         hashes += [
             self._store.put_chunk(connection, joined[i : i + CHUNK_SIZE]) for i in range(0, len(joined), CHUNK_SIZE)
@@ -503,18 +593,18 @@ class SqlFilesystem(BaseFilesystem):
         literal = required_literal(pattern.pattern)
         if literal is None or len(literal) < 3:
             return self._iter_files(base)
+        content = sa.func.coalesce(blobs.c.data, chunks.c.data)  # inline, or the file's one chunk
         contains: Any
         if self._store.dialect == "postgresql":
-            contains = sa.text("position(:literal in wsfs_chunks.data) > 0").bindparams(
-                sa.bindparam("literal", literal, type_=sa.LargeBinary)
-            )
+            contains = sa.func.position(sa.bindparam("literal", literal, type_=sa.LargeBinary).op("IN")(content)) > 0
         else:
-            contains = sa.func.instr(chunks.c.data, sa.bindparam("literal", literal, type_=sa.LargeBinary)) > 0
+            contains = sa.func.instr(content, sa.bindparam("literal", literal, type_=sa.LargeBinary)) > 0
         in_scope = sa.and_(F.c.session_id == self._session, _subtree(base), F.c.is_directory.is_(False))
         small = (
             sa.select(F.c.path)
-            .join(blob_chunks, sa.and_(blob_chunks.c.blob_id == F.c.blob_id, blob_chunks.c.seq == 0))
-            .join(chunks, chunks.c.hash == blob_chunks.c.chunk_hash)
+            .join(blobs, blobs.c.id == F.c.blob_id)
+            .outerjoin(blob_chunks, sa.and_(blob_chunks.c.blob_id == F.c.blob_id, blob_chunks.c.seq == 0))
+            .outerjoin(chunks, chunks.c.hash == blob_chunks.c.chunk_hash)
             .where(in_scope, F.c.size_bytes <= CHUNK_SIZE, contains)
         )
         large = sa.select(F.c.path).where(in_scope, F.c.size_bytes > CHUNK_SIZE)
@@ -527,29 +617,17 @@ class SqlFilesystem(BaseFilesystem):
     # --- compare-and-set: one transaction checks the version and commits -----------------------------
 
     def _content_id(self, path: str) -> str:
-        with self._store.read_once() as connection:
-            row = connection.execute(_ROW, {"b_session": self._session, "b_path": path}).first()
-        if row is None:
-            raise errors.file_not_found(path)
-        if row.is_directory:
+        row = self._row_tuple(path)
+        if row[1]:
             raise errors.is_a_directory(path)
-        return str(row.blob_id)  # a blob's id is its content id (the same hash every backend computes)
+        return str(row[3])  # a blob's id is its content id (the same hash every backend computes)
 
     def _open_versioned(self, path: str) -> VersionedContent:
-        key = {"b_session": self._session, "b_path": path, "b_limit": _INLINE_VERSIONED}
-        with self._store.read_once() as connection:  # one statement: the row and, if small, its chunks
-            rows = connection.execute(_ROW_WITH_SMALL_CONTENT, key).all()
-        if not rows:
-            raise errors.file_not_found(path)
-        row = rows[0]
-        if row.is_directory:
-            raise errors.is_a_directory(path)
-        if row.size_bytes > _INLINE_VERSIONED:
-            row, reader = self._open_row_reader(path)
-        else:
-            data = b"".join(bytes(r.data) for r in rows if r.data is not None)
-            reader = StreamReader(path, io.BytesIO(data), len(data))
-        return VersionedContent(_file_stat(row), str(row.blob_id), reader)
+        row, data = self._read_small(path, _INLINE_VERSIONED)  # one statement: the row and, if small, content
+        if data is None:
+            full, reader = self._open_row_reader(path)
+            return VersionedContent(_file_stat(full), str(full.blob_id), reader)
+        return VersionedContent(self._stat_of(row), str(row[3]), StreamReader(path, io.BytesIO(data), len(data)))
 
     def write_bytes_if(
         self, path: str, content: BytesLike, *, expect: str, read_only: bool | None = None
@@ -688,19 +766,26 @@ class SqlFilesystem(BaseFilesystem):
         return row
 
     def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
+        """Put back the snapshot's rows, touching only the rows that differ from it (set-based: the database
+        compares the two sets; unchanged rows are neither deleted nor rewritten)."""
+        snapshot_id = str(snapshot.snapshot_id)
+        same = sa.and_(*[E.c[c].is_not_distinct_from(F.c[c]) for c in _ENTRY_COLUMNS])
+        kept = sa.exists().where(E.c.snapshot_id == snapshot_id, same)
+        changed = sa.and_(F.c.session_id == self._session, F.c.path != ROOT, ~kept)
         with self._store.write() as connection:
             self._own_snapshot(connection, snapshot)
-            released = self._blobs_below(connection, ROOT)
-            connection.execute(sa.delete(F).where(F.c.session_id == self._session, F.c.parent == ROOT))
+            released = [r[0] for r in connection.execute(sa.select(F.c.blob_id).where(changed).distinct())]
+            connection.execute(sa.delete(F).where(changed))  # a removed directory's rows cascade
+            present = sa.exists().where(F.c.session_id == self._session, F.c.path == E.c.path)
             connection.execute(
                 sa.insert(F).from_select(
                     ["session_id", *_ENTRY_COLUMNS],
                     sa.select(sa.literal(self._session), *[E.c[c] for c in _ENTRY_COLUMNS])
-                    .where(E.c.snapshot_id == str(snapshot.snapshot_id), E.c.path != ROOT)
-                    .order_by(E.c.path),
+                    .where(E.c.snapshot_id == snapshot_id, E.c.path != ROOT, ~present)
+                    .order_by(E.c.path),  # parents before children
                 )
             )
-            self._store.release(connection, released)
+            self._store.release(connection, [b for b in released if b])
 
     def _manifest(self, snapshot: FilesystemSnapshot | None) -> Mapping[str, Fingerprint]:
         with self._store.read() as connection:
@@ -739,7 +824,7 @@ class SqlFilesystem(BaseFilesystem):
         return f"SqlFilesystem({self._store.dialect}, session={self._session!r}{flags})"
 
 
-def _check_expected(row: Row[Any] | None, path: str, expect: str | None) -> None:
+def _check_expected(row: Row[Any] | Checked | None, path: str, expect: str | None) -> None:
     """Compare-and-set: refuse unless the row holds the content the caller expects."""
     if expect is None:
         return

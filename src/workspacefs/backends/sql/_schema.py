@@ -66,7 +66,10 @@ blobs = sa.Table(
     sa.Column("id", sa.Text, primary_key=True),
     sa.Column("size", sa.BigInteger, nullable=False),
     sa.Column("chunk_count", sa.Integer, nullable=False),
+    sa.Column("data", sa.LargeBinary, nullable=True),
 )
+"""``data`` holds content of at most one chunk written whole (``chunk_count`` 0): a small file is one row
+here, not a chunk row plus a chunk list. Larger or streamed content is listed in ``blob_chunks``."""
 
 uploads = sa.Table(
     "wsfs_uploads",

@@ -25,6 +25,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
+from workspacefs.backends.sql._driver import Driver
+from workspacefs.backends.sql._hot import PUT_INLINE, release_statements
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
@@ -77,32 +79,9 @@ _CHUNK_EXISTS = sa.select(chunks.c.hash).where(chunks.c.hash == _HASH)
 _BLOB_EXISTS = sa.select(blobs.c.id).where(blobs.c.id == _BLOB)
 _CHUNK_DATA = sa.select(chunks.c.data).where(chunks.c.hash == _HASH)
 _CHUNK_HASHES = sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.blob_id == _BLOB).order_by(blob_chunks.c.seq)
-_BLOB_DATA = (
-    sa.select(chunks.c.data)
-    .join(blob_chunks, blob_chunks.c.chunk_hash == chunks.c.hash)
-    .where(blob_chunks.c.blob_id == _BLOB)
-    .order_by(blob_chunks.c.seq)
-)
+_INLINE_DATA = sa.select(blobs.c.data).where(blobs.c.id == _BLOB)
 _INSERT_BLOB_CHUNKS = sa.insert(blob_chunks)
 _SESSION_BY_ID = sa.select(sessions).where(sessions.c.id == sa.bindparam("b_id"))
-_DELETE_UNUSED_BLOB = (
-    sa.delete(blobs)
-    .where(
-        blobs.c.id == _BLOB,
-        ~sa.exists().where(session_files.c.blob_id == blobs.c.id),
-        ~sa.exists().where(snapshot_entries.c.blob_id == blobs.c.id),
-    )
-    .returning(blobs.c.id)
-)
-_DELETE_UNUSED_CHUNKS = (
-    sa.delete(chunks)
-    .where(
-        chunks.c.hash.in_(sa.bindparam("b_hashes", expanding=True)),
-        ~sa.exists().where(blob_chunks.c.chunk_hash == chunks.c.hash),
-        ~sa.exists().where(uploads.c.chunk_hash == chunks.c.hash),
-    )
-    .returning(chunks.c.hash)
-)
 
 
 def _utc(stamp: datetime) -> datetime:
@@ -162,6 +141,8 @@ class SqlStore:
             self.engine = sa.create_engine(
                 self.url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True
             )
+        self.driver = Driver(self.engine, self.dialect, pool_size=pool_size)
+        """The hot paths' own connections (driver-level statements; see :mod:`._driver`)."""
         insert = self.insert
         self._insert_chunk = sa.insert(chunks)
         self._upsert_chunk = insert(chunks).on_conflict_do_update(
@@ -300,7 +281,7 @@ class SqlStore:
                 for r in connection.execute(sa.select(uploads.c.chunk_hash).where(uploads.c.upload_id == upload_id))
             ]
             self.finish_upload(connection, upload_id)
-            self._drop_chunks(connection, hashes)
+            self.drop_unused_chunks(connection, hashes)
 
     def put_chunk(self, connection: Connection, data: bytes) -> str:
         """Store a chunk unless an identical one exists; return its hash.
@@ -329,7 +310,11 @@ class SqlStore:
         return blob_id
 
     def put_content(self, connection: Connection, data: bytes) -> str:
-        """Store whole content (cut at fixed offsets) and return its blob id."""
+        """Store whole content and return its blob id: inline up to one chunk, else cut at fixed offsets."""
+        if len(data) <= CHUNK_SIZE:
+            blob_id = inline_blob_id(data)
+            connection.exec_driver_sql(self.driver.sql(PUT_INLINE[self.dialect]), (blob_id, len(data), data))
+            return blob_id
         hashes = [self.put_chunk(connection, data[i : i + CHUNK_SIZE]) for i in range(0, len(data), CHUNK_SIZE)]
         return self.register_blob(connection, hashes, len(data))
 
@@ -343,9 +328,13 @@ class SqlStore:
             raise OSError(5, "Content is missing from the store", digest)
         return bytes(data)
 
-    def read_blob(self, connection: Connection, blob_id: str) -> bytes:
-        """A whole blob's bytes (callers keep this for small files)."""
-        return b"".join(bytes(r[0]) for r in connection.execute(_BLOB_DATA, {"b_blob": blob_id}))
+    def blob_parts(self, connection: Connection, blob_id: str) -> tuple[list[str], bytes | None]:
+        """A blob's chunk hashes in order, or its inline content (then no hashes)."""
+        hashes = self.chunk_hashes(connection, blob_id)
+        if hashes:
+            return hashes, None
+        data = connection.execute(_INLINE_DATA, {"b_blob": blob_id}).scalar()
+        return [], None if data is None else bytes(data)
 
     # --- garbage collection ---------------------------------------------------------------------------
 
@@ -370,19 +359,17 @@ class SqlStore:
             return
 
     def _collect(self, connection: Connection, blob_ids: Sequence[str]) -> None:
-        orphans: set[str] = set()
-        for blob_id in blob_ids:
-            hashes = self.chunk_hashes(connection, blob_id)
-            if connection.execute(_DELETE_UNUSED_BLOB, {"b_blob": blob_id}).first() is not None:
-                orphans.update(hashes)
-        self._drop_unused_chunks(connection, orphans)
+        hashes = connection.execute(
+            sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.blob_id.in_(blob_ids)).distinct()
+        ).scalars()
+        for sql, params in release_statements(blob_ids, list(hashes)):
+            connection.exec_driver_sql(self.driver.sql(sql), params)
 
     def _drop_unused_chunks(self, connection: Connection, hashes: Iterable[str]) -> None:
-        wanted = sorted(set(hashes))
-        for start in range(0, len(wanted), 500):  # bounded IN lists
-            connection.execute(_DELETE_UNUSED_CHUNKS, {"b_hashes": wanted[start : start + 500]})
+        for sql, params in release_statements([], list(hashes)):
+            connection.exec_driver_sql(self.driver.sql(sql), params)
 
-    def _drop_chunks(self, connection: Connection, hashes: Iterable[str]) -> None:
+    def drop_unused_chunks(self, connection: Connection, hashes: Iterable[str]) -> None:
         """Delete the chunks among ``hashes`` nothing uses (in a savepoint on PostgreSQL, as above)."""
         if self.dialect != "postgresql":
             self._drop_unused_chunks(connection, hashes)
@@ -411,17 +398,32 @@ class SqlStore:
             return len(connection.execute(orphaned.returning(chunks.c.hash)).all())
 
     def content_stats(self) -> dict[str, int]:
-        """Rows and bytes of stored content (for tests and monitoring)."""
+        """Rows and bytes of stored content (for tests and monitoring); inline content counts as a chunk."""
         with self.read() as connection:
             chunk_rows, chunk_bytes = connection.execute(
                 sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(chunks.c.size), 0))
             ).one()
+            inline_rows, inline_bytes = connection.execute(
+                sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(blobs.c.size), 0)).where(
+                    blobs.c.data.is_not(None)
+                )
+            ).one()
             blob_rows = connection.execute(sa.select(sa.func.count()).select_from(blobs)).scalar_one()
-        return {"chunks": int(chunk_rows), "chunk_bytes": int(chunk_bytes), "blobs": int(blob_rows)}
+        return {
+            "chunks": int(chunk_rows) + int(inline_rows),
+            "chunk_bytes": int(chunk_bytes) + int(inline_bytes),
+            "blobs": int(blob_rows),
+        }
 
     def close(self) -> None:
         """Release every pooled connection."""
+        self.driver.close()
         self.engine.dispose()
+
+
+def inline_blob_id(data: bytes) -> str:
+    """The blob id (content id) of content of at most one chunk: the same as if it were chunked."""
+    return blob_id_for([hashlib.sha256(data).hexdigest()] if data else [], len(data))
 
 
 def blob_id_for(hashes: Sequence[str], size: int) -> str:

@@ -1,0 +1,196 @@
+"""Driver-level transactions for the SQL backend's hot paths: small writes, reads, stats and listings.
+
+SQLAlchemy Core spends 30 to 60 µs compiling, executing and wrapping each statement, and its pool adds a
+``SELECT 1`` (pre-ping) and isolation changes per checkout: more than SQLite takes to run the statement,
+and several PostgreSQL round trips. So the operations a workspace does thousands of times run prebuilt SQL
+text on the DBAPI connection: SQLite in autocommit mode with explicit ``BEGIN IMMEDIATE``; PostgreSQL
+(psycopg 3) in pipeline mode, so a transaction's statements travel together and only :meth:`Tx.sync`
+waits for the server (a small write is two round trips, a read one). Everything else still goes through
+SQLAlchemy on the same tables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.engine import Engine
+
+__all__ = ["Driver", "Tx"]
+
+
+class Tx:
+    """Statements of one transaction (or one autocommit statement) on a DBAPI connection.
+
+    :meth:`run` queues a statement and returns its cursor; its rows are readable after :meth:`sync`
+    (SQLite runs each statement at once, so ``sync`` costs nothing there).
+    """
+
+    __slots__ = ("_connection", "_pending", "_pipeline", "guarded", "syncs")
+
+    def __init__(self, connection: Any, pipeline: Any) -> None:
+        self._connection = connection
+        self._pipeline = pipeline
+        self._pending = False
+        self.syncs = 0
+        self.guarded = False
+
+    def guard(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Run statements that may lose a race on a foreign key (collecting content another transaction
+        is starting to use): if they fail, the transaction commits without them (PostgreSQL savepoint;
+        SQLite's writers run one at a time, so nothing can race there)."""
+        if self._pipeline is None:
+            for sql, params in statements:
+                self.run(sql, params)
+            return
+        self.run("SAVEPOINT wsfs_guard")
+        for sql, params in statements:
+            self.run(sql, params)
+        self.run("RELEASE SAVEPOINT wsfs_guard")
+        self.guarded = True
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Queue (PostgreSQL) or run (SQLite) one statement; its cursor."""
+        cursor = self._connection.cursor()
+        cursor.execute(sql, params)
+        self._pending = True
+        return cursor
+
+    def sync(self, *, force: bool = False) -> None:
+        """Wait for every queued statement's result (one round trip on PostgreSQL; none if nothing is
+        queued, unless ``force``: after an error, to bring the pipeline back to a clean state)."""
+        if self._pipeline is not None and (self._pending or force):
+            self._pending = False
+            self.syncs += 1
+            self._pipeline.sync()
+
+
+class Driver:
+    """DBAPI connections of a store's engine, pooled here, handing out :class:`Tx` objects.
+
+    ``sql`` turns statement text written with ``?`` placeholders into the driver's style.
+    """
+
+    def __init__(self, engine: Engine, dialect: str, *, pool_size: int) -> None:
+        self._engine = engine
+        self.postgres = dialect == "postgresql"
+        self._idle: list[tuple[Any, Any]] = []
+        self._pipelines: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._pool_size = pool_size
+        self.integrity_error: type[Exception] = engine.dialect.dbapi.IntegrityError  # type: ignore[union-attr]
+        """The driver's ``IntegrityError`` (a constraint refused a statement)."""
+        self.syncs = 0
+        """Round trips waited for so far (PostgreSQL; tests count them per operation)."""
+
+    def sql(self, text: str) -> str:
+        """``text`` with the driver's placeholder style (``?`` for sqlite3, ``%s`` for psycopg)."""
+        return text.replace("?", "%s") if self.postgres else text
+
+    def now(self) -> Any:
+        """A timestamp as this database stores it (SQLite: the text SQLAlchemy writes and reads back)."""
+        stamp = datetime.now(UTC)
+        return stamp if self.postgres else stamp.replace(tzinfo=None).isoformat(" ", "microseconds")
+
+    def stamp(self, value: Any) -> datetime:
+        """A stored timestamp as an aware UTC ``datetime``."""
+        stamp: datetime = datetime.fromisoformat(value) if isinstance(value, str) else value
+        return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+
+    def _connect(self) -> tuple[Any, Any]:
+        proxy = self._engine.raw_connection()  # the engine's connect hooks (SQLite pragmas) have run
+        connection: Any = proxy.driver_connection
+        proxy.detach()
+        if not self.postgres:
+            return connection, None
+        connection.autocommit = True  # transactions are explicit: BEGIN travels in the first batch
+        entered = connection.pipeline()  # held for the connection's life (collecting it would leave the mode)
+        self._pipelines[id(connection)] = entered
+        return connection, entered.__enter__()
+
+    def _checkout(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._connect()
+
+    def _checkin(self, held: tuple[Any, Any]) -> None:
+        with self._lock:
+            if len(self._idle) < self._pool_size:
+                self._idle.append(held)
+                return
+        self._discard(held)
+
+    def _discard(self, held: tuple[Any, Any]) -> None:
+        self._pipelines.pop(id(held[0]), None)
+        with contextlib.suppress(Exception):  # a broken connection is being thrown away anyway
+            held[0].close()
+
+    @contextmanager
+    def transaction(self, *, write: bool) -> Iterator[Tx]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        held = self._checkout()
+        tx = Tx(held[0], held[1])
+        try:
+            tx.run("BEGIN IMMEDIATE" if write and not self.postgres else "BEGIN")
+            yield tx
+            try:
+                tx.run("COMMIT")
+                tx.sync()
+            except self.integrity_error:
+                if not tx.guarded:
+                    raise
+                with contextlib.suppress(Exception):
+                    tx.sync(force=True)  # the aborted rest of the batch
+                tx.run("ROLLBACK TO SAVEPOINT wsfs_guard")  # keep the content that lost the race
+                tx.run("COMMIT")
+                tx.sync()
+        except BaseException:
+            self._recover(held, tx)
+            raise
+        finally:
+            self.syncs += tx.syncs
+        self._checkin(held)
+
+    @contextmanager
+    def statement(self) -> Iterator[Tx]:
+        """Autocommit statements (one statement is atomic and sees one snapshot): no BEGIN, no COMMIT."""
+        held = self._checkout()
+        tx = Tx(held[0], held[1])
+        try:
+            yield tx
+            tx.sync()
+        except BaseException:
+            self._recover(held, tx)
+            raise
+        finally:
+            self.syncs += tx.syncs
+        self._checkin(held)
+
+    def _recover(self, held: tuple[Any, Any], tx: Tx) -> None:
+        """Roll back after a failure and keep the connection if it is healthy, else close it."""
+        connection, pipeline = held
+        try:
+            if pipeline is not None:
+                with contextlib.suppress(Exception):  # the error that matters is already raised
+                    pipeline.sync()  # collect what was queued (an aborted pipeline raises here)
+                if connection.pgconn.transaction_status != 0:  # not idle: inside a (failed) transaction
+                    tx.run("ROLLBACK")
+                    pipeline.sync()
+            elif connection.in_transaction:
+                connection.execute("ROLLBACK")
+        except Exception:  # no way back: drop the connection
+            self._discard(held)
+            return
+        self._checkin(held)
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for held in idle:
+            self._discard(held)

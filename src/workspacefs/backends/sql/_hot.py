@@ -1,0 +1,123 @@
+"""The SQL text of the hot paths (run by :mod:`._driver`), written once with ``?`` placeholders.
+
+Each read is one statement; a small write is one batch that locks the rows it checks and stores the
+content, then one batch that points the file at it, collects what it replaced and commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+__all__ = [
+    "CHILDREN",
+    "CHUNKS_OF_FILE",
+    "DELETE_BLOB",
+    "DELETE_CHUNKS",
+    "INSERT_FILE",
+    "PUT_INLINE",
+    "READ",
+    "ROW",
+    "ROWS_FOR_WRITE",
+    "UPDATE_FILE",
+    "Checked",
+    "release_statements",
+]
+
+ROW = (
+    "SELECT f.path, f.is_directory, f.is_readonly, f.blob_id, f.size_bytes, f.created_at, f.updated_at"
+    " FROM wsfs_files f WHERE f.session_id = ? AND f.path = ?"
+)
+"""One row: path, is_directory, is_readonly, blob_id, size_bytes, created_at, updated_at."""
+
+CHILDREN = (
+    "SELECT f.path, f.is_directory, f.is_readonly, f.blob_id, f.size_bytes, f.created_at, f.updated_at, f.name"
+    " FROM wsfs_files f WHERE f.session_id = ? AND (f.path = ? OR f.parent = ?) ORDER BY f.name"
+)
+"""A directory's own row and its children's, in one statement (the own row tells listing errors apart)."""
+
+READ = (
+    "SELECT f.path, f.is_directory, f.is_readonly, f.blob_id, f.size_bytes, f.created_at, f.updated_at,"
+    " b.data, c.data FROM wsfs_files f"
+    " LEFT JOIN wsfs_blobs b ON b.id = f.blob_id"
+    " LEFT JOIN wsfs_blob_chunks bc ON bc.blob_id = f.blob_id AND b.data IS NULL AND f.size_bytes <= ?"
+    " LEFT JOIN wsfs_chunks c ON c.hash = bc.chunk_hash"
+    " WHERE f.session_id = ? AND f.path = ? ORDER BY bc.seq"
+)
+"""A file's row and, when it is at most the given size, its content (inline, or its chunks in order)."""
+
+ROWS_FOR_WRITE = {
+    "sqlite": (
+        "SELECT f.path, f.is_directory, f.is_readonly, f.blob_id FROM wsfs_files f"
+        " WHERE f.session_id = ? AND f.path IN (?, ?)"
+    ),
+    # the parent is shared-locked (it cannot go while a child is added), the target locked for update
+    "postgresql": (
+        "WITH p AS (SELECT path, is_directory, is_readonly, blob_id FROM wsfs_files"
+        " WHERE session_id = ? AND path = ? FOR SHARE),"
+        " t AS (SELECT path, is_directory, is_readonly, blob_id FROM wsfs_files"
+        " WHERE session_id = ? AND path = ? FOR UPDATE)"
+        " SELECT * FROM p UNION ALL SELECT * FROM t"
+    ),
+}
+"""The parent's and the target's rows (path, is_directory, is_readonly, blob_id)."""
+
+CHUNKS_OF_FILE = (
+    "SELECT bc.chunk_hash FROM wsfs_files f JOIN wsfs_blob_chunks bc ON bc.blob_id = f.blob_id"
+    " WHERE f.session_id = ? AND f.path = ?"
+)
+"""The chunks the file's current content is made of (none when it is inline): what a release may free."""
+
+PUT_INLINE = {
+    "sqlite": "INSERT INTO wsfs_blobs (id, size, chunk_count, data) VALUES (?, ?, 0, ?) ON CONFLICT (id) DO NOTHING",
+    # touching an existing row locks it: a concurrent collection of it waits, then fails (and keeps it)
+    "postgresql": (
+        "INSERT INTO wsfs_blobs (id, size, chunk_count, data) VALUES (?, ?, 0, ?)"
+        " ON CONFLICT (id) DO UPDATE SET size = excluded.size"
+    ),
+}
+"""Store content of at most one chunk in its blob row (no chunk rows, no chunk list)."""
+
+INSERT_FILE = (
+    "INSERT INTO wsfs_files (session_id, path, parent, name, is_directory, is_readonly, blob_id, size_bytes,"
+    " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+UPDATE_FILE = (
+    "UPDATE wsfs_files SET blob_id = ?, size_bytes = ?, updated_at = ?, is_readonly = COALESCE(?, is_readonly)"
+    " WHERE session_id = ? AND path = ?"
+)
+
+DELETE_BLOB = (
+    "DELETE FROM wsfs_blobs WHERE id = ?"
+    " AND NOT EXISTS (SELECT 1 FROM wsfs_files WHERE blob_id = ?)"
+    " AND NOT EXISTS (SELECT 1 FROM wsfs_snapshot_entries WHERE blob_id = ?)"
+)
+"""Delete a blob nothing refers to (its chunk list cascades); the check and the delete are one statement."""
+
+DELETE_CHUNKS = (
+    "DELETE FROM wsfs_chunks WHERE hash IN ({marks})"
+    " AND NOT EXISTS (SELECT 1 FROM wsfs_blob_chunks WHERE chunk_hash = wsfs_chunks.hash)"
+    " AND NOT EXISTS (SELECT 1 FROM wsfs_uploads WHERE chunk_hash = wsfs_chunks.hash)"
+)
+"""Delete the listed chunks that no blob and no upload in progress uses."""
+
+_BATCH = 500
+
+
+def release_statements(blob_ids: Sequence[str], chunk_hashes: Sequence[str]) -> list[tuple[str, tuple[Any, ...]]]:
+    """The statements that collect ``blob_ids`` if unreferenced, then whichever of their chunks nothing uses."""
+    statements: list[tuple[str, tuple[Any, ...]]] = [(DELETE_BLOB, (b, b, b)) for b in blob_ids]
+    wanted = sorted(set(chunk_hashes))
+    for start in range(0, len(wanted), _BATCH):  # bounded IN lists
+        batch = tuple(wanted[start : start + _BATCH])
+        statements.append((DELETE_CHUNKS.format(marks=", ".join("?" * len(batch))), batch))
+    return statements
+
+
+class Checked(NamedTuple):
+    """A row as the write checks see it."""
+
+    path: str
+    is_directory: bool
+    is_readonly: bool
+    blob_id: str | None

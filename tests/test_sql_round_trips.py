@@ -1,0 +1,108 @@
+"""Round trips and statements per operation on PostgreSQL (counts, not times: the speed itself is in bench/).
+
+The count comes from the wire: libpq's protocol trace of the connection the operation uses, where every
+``Sync`` (extended protocol) or ``Query`` (simple protocol) sent is one wait for the server.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workspacefs import SqlFilesystem, SqlStore
+
+
+@dataclass
+class Wire:
+    round_trips: int
+    statements: int
+
+
+@pytest.fixture(scope="module")
+def pg_store(postgres_url: str) -> Iterator[SqlStore]:
+    store = SqlStore(postgres_url)
+    yield store
+    store.close()
+
+
+def on_the_wire(store: SqlStore, operation: Callable[[], Any]) -> Wire:
+    """Run ``operation`` on a traced connection (the driver's pool hands back the one just returned)."""
+    driver = store.driver
+    driver.close()
+    held = driver._checkout()
+    with tempfile.TemporaryDirectory() as scratch:
+        trace = Path(scratch) / "trace"
+        with open(trace, "w") as sink:
+            held[0].pgconn.trace(sink.fileno())
+            driver._checkin(held)
+            operation()
+            held[0].pgconn.untrace()
+        messages = [line.split("\t")[3].split(" ")[0] for line in trace.read_text().splitlines() if "\tF\t" in line]
+    assert driver._checkout() is held  # the operation used (and returned) the traced connection
+    driver._checkin(held)
+    return Wire(
+        round_trips=sum(1 for m in messages if m in ("Sync", "Query")),
+        statements=sum(1 for m in messages if m in ("Execute", "Query")),
+    )
+
+
+def test_a_small_write_is_two_round_trips_in_one_transaction(pg_store: SqlStore) -> None:
+    fs = SqlFilesystem(pg_store, "round-trips-write")
+    fs.write_bytes("dir/a.txt", b"first")
+    new = on_the_wire(pg_store, lambda: fs.write_bytes("dir/b.txt", b"a new file"))
+    overwrite = on_the_wire(pg_store, lambda: fs.write_bytes("dir/a.txt", b"replaced, the old content collected"))
+    assert new.round_trips == 2 and overwrite.round_trips == 2
+    # BEGIN, the locked rows, the replaced chunks, the content; the file row; COMMIT (+ a guarded collection)
+    assert new.statements == 6
+    assert overwrite.statements == 6 + 3  # SAVEPOINT, collecting the inline blob, RELEASE
+    assert fs.read_bytes("dir/a.txt").content == b"replaced, the old content collected"
+
+
+def test_reads_stats_and_listings_are_one_round_trip(pg_store: SqlStore) -> None:
+    fs = SqlFilesystem(pg_store, "round-trips-read")
+    fs.write_bytes("dir/a.txt", b"alpha")
+
+    def versioned() -> None:
+        fs.open_versioned("dir/a.txt").reader.close()
+
+    for operation in (
+        lambda: fs.read_bytes("dir/a.txt"),
+        lambda: fs.read("dir/a.txt"),
+        lambda: fs.stat("dir/a.txt"),
+        lambda: fs.list("dir"),
+        lambda: fs.list_stats("dir"),
+        versioned,
+    ):
+        assert on_the_wire(pg_store, operation) == Wire(round_trips=1, statements=1)
+
+
+def test_a_failed_write_leaves_the_connection_usable(pg_store: SqlStore) -> None:
+    fs = SqlFilesystem(pg_store, "round-trips-errors")
+    fs.write_bytes("file", b"x")
+    with pytest.raises(NotADirectoryError):
+        fs.write_bytes("file/under", b"y")
+    with pytest.raises(FileExistsError):
+        fs.write_bytes("file", b"z", mode="create")
+    with pytest.raises(FileNotFoundError):
+        fs.write_bytes("missing/x", b"y", create_parents=False)
+    assert fs.read_bytes("file").content == b"x"
+    assert on_the_wire(pg_store, lambda: fs.write_bytes("file", b"w")).round_trips == 2
+
+
+def test_the_trace_counts_what_the_server_sees(postgres_url: str) -> None:
+    """The wire count is honest: a no-op statement is one round trip and one statement."""
+    store = SqlStore(postgres_url)
+    try:
+
+        def select_one() -> None:
+            with store.driver.statement() as tx:
+                tx.run("SELECT 1")
+
+        assert on_the_wire(store, select_one) == Wire(round_trips=1, statements=1)
+    finally:
+        store.close()
