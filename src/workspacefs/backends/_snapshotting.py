@@ -82,6 +82,10 @@ class SnapshotMixin(FilesystemCore):
         self._check_compatible(base)
         if target is not None:
             self._check_compatible(target)
+        return self._diff(base, target)
+
+    def _diff(self, base: FilesystemSnapshot, target: FilesystemSnapshot | None) -> FilesystemDiff:
+        """Compare two manifests (a backend that can compare in its store overrides this)."""
         before = self._manifest(base)
         after = self._manifest(target)
         added = sorted(p for p in after if p not in before)

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,10 +54,8 @@ class Tx:
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Queue (PostgreSQL) or run (SQLite) one statement; its cursor."""
-        cursor = self._connection.cursor()
-        cursor.execute(sql, params)
         self._pending = True
-        return cursor
+        return self._connection.execute(sql, params)
 
     def sync(self, *, force: bool = False) -> None:
         """Wait for every queued statement's result (one round trip on PostgreSQL; none if nothing is
@@ -130,46 +127,27 @@ class Driver:
         with contextlib.suppress(Exception):  # a broken connection is being thrown away anyway
             held[0].close()
 
-    @contextmanager
-    def transaction(self, *, write: bool) -> Iterator[Tx]:
-        """One transaction: committed when the block ends, rolled back if it raises."""
-        held = self._checkout()
-        tx = Tx(held[0], held[1])
-        try:
-            tx.run("BEGIN IMMEDIATE" if write and not self.postgres else "BEGIN")
-            yield tx
-            try:
-                tx.run("COMMIT")
-                tx.sync()
-            except self.integrity_error:
-                if not tx.guarded:
-                    raise
-                with contextlib.suppress(Exception):
-                    tx.sync(force=True)  # the aborted rest of the batch
-                tx.run("ROLLBACK TO SAVEPOINT wsfs_guard")  # keep the content that lost the race
-                tx.run("COMMIT")
-                tx.sync()
-        except BaseException:
-            self._recover(held, tx)
-            raise
-        finally:
-            self.syncs += tx.syncs
-        self._checkin(held)
+    def transaction(self, *, write: bool) -> _Scope:
+        """``with driver.transaction(write=…) as tx``: committed when the block ends, rolled back if it raises."""
+        return _Scope(self, "BEGIN IMMEDIATE" if write and not self.postgres else "BEGIN")
 
-    @contextmanager
-    def statement(self) -> Iterator[Tx]:
-        """Autocommit statements (one statement is atomic and sees one snapshot): no BEGIN, no COMMIT."""
-        held = self._checkout()
-        tx = Tx(held[0], held[1])
+    def statement(self) -> _Scope:
+        """``with driver.statement() as tx``: autocommit statements (one statement is atomic and sees one
+        snapshot), no BEGIN, no COMMIT."""
+        return _Scope(self, None)
+
+    def _commit(self, tx: Tx) -> None:
         try:
-            yield tx
+            tx.run("COMMIT")
             tx.sync()
-        except BaseException:
-            self._recover(held, tx)
-            raise
-        finally:
-            self.syncs += tx.syncs
-        self._checkin(held)
+        except self.integrity_error:
+            if not tx.guarded:
+                raise
+            with contextlib.suppress(Exception):
+                tx.sync(force=True)  # the aborted rest of the batch
+            tx.run("ROLLBACK TO SAVEPOINT wsfs_guard")  # keep the content that lost the race
+            tx.run("COMMIT")
+            tx.sync()
 
     def _recover(self, held: tuple[Any, Any], tx: Tx) -> None:
         """Roll back after a failure and keep the connection if it is healthy, else close it."""
@@ -194,3 +172,42 @@ class Driver:
             idle, self._idle = self._idle, []
         for held in idle:
             self._discard(held)
+
+
+class _Scope:
+    """A checked-out connection for one ``with`` block (a class, not a generator: this is the hot path)."""
+
+    __slots__ = ("_begin", "_driver", "_held", "_tx")
+
+    def __init__(self, driver: Driver, begin: str | None) -> None:
+        self._driver = driver
+        self._begin = begin
+
+    def __enter__(self) -> Tx:
+        self._held = held = self._driver._checkout()
+        self._tx = tx = Tx(held[0], held[1])
+        if self._begin is not None:
+            try:
+                tx.run(self._begin)
+            except BaseException:
+                self._driver._recover(held, tx)
+                raise
+        return tx
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:
+        driver, tx, held = self._driver, self._tx, self._held
+        try:
+            if kind is None:
+                if self._begin is None:
+                    tx.sync()
+                else:
+                    driver._commit(tx)
+        except BaseException:
+            driver.syncs += tx.syncs
+            driver._recover(held, tx)
+            raise
+        driver.syncs += tx.syncs
+        if kind is not None:
+            driver._recover(held, tx)
+            return
+        driver._checkin(held)

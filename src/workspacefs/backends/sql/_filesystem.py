@@ -48,7 +48,7 @@ from workspacefs.errors import (
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT, ancestors, basename, parent
 from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
 from workspacefs.quota import Quota, Usage
-from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode, WriteResult
+from workspacefs.results import FileEntry, FileStat, FilesystemDiff, FilesystemSnapshot, WriteMode, WriteResult
 from workspacefs.search import GrepPattern, required_literal
 from workspacefs.streams import StreamReader
 
@@ -432,7 +432,8 @@ class SqlFilesystem(BaseFilesystem):
             try:
                 with driver.transaction(write=True) as tx:
                     found = tx.run(self._sql_rows_for_write, keys)
-                    old_chunks = tx.run(self._sql_chunks_of_file, (session, path))
+                    # PostgreSQL: ask now, in the same batch, what an overwrite may free; SQLite: when needed
+                    old_chunks = tx.run(self._sql_chunks_of_file, (session, path)) if driver.postgres else None
                     tx.run(self._sql_put_inline, (blob_id, len(data), data))
                     tx.sync()
                     rows = {r[0]: Checked(r[0], bool(r[1]), bool(r[2]), r[3]) for r in found.fetchall()}
@@ -445,10 +446,13 @@ class SqlFilesystem(BaseFilesystem):
                         values = (session, path, above, basename(path), False, bool(read_only), blob_id, len(data))
                         tx.run(self._sql_insert_file, (*values, now, now))
                     else:
+                        replaced = row.blob_id if row.blob_id != blob_id else None
+                        if replaced and old_chunks is None:  # SQLite: before the row points elsewhere
+                            old_chunks = tx.run(self._sql_chunks_of_file, (session, path))
                         tx.run(self._sql_update_file, (blob_id, len(data), now, read_only, session, path))
-                        if row.blob_id is not None and row.blob_id != blob_id:
+                        if replaced and old_chunks is not None:
                             hashes = [r[0] for r in old_chunks.fetchall()]
-                            tx.guard([(driver.sql(q), p) for q, p in release_statements([row.blob_id], hashes)])
+                            tx.guard([(driver.sql(q), p) for q, p in release_statements([replaced], hashes)])
                 return
             except _NoParent:
                 with self._store.read() as connection:
@@ -799,6 +803,38 @@ class SqlFilesystem(BaseFilesystem):
                     E.c.snapshot_id == str(snapshot.snapshot_id), E.c.is_directory.is_(False)
                 )
             return {r.path: r.blob_id for r in connection.execute(query)}
+
+    def _diff(self, base: FilesystemSnapshot, target: FilesystemSnapshot | None) -> FilesystemDiff:
+        """Compare in the database: only the paths that differ come back, not two whole manifests."""
+
+        def files(snapshot: FilesystemSnapshot | None) -> Any:
+            if snapshot is None:
+                return sa.select(F.c.path, F.c.blob_id).where(F.c.session_id == self._session, ~F.c.is_directory)
+            return sa.select(E.c.path, E.c.blob_id).where(
+                E.c.snapshot_id == str(snapshot.snapshot_id), ~E.c.is_directory
+            )
+
+        with self._store.read() as connection:
+            self._own_snapshot(connection, base)
+            if target is not None:
+                self._own_snapshot(connection, target)
+            before, after = files(base).subquery("before"), files(target).subquery("after")
+            changed = connection.execute(
+                sa.select(after.c.path, before.c.path.is_(None))
+                .select_from(after.outerjoin(before, before.c.path == after.c.path))
+                .where(sa.or_(before.c.path.is_(None), before.c.blob_id != after.c.blob_id))
+                .order_by(after.c.path)
+            ).all()
+            deleted = connection.execute(
+                sa.select(before.c.path)
+                .where(~sa.exists().where(after.c.path == before.c.path))
+                .order_by(before.c.path)
+            ).scalars()
+            total = connection.execute(sa.select(sa.func.count()).select_from(after)).scalar_one()
+            deleted_paths = tuple(deleted)
+        added = tuple(path for path, new in changed if new)
+        modified = tuple(path for path, new in changed if not new)
+        return FilesystemDiff(added, modified, deleted_paths, int(total) - len(changed))
 
     def _kept_snapshots(self) -> Sequence[FilesystemSnapshot]:
         with self._store.read() as connection:
