@@ -174,10 +174,25 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
         Raises:
             ContentTooLargeError: the result would pass 32 MiB; ValueError: a negative offset or limit.
         """
-        check_non_negative("offset", offset)
-        check_non_negative("limit", limit)
         norm = self._norm(path)
-        with caller_paths({norm: path}), self._open_reader(norm) as reader:
+        opened: ByteReader | None = None
+        if limit is None and offset == 0 and type(offset) is int:  # the whole file (most reads): no reader
+            try:
+                content = self._open_content(norm, self.inline_content_bytes)
+            except OSError as exc:
+                name_caller_path(exc, norm, path)
+                raise
+            if isinstance(content, bytes):
+                if len(content) > MAX_CONVENIENCE_BYTES:
+                    raise too_big("Reading", path)
+                return ReadBytesResult(content, norm, len(content), 0, None, False)
+            opened = content
+        else:
+            check_non_negative("offset", offset)
+            check_non_negative("limit", limit)
+        with caller_paths({norm: path}):
+            opened = opened if opened is not None else self._open_reader(norm)
+        with caller_paths({norm: path}), opened as reader:
             size = reader.size
             available = max(size - offset, 0)
             count = available if limit is None else min(limit, available)

@@ -288,6 +288,12 @@ class HostTree:
             old = self.check_target(dir_fd, name, path, mode)
             if old is not None and keep_mode:
                 os.fchmod(temp.fd, stat.S_IMODE(old.st_mode))  # an overwrite keeps the file's permissions
+            if old is None and mode != "create":
+                try:  # nothing to replace: link straight to the name (no temporary name, no rename)
+                    temp.publish(dir_fd, name, replace=False)
+                    return
+                except FileExistsError:
+                    pass  # it appeared meanwhile: replace it as an overwrite does
             temp.publish(dir_fd, name, replace=mode != "create")
         except OSError as exc:
             if exc.filename != path:

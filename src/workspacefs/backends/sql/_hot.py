@@ -14,7 +14,9 @@ __all__ = [
     "CHUNKS_OF_FILE",
     "DELETE_BLOB",
     "DELETE_CHUNKS",
+    "HOLD_CHUNK",
     "INSERT_FILE",
+    "PUT_CHUNK",
     "PUT_INLINE",
     "READ",
     "ROW",
@@ -77,6 +79,20 @@ PUT_INLINE = {
     ),
 }
 """Store content of at most one chunk in its blob row (no chunk rows, no chunk list)."""
+
+PUT_CHUNK = {
+    "sqlite": (
+        "INSERT INTO wsfs_chunks (hash, size, data, touched_at) VALUES (?, ?, ?, ?) ON CONFLICT (hash) DO NOTHING"
+    ),
+    "postgresql": (  # as PUT_INLINE: an existing chunk is touched, so it is locked against collection
+        "INSERT INTO wsfs_chunks (hash, size, data, touched_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (hash) DO UPDATE SET touched_at = excluded.touched_at"
+    ),
+}
+"""Store one chunk unless an identical one is stored."""
+
+HOLD_CHUNK = "INSERT INTO wsfs_uploads (upload_id, seq, chunk_hash, created_at) VALUES (?, ?, ?, ?)"
+"""An unfinished upload's hold on a chunk it stored (against collection, until the write commits)."""
 
 INSERT_FILE = (
     "INSERT INTO wsfs_files (session_id, path, parent, name, is_directory, is_readonly, blob_id, size_bytes,"

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from workspacefs.backends.sql._driver import Driver
-from workspacefs.backends.sql._hot import PUT_INLINE, release_statements
+from workspacefs.backends.sql._hot import HOLD_CHUNK, PUT_CHUNK, PUT_INLINE, release_statements
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
@@ -38,6 +38,7 @@ from workspacefs.backends.sql._schema import (
     snapshots,
     uploads,
 )
+from workspacefs.protocol import BytesLike
 from workspacefs.quota import QUOTA_URL_PARAMETERS
 from workspacefs.streams import content_id_of_chunks
 
@@ -143,6 +144,8 @@ class SqlStore:
             )
         self.driver = Driver(self.engine, self.dialect, pool_size=pool_size)
         """The hot paths' own connections (driver-level statements; see :mod:`._driver`)."""
+        self._sql_put_chunk = self.driver.sql(PUT_CHUNK[self.dialect])
+        self._sql_hold_chunk = self.driver.sql(HOLD_CHUNK)
         insert = self.insert
         self._insert_chunk = sa.insert(chunks)
         self._upsert_chunk = insert(chunks).on_conflict_do_update(
@@ -259,14 +262,16 @@ class SqlStore:
 
     # --- content ------------------------------------------------------------------------------------
 
-    def upload_chunk(self, upload_id: str, seq: int, data: bytes) -> str:
-        """Store one chunk of a streaming write in its own short transaction; the upload row keeps
-        it from collection until the write commits (or is abandoned and collected by :meth:`gc`)."""
-        with self.write() as connection:
-            digest = self.put_chunk(connection, data)
-            connection.execute(
-                sa.insert(uploads).values(upload_id=upload_id, seq=seq, chunk_hash=digest, created_at=datetime.now(UTC))
-            )
+    def upload_chunk(self, upload_id: str, seq: int, data: BytesLike) -> str:
+        """Store one chunk of a streaming write in its own short transaction (one round trip on
+        PostgreSQL); the upload row keeps it from collection until the write commits (or is abandoned
+        and collected by :meth:`gc`)."""
+        digest = hashlib.sha256(data).hexdigest()
+        driver = self.driver
+        with driver.transaction(write=True) as tx:
+            now = driver.now()
+            tx.run(self._sql_put_chunk, (digest, len(data), data, now))
+            tx.run(self._sql_hold_chunk, (upload_id, seq, digest, now))
         return digest
 
     def finish_upload(self, connection: Connection, upload_id: str) -> None:

@@ -101,19 +101,31 @@ class UploadWriter(StreamWriter):
         self._size = base.size - len(base.tail)
         self._upload = str(uuid.uuid4())
 
-    def _flush(self, final: bool) -> None:
-        while len(self._buffer) >= CHUNK_SIZE or (final and self._buffer):
-            piece = bytes(self._buffer[:CHUNK_SIZE])
-            del self._buffer[:CHUNK_SIZE]
-            self._hashes.append(self._store.upload_chunk(self._upload, len(self._hashes), piece))
-            self._size += len(piece)
+    def _store_piece(self, piece: bytes | bytearray | memoryview) -> None:
+        self._hashes.append(self._store.upload_chunk(self._upload, len(self._hashes), piece))
+        self._size += len(piece)
 
     def _write_chunk(self, data: bytes) -> None:
-        self._buffer += data
-        self._flush(final=False)
+        """Cut at fixed offsets without copying: full chunks go straight from ``data``; only a partial
+        chunk waits in the buffer for the next write."""
+        view = memoryview(data)
+        if self._buffer:
+            taken = CHUNK_SIZE - len(self._buffer)
+            self._buffer += view[:taken]
+            view = view[taken:]
+            if len(self._buffer) < CHUNK_SIZE:
+                return
+            self._store_piece(self._buffer)
+            self._buffer = bytearray()
+        while len(view) >= CHUNK_SIZE:
+            self._store_piece(view[:CHUNK_SIZE])
+            view = view[CHUNK_SIZE:]
+        self._buffer += view
 
     def _commit(self) -> None:
-        self._flush(final=True)
+        if self._buffer:
+            self._store_piece(self._buffer)
+            self._buffer = bytearray()
         self._commit_upload(FinishedUpload(self._upload, self._hashes, self._size, self._base.blob_id))
 
     def _discard(self) -> None:
