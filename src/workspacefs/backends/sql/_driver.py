@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-__all__ = ["Driver", "Tx"]
+__all__ = ["Driver", "Scope", "Tx"]
 
 
 class Tx:
@@ -52,9 +52,12 @@ class Tx:
         self.run("RELEASE SAVEPOINT wsfs_guard")
         self.guarded = True
 
-    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        """Queue (PostgreSQL) or run (SQLite) one statement; its cursor."""
+    def run(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> Any:
+        """Queue (PostgreSQL) or run (SQLite) one statement; its cursor. ``binary``: PostgreSQL sends the
+        results in binary (bytea as raw bytes, not hex text to decode)."""
         self._pending = True
+        if binary and self._pipeline is not None:
+            return self._connection.execute(sql, params, binary=True)
         return self._connection.execute(sql, params)
 
     def sync(self, *, force: bool = False) -> None:
@@ -127,14 +130,19 @@ class Driver:
         with contextlib.suppress(Exception):  # a broken connection is being thrown away anyway
             held[0].close()
 
-    def transaction(self, *, write: bool) -> _Scope:
+    def transaction(self, *, write: bool) -> Scope:
         """``with driver.transaction(write=…) as tx``: committed when the block ends, rolled back if it raises."""
-        return _Scope(self, "BEGIN IMMEDIATE" if write and not self.postgres else "BEGIN")
+        return Scope(self, "BEGIN IMMEDIATE" if write and not self.postgres else "BEGIN")
 
-    def statement(self) -> _Scope:
+    def snapshot(self) -> Scope:
+        """A read-only transaction that sees one snapshot for its whole life (a streaming read holds one;
+        PostgreSQL: REPEATABLE READ; SQLite: a WAL read transaction)."""
+        return Scope(self, "BEGIN ISOLATION LEVEL REPEATABLE READ" if self.postgres else "BEGIN")
+
+    def statement(self) -> Scope:
         """``with driver.statement() as tx``: autocommit statements (one statement is atomic and sees one
         snapshot), no BEGIN, no COMMIT."""
-        return _Scope(self, None)
+        return Scope(self, None)
 
     def _commit(self, tx: Tx) -> None:
         try:
@@ -174,7 +182,7 @@ class Driver:
             self._discard(held)
 
 
-class _Scope:
+class Scope:
     """A checked-out connection for one ``with`` block (a class, not a generator: this is the hot path)."""
 
     __slots__ = ("_begin", "_driver", "_held", "_tx")

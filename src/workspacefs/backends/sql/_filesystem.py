@@ -63,21 +63,6 @@ _PATH: Any = sa.bindparam("b_path")
 _ROW = sa.select(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
 _ROW_FOR_UPDATE = _ROW.with_for_update()
 _ROW_FOR_SHARE = _ROW.with_for_update(read=True)
-_CHILDREN = (
-    sa.select(F.c.name, F.c.path, F.c.is_directory, F.c.size_bytes)
-    .where(F.c.session_id == _SESSION, F.c.parent == _PATH)
-    .order_by(F.c.name)
-)
-_CHILD_ROWS = sa.select(F).where(F.c.session_id == _SESSION, F.c.parent == _PATH).order_by(F.c.name)
-_LIMIT: Any = sa.bindparam("b_limit")
-_ROW_WITH_SMALL_CONTENT = (  # the row, and its chunks only when the file is small enough to be read whole
-    sa.select(F, chunks.c.data)
-    .select_from(F)
-    .outerjoin(blob_chunks, sa.and_(blob_chunks.c.blob_id == F.c.blob_id, F.c.size_bytes <= _LIMIT))
-    .outerjoin(chunks, chunks.c.hash == blob_chunks.c.chunk_hash)
-    .where(F.c.session_id == _SESSION, F.c.path == _PATH)
-    .order_by(blob_chunks.c.seq)
-)
 _INLINE_VERSIONED = 1024 * 1024
 """``open_versioned`` reads files up to this size with their row in one statement; larger ones stream."""
 _ENTRY_COLUMNS = (
@@ -100,14 +85,6 @@ _SET_CONTENT = (
 )
 _SET_FLAG = sa.update(F).where(F.c.session_id == _SESSION, F.c.path == _PATH).values(is_readonly=sa.bindparam("flag"))
 _DELETE_ROW = sa.delete(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
-_ROW_WITH_CONTENT = (
-    sa.select(F.c.is_directory, F.c.size_bytes, chunks.c.data)
-    .select_from(F)
-    .outerjoin(blob_chunks, blob_chunks.c.blob_id == F.c.blob_id)
-    .outerjoin(chunks, chunks.c.hash == blob_chunks.c.chunk_hash)
-    .where(F.c.session_id == _SESSION, F.c.path == _PATH)
-    .order_by(blob_chunks.c.seq)
-)
 
 
 def _subtree(base: str) -> sa.ColumnElement[bool]:
@@ -156,6 +133,8 @@ class SqlFilesystem(BaseFilesystem):
         self._sql_read = driver.sql(hot.READ)
         self._sql_rows_for_write = driver.sql(hot.ROWS_FOR_WRITE[dialect])
         self._sql_chunks_of_file = driver.sql(hot.CHUNKS_OF_FILE)
+        self._sql_chunk_list = driver.sql(hot.CHUNK_LIST)
+        self._sql_chunk = driver.sql(hot.CHUNK)
         self._sql_put_inline = driver.sql(hot.PUT_INLINE[dialect])
         self._sql_insert_file = driver.sql(hot.INSERT_FILE)
         self._sql_update_file = driver.sql(hot.UPDATE_FILE)
@@ -319,7 +298,7 @@ class SqlFilesystem(BaseFilesystem):
     def _read_small(self, path: str, limit: int) -> tuple[Sequence[Any], bytes | None]:
         """A file's row and, if it is at most ``limit`` bytes, its content: one statement."""
         with self._store.driver.statement() as tx:
-            cursor = tx.run(self._sql_read, (limit, self._session, path))
+            cursor = tx.run(self._sql_read, (limit, self._session, path), binary=True)
             tx.sync()
             rows = cursor.fetchall()
         if not rows:
@@ -333,22 +312,31 @@ class SqlFilesystem(BaseFilesystem):
             return row, bytes(row[7])
         return row, b"".join(bytes(r[8]) for r in rows if r[8] is not None)
 
-    def _open_row_reader(self, path: str) -> tuple[Row[Any], ByteReader]:
-        """A file's row and a reader of exactly the content that row names (one snapshot of both)."""
-        connection = self._store.engine.connect()
-        if self._store.dialect == "postgresql":
-            connection = connection.execution_options(isolation_level="REPEATABLE READ")
+    def _open_row_reader(self, path: str) -> tuple[Sequence[Any], ByteReader]:
+        """A file's row (:data:`_hot.ROW`) and a reader of exactly the content that row names: both from
+        one snapshot, which the reader holds until it is closed."""
+        driver = self._store.driver
+        scope = driver.snapshot()
+        tx = scope.__enter__()
         try:
-            connection.begin()
-            row = self._file_row(connection, path)
-            hashes, inline = self._store.blob_parts(connection, row.blob_id)
-        except BaseException:
-            connection.close()
+            found = tx.run(self._sql_read, (-1, self._session, path), binary=True)  # the row and any inline content
+            listed = tx.run(self._sql_chunk_list, (self._session, path))
+            tx.sync()
+            row = found.fetchone()
+            if row is None:
+                raise errors.file_not_found(path)
+            if row[1]:
+                raise errors.is_a_directory(path)
+            hashes = [r[0] for r in listed.fetchall()]
+        except BaseException as exc:
+            scope.__exit__(type(exc), exc, None)
             raise
-        if inline is not None:
-            connection.close()
-            return row, StreamReader(path, io.BytesIO(inline), len(inline))
-        return row, StreamReader(path, BlobReader(self._store, connection, hashes, row.size_bytes), row.size_bytes)
+        if row[7] is not None:  # inline: the content is here already
+            scope.__exit__(None, None, None)
+            return row, StreamReader(path, io.BytesIO(bytes(row[7])), row[4])
+        prefetch = 8 if driver.postgres else 1
+        blob = BlobReader(scope, tx, self._sql_chunk, hashes=hashes, size=row[4], prefetch=prefetch)
+        return row, StreamReader(path, blob, row[4])
 
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
         _, data = self._read_small(path, inline_limit)
@@ -630,7 +618,7 @@ class SqlFilesystem(BaseFilesystem):
         row, data = self._read_small(path, _INLINE_VERSIONED)  # one statement: the row and, if small, content
         if data is None:
             full, reader = self._open_row_reader(path)
-            return VersionedContent(_file_stat(full), str(full.blob_id), reader)
+            return VersionedContent(self._stat_of(full), str(full[3]), reader)
         return VersionedContent(self._stat_of(row), str(row[3]), StreamReader(path, io.BytesIO(data), len(data)))
 
     def write_bytes_if(
@@ -868,18 +856,6 @@ def _check_expected(row: Row[Any] | Checked | None, path: str, expect: str | Non
         raise PreconditionFailedError(path, "The file no longer exists")
     if expect not in (ANY_VERSION, row.blob_id):
         raise PreconditionFailedError(path)
-
-
-def _file_stat(row: Row[Any]) -> FileStat:
-    return FileStat(
-        row.path,
-        not row.is_directory,
-        row.is_directory,
-        row.size_bytes,
-        _utc(row.created_at),
-        _utc(row.updated_at),
-        row.is_readonly,
-    )
 
 
 def _utc(stamp: datetime) -> datetime:

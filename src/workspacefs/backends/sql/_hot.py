@@ -11,7 +11,9 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "CHILDREN",
+    "CHUNK",
     "CHUNKS_OF_FILE",
+    "CHUNK_LIST",
     "DELETE_BLOB",
     "DELETE_CHUNKS",
     "HOLD_CHUNK",
@@ -69,6 +71,14 @@ CHUNKS_OF_FILE = (
     " WHERE f.session_id = ? AND f.path = ?"
 )
 """The chunks the file's current content is made of (none when it is inline): what a release may free."""
+
+CHUNK_LIST = (
+    "SELECT bc.chunk_hash FROM wsfs_files f JOIN wsfs_blob_chunks bc ON bc.blob_id = f.blob_id"
+    " WHERE f.session_id = ? AND f.path = ? ORDER BY bc.seq"
+)
+"""The file's chunks in order (a streaming read takes them with the row, in one snapshot)."""
+
+CHUNK = "SELECT data FROM wsfs_chunks WHERE hash = ?"
 
 PUT_INLINE = {
     "sqlite": "INSERT INTO wsfs_blobs (id, size, chunk_count, data) VALUES (?, ?, 0, ?) ON CONFLICT (id) DO NOTHING",

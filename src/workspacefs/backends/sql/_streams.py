@@ -8,8 +8,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy.engine import Connection
-
+from workspacefs.backends.sql._driver import Scope, Tx
 from workspacefs.backends.sql._schema import CHUNK_SIZE
 from workspacefs.backends.sql._store import SqlStore
 from workspacefs.streams import StreamWriter
@@ -42,16 +41,19 @@ class FinishedUpload:
 
 
 class BlobReader(io.RawIOBase):
-    """Reads a blob chunk by chunk inside a read transaction held for the reader's life."""
+    """Reads a blob chunk by chunk inside a snapshot transaction held for the reader's life; on
+    PostgreSQL the next few chunks are asked for in one round trip (memory: ``prefetch`` chunks)."""
 
-    def __init__(self, store: SqlStore, connection: Connection, hashes: list[str], size: int) -> None:
+    def __init__(self, scope: Scope, tx: Tx, sql_chunk: str, *, hashes: list[str], size: int, prefetch: int) -> None:
         super().__init__()
-        self._store = store
-        self._connection = connection
+        self._scope = scope
+        self._tx = tx
+        self._sql_chunk = sql_chunk
         self._hashes = hashes
         self._size = size
+        self._prefetch = prefetch
         self._position = 0
-        self._cached: tuple[int, bytes] = (-1, b"")
+        self._ready: dict[int, bytes] = {}
 
     def readable(self) -> bool:
         return True
@@ -63,14 +65,25 @@ class BlobReader(io.RawIOBase):
         self._position = offset if whence == 0 else (self._position + offset if whence == 1 else self._size + offset)
         return self._position
 
+    def _chunk(self, index: int) -> bytes:
+        if index not in self._ready:
+            wanted = range(index, min(index + self._prefetch, len(self._hashes)))
+            cursors = [(i, self._tx.run(self._sql_chunk, (self._hashes[i],), binary=True)) for i in wanted]
+            self._tx.sync()
+            self._ready = {}
+            for i, cursor in cursors:
+                row = cursor.fetchone()
+                if row is None:
+                    raise OSError(5, "Content is missing from the store", self._hashes[i])
+                self._ready[i] = bytes(row[0])
+        return self._ready[index]
+
     def read(self, size: int = -1) -> bytes:
         end = self._size if size < 0 else min(self._size, self._position + size)
         parts = []
         while self._position < end:
             index, offset = divmod(self._position, CHUNK_SIZE)
-            if self._cached[0] != index:
-                self._cached = (index, self._store.read_chunk(self._connection, self._hashes[index]))
-            piece = self._cached[1][offset : offset + (end - self._position)]
+            piece = self._chunk(index)[offset : offset + (end - self._position)]
             if not piece:
                 break
             parts.append(piece)
@@ -79,10 +92,8 @@ class BlobReader(io.RawIOBase):
 
     def close(self) -> None:
         if not self.closed:
-            try:
-                self._connection.rollback()
-            finally:
-                self._connection.close()
+            self._ready = {}
+            self._scope.__exit__(None, None, None)
         super().close()
 
 
