@@ -57,9 +57,9 @@ def test_a_small_write_is_two_round_trips_in_one_transaction(pg_store: SqlStore)
     new = on_the_wire(pg_store, lambda: fs.write_bytes("dir/b.txt", b"a new file"))
     overwrite = on_the_wire(pg_store, lambda: fs.write_bytes("dir/a.txt", b"replaced, the old content collected"))
     assert new.round_trips == 2 and overwrite.round_trips == 2
-    # BEGIN, the locked rows, the replaced chunks, the content; the file row; COMMIT (+ a guarded collection)
-    assert new.statements == 6
-    assert overwrite.statements == 6 + 3  # SAVEPOINT, collecting the inline blob, RELEASE
+    # BEGIN and one statement that stores the content and locks the rows; the file row, COMMIT
+    assert new.statements == 4
+    assert overwrite.statements == 4 + 1  # and, after the COMMIT, the collection of the replaced content
     assert fs.read_bytes("dir/a.txt").content == b"replaced, the old content collected"
 
 

@@ -29,28 +29,25 @@ class Tx:
     (SQLite runs each statement at once, so ``sync`` costs nothing there).
     """
 
-    __slots__ = ("_connection", "_pending", "_pipeline", "guarded", "syncs")
+    __slots__ = ("_connection", "_pending", "_pipeline", "after_commit", "syncs")
 
     def __init__(self, connection: Any, pipeline: Any) -> None:
         self._connection = connection
         self._pipeline = pipeline
         self._pending = False
         self.syncs = 0
-        self.guarded = False
+        self.after_commit: list[tuple[str, Sequence[Any]]] = []
 
-    def guard(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
-        """Run statements that may lose a race on a foreign key (collecting content another transaction
-        is starting to use): if they fail, the transaction commits without them (PostgreSQL savepoint;
-        SQLite's writers run one at a time, so nothing can race there)."""
+    def collect(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Collect content this transaction stopped using. SQLite: now, in the transaction (its writers
+        run one at a time). PostgreSQL: right after the COMMIT, in the same round trip, on their own: a
+        collection that loses a race on a foreign key (another transaction is starting to use the
+        content) fails alone, the write stays committed, and ``gc`` collects later."""
         if self._pipeline is None:
             for sql, params in statements:
                 self.run(sql, params)
-            return
-        self.run("SAVEPOINT wsfs_guard")
-        for sql, params in statements:
-            self.run(sql, params)
-        self.run("RELEASE SAVEPOINT wsfs_guard")
-        self.guarded = True
+        else:
+            self.after_commit.extend(statements)
 
     def run(self, sql: str, params: Sequence[Any] = (), *, binary: bool = False) -> Any:
         """Queue (PostgreSQL) or run (SQLite) one statement; its cursor. ``binary``: PostgreSQL sends the
@@ -145,17 +142,17 @@ class Driver:
         return Scope(self, None)
 
     def _commit(self, tx: Tx) -> None:
+        tx.run("COMMIT")
+        for sql, params in tx.after_commit:
+            tx.run(sql, params)
         try:
-            tx.run("COMMIT")
             tx.sync()
         except self.integrity_error:
-            if not tx.guarded:
+            if not tx.after_commit:
                 raise
+            # a collection lost its race: the COMMIT before it went through (its error would come first)
             with contextlib.suppress(Exception):
-                tx.sync(force=True)  # the aborted rest of the batch
-            tx.run("ROLLBACK TO SAVEPOINT wsfs_guard")  # keep the content that lost the race
-            tx.run("COMMIT")
-            tx.sync()
+                tx.sync(force=True)
 
     def _recover(self, held: tuple[Any, Any], tx: Tx) -> None:
         """Roll back after a failure and keep the connection if it is healthy, else close it."""

@@ -415,32 +415,36 @@ class SqlFilesystem(BaseFilesystem):
         stored inline, then point the file at it, collect what it replaced and commit."""
         driver = self._store.driver
         session, above, blob_id, now = self._session, parent(path), inline_blob_id(data), driver.now()
-        keys = (session, above, session, path) if driver.postgres else (session, above, path)
+        if driver.postgres:
+            keys: tuple[Any, ...] = (blob_id, len(data), data, session, above, session, path)
+        else:
+            keys = (session, above, path)
         for _ in range(_RETRIES):
             try:
                 with driver.transaction(write=True) as tx:
+                    if not driver.postgres:  # PostgreSQL stores the content in the row-locking statement
+                        tx.run(self._sql_put_inline, (blob_id, len(data), data))
                     found = tx.run(self._sql_rows_for_write, keys)
-                    # PostgreSQL: ask now, in the same batch, what an overwrite may free; SQLite: when needed
-                    old_chunks = tx.run(self._sql_chunks_of_file, (session, path)) if driver.postgres else None
-                    tx.run(self._sql_put_inline, (blob_id, len(data), data))
                     tx.sync()
-                    rows = {r[0]: Checked(r[0], bool(r[1]), bool(r[2]), r[3]) for r in found.fetchall()}
-                    if above not in rows or not rows[above].is_directory:
+                    rows = {r[0]: r for r in found.fetchall()}
+                    if above not in rows or not rows[above][1]:
                         raise _NoParent
-                    row = rows.get(path)
+                    target = rows.get(path)
+                    row = None if target is None else Checked(path, bool(target[1]), bool(target[2]), target[3])
                     _check_expected(row, path, expect)
                     self._check_writable_file(row, path, mode, unlocking=read_only is False)
-                    if row is None:
+                    if row is None or target is None:
                         values = (session, path, above, basename(path), False, bool(read_only), blob_id, len(data))
                         tx.run(self._sql_insert_file, (*values, now, now))
-                    else:
-                        replaced = row.blob_id if row.blob_id != blob_id else None
-                        if replaced and old_chunks is None:  # SQLite: before the row points elsewhere
-                            old_chunks = tx.run(self._sql_chunks_of_file, (session, path))
-                        tx.run(self._sql_update_file, (blob_id, len(data), now, read_only, session, path))
-                        if replaced and old_chunks is not None:
-                            hashes = [r[0] for r in old_chunks.fetchall()]
-                            tx.guard([(driver.sql(q), p) for q, p in release_statements([replaced], hashes)])
+                        return
+                    replaced = row.blob_id if row.blob_id != blob_id else None
+                    if replaced and driver.postgres:
+                        hashes = list(target[4] or ())
+                    elif replaced:  # SQLite: ask before the row points elsewhere
+                        hashes = [r[0] for r in tx.run(self._sql_chunks_of_file, (session, path)).fetchall()]
+                    tx.run(self._sql_update_file, (blob_id, len(data), now, read_only, session, path))
+                    if replaced:
+                        tx.collect([(driver.sql(q), p) for q, p in release_statements([replaced], hashes)])
                 return
             except _NoParent:
                 with self._store.read() as connection:

@@ -55,16 +55,21 @@ ROWS_FOR_WRITE = {
         "SELECT f.path, f.is_directory, f.is_readonly, f.blob_id FROM wsfs_files f"
         " WHERE f.session_id = ? AND f.path IN (?, ?)"
     ),
-    # the parent is shared-locked (it cannot go while a child is added), the target locked for update
+    # one statement: store the content (PUT_INLINE), shared-lock the parent (it cannot go while a child is
+    # added), lock the target for update and list the chunks an overwrite may free
     "postgresql": (
-        "WITH p AS (SELECT path, is_directory, is_readonly, blob_id FROM wsfs_files"
+        "WITH put AS (INSERT INTO wsfs_blobs (id, size, chunk_count, data) VALUES (?, ?, 0, ?)"
+        " ON CONFLICT (id) DO UPDATE SET size = excluded.size RETURNING 1),"
+        " p AS (SELECT path, is_directory, is_readonly, blob_id, NULL::text[] AS chunks FROM wsfs_files"
         " WHERE session_id = ? AND path = ? FOR SHARE),"
-        " t AS (SELECT path, is_directory, is_readonly, blob_id FROM wsfs_files"
-        " WHERE session_id = ? AND path = ? FOR UPDATE)"
+        " t AS (SELECT f.path, f.is_directory, f.is_readonly, f.blob_id,"
+        " ARRAY(SELECT chunk_hash FROM wsfs_blob_chunks WHERE blob_id = f.blob_id) AS chunks"
+        " FROM wsfs_files f WHERE f.session_id = ? AND f.path = ? FOR UPDATE)"
         " SELECT * FROM p UNION ALL SELECT * FROM t"
     ),
 }
-"""The parent's and the target's rows (path, is_directory, is_readonly, blob_id)."""
+"""The parent's and the target's rows (path, is_directory, is_readonly, blob_id; PostgreSQL: and the chunks
+of the target's content, with the new content stored by the same statement)."""
 
 CHUNKS_OF_FILE = (
     "SELECT bc.chunk_hash FROM wsfs_files f JOIN wsfs_blob_chunks bc ON bc.blob_id = f.blob_id"
