@@ -34,6 +34,7 @@ unit: $(STAMP)
 test: lint typecheck unit
 
 bench: $(STAMP)
+	$(BIN)/python bench/bench_compare.py
 	$(BIN)/python bench/bench_memory.py
 	$(BIN)/python bench/bench_host.py
 	$(BIN)/python bench/bench_sql.py
