@@ -264,7 +264,7 @@ class SqlFilesystem(BaseFilesystem):
     def _children(self, path: str) -> list[Any]:
         """A directory's child rows (:data:`_hot.CHILDREN`), from one statement (errors as for a listing)."""
         with self._store.driver.statement() as tx:
-            cursor = tx.run(self._sql_children, (self._session, path, path))
+            cursor = tx.run(self._sql_children, (self._session, path, self._session, path))
             tx.sync()
             rows = cursor.fetchall()
         own = [r for r in rows if r[0] == path]
@@ -418,7 +418,7 @@ class SqlFilesystem(BaseFilesystem):
         if driver.postgres:
             keys: tuple[Any, ...] = (blob_id, len(data), data, session, above, session, path)
         else:
-            keys = (session, above, path)
+            keys = (session, above, session, path)
         for _ in range(_RETRIES):
             try:
                 with driver.transaction(write=True) as tx:

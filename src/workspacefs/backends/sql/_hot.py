@@ -35,8 +35,11 @@ ROW = (
 """One row: path, is_directory, is_readonly, blob_id, size_bytes, created_at, updated_at."""
 
 CHILDREN = (
-    "SELECT f.path, f.is_directory, f.is_readonly, f.blob_id, f.size_bytes, f.created_at, f.updated_at, f.name"
-    " FROM wsfs_files f WHERE f.session_id = ? AND (f.path = ? OR f.parent = ?) ORDER BY f.name"
+    "SELECT path, is_directory, is_readonly, blob_id, size_bytes, created_at, updated_at, name FROM wsfs_files"
+    " WHERE session_id = ? AND path = ?"
+    " UNION ALL"
+    " SELECT path, is_directory, is_readonly, blob_id, size_bytes, created_at, updated_at, name FROM wsfs_files"
+    " WHERE session_id = ? AND parent = ? ORDER BY 8"
 )
 """A directory's own row and its children's, in one statement (the own row tells listing errors apart)."""
 
@@ -51,9 +54,10 @@ READ = (
 """A file's row and, when it is at most the given size, its content (inline, or its chunks in order)."""
 
 ROWS_FOR_WRITE = {
-    "sqlite": (
-        "SELECT f.path, f.is_directory, f.is_readonly, f.blob_id FROM wsfs_files f"
-        " WHERE f.session_id = ? AND f.path IN (?, ?)"
+    "sqlite": (  # two lookups by key (an IN list or OR may be planned as a scan)
+        "SELECT path, is_directory, is_readonly, blob_id FROM wsfs_files WHERE session_id = ? AND path = ?"
+        " UNION ALL"
+        " SELECT path, is_directory, is_readonly, blob_id FROM wsfs_files WHERE session_id = ? AND path = ?"
     ),
     # one statement: store the content (PUT_INLINE), shared-lock the parent (it cannot go while a child is
     # added), lock the target for update and list the chunks an overwrite may free
