@@ -765,7 +765,9 @@ class SqlFilesystem(BaseFilesystem):
         """Put back the snapshot's rows, touching only the rows that differ from it (set-based: the database
         compares the two sets; unchanged rows are neither deleted nor rewritten)."""
         snapshot_id = str(snapshot.snapshot_id)
-        same = sa.and_(*[E.c[c].is_not_distinct_from(F.c[c]) for c in _ENTRY_COLUMNS])
+        # path by plain equality, so both databases look the entry up by its key (IS NOT DISTINCT FROM is
+        # not indexable on PostgreSQL: it made this an O(n²) scan); the other columns compare as values
+        same = sa.and_(E.c.path == F.c.path, *[E.c[c].is_not_distinct_from(F.c[c]) for c in _ENTRY_COLUMNS[1:]])
         kept = sa.exists().where(E.c.snapshot_id == snapshot_id, same)
         changed = sa.and_(F.c.session_id == self._session, F.c.path != ROOT, ~kept)
         with self._store.write() as connection:
