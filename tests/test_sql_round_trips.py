@@ -7,6 +7,7 @@ The count comes from the wire: libpq's protocol trace of the connection the oper
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 from workspacefs import SqlFilesystem, SqlStore
+from workspacefs.backends.sql._driver import _hung_up
 
 
 @dataclass
@@ -106,3 +108,20 @@ def test_the_trace_counts_what_the_server_sees(postgres_url: str) -> None:
         assert on_the_wire(store, select_one) == Wire(round_trips=1, statements=1)
     finally:
         store.close()
+
+
+def test_connections_the_server_closed_are_replaced_not_failed(pg_store: SqlStore) -> None:
+    fs = SqlFilesystem(pg_store, "round-trips-restart")
+    fs.write_bytes("a.txt", b"before")
+    idle = [held[0].info.backend_pid for held in pg_store.driver._idle]
+    assert idle
+    with pg_store.engine.connect() as connection:  # as a server restart or an idle timeout would
+        for pid in idle:
+            connection.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)}, 5000)")  # waits for the exit
+    for _ in range(500):  # the precondition: the backends' sockets are closed (the kernel does it at exit)
+        if all(_hung_up(held[0]) for held in pg_store.driver._idle):
+            break
+        time.sleep(0.01)
+    assert fs.read_bytes("a.txt").content == b"before"
+    fs.write_bytes("a.txt", b"after")
+    assert fs.read_bytes("a.txt").content == b"after"

@@ -12,6 +12,7 @@ SQLAlchemy on the same tables.
 from __future__ import annotations
 
 import contextlib
+import select
 import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -110,10 +111,14 @@ class Driver:
         return connection, entered.__enter__()
 
     def _checkout(self) -> tuple[Any, Any]:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        return self._connect()
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return self._connect()
+                held = self._idle.pop()
+            if not self.postgres or not _hung_up(held[0]):
+                return held
+            self._discard(held)  # the server closed it (restart, idle timeout, terminated backend)
 
     def _checkin(self, held: tuple[Any, Any]) -> None:
         with self._lock:
@@ -177,6 +182,16 @@ class Driver:
             idle, self._idle = self._idle, []
         for held in idle:
             self._discard(held)
+
+
+def _hung_up(connection: Any) -> bool:
+    """An idle PostgreSQL connection with something to read has been closed by the server (its farewell or
+    EOF is waiting): a zero-timeout poll, instead of a ``SELECT 1`` round trip per checkout."""
+    try:
+        readable, _, _ = select.select([connection.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable) or connection.closed
 
 
 class Scope:
