@@ -89,6 +89,20 @@ class Library(ABC):
         """Release what :meth:`setup` made."""
 
 
+def pour(handle: Any, pieces: Iterator[bytes]) -> None:
+    """Write every piece to an open binary file of any library."""
+    for piece in pieces:
+        handle.write(piece)
+
+
+def drain(handle: Any) -> int:
+    """Read an open binary file of any library to its end, a MiB at a time; the bytes read."""
+    total = 0
+    while piece := handle.read(MIB):
+        total += len(piece)
+    return total
+
+
 def count_lines(data: bytes, pattern: re.Pattern[bytes]) -> int:
     return sum(1 for line in data.split(b"\n") if pattern.search(line))
 
@@ -125,15 +139,11 @@ class RawOs(Library):
 
     def stream_write(self, path: str, pieces: Iterator[bytes]) -> None:
         with open(f"{self.root}/{path}", "wb") as handle:
-            for piece in pieces:
-                handle.write(piece)
+            pour(handle, pieces)
 
     def stream_read(self, path: str) -> int:
-        total = 0
         with open(f"{self.root}/{path}", "rb") as handle:
-            while piece := handle.read(MIB):
-                total += len(piece)
-        return total
+            return drain(handle)
 
 
 class Fsspec(Library):
@@ -172,15 +182,11 @@ class Fsspec(Library):
 
     def stream_write(self, path: str, pieces: Iterator[bytes]) -> None:
         with self.fs.open(f"{self.root}/{path}", "wb") as handle:
-            for piece in pieces:
-                handle.write(piece)
+            pour(handle, pieces)
 
     def stream_read(self, path: str) -> int:
-        total = 0
         with self.fs.open(f"{self.root}/{path}", "rb") as handle:
-            while piece := handle.read(MIB):
-                total += len(piece)
-        return total
+            return drain(handle)
 
 
 class PyFilesystem2(Library):
@@ -216,15 +222,11 @@ class PyFilesystem2(Library):
 
     def stream_write(self, path: str, pieces: Iterator[bytes]) -> None:
         with self.fs.openbin(path, "w") as handle:
-            for piece in pieces:
-                handle.write(piece)
+            pour(handle, pieces)
 
     def stream_read(self, path: str) -> int:
-        total = 0
         with self.fs.openbin(path, "r") as handle:
-            while piece := handle.read(MIB):
-                total += len(piece)
-        return total
+            return drain(handle)
 
     def teardown(self) -> None:
         self.fs.close()
@@ -259,15 +261,11 @@ class Ours(Library):
 
     def stream_write(self, path: str, pieces: Iterator[bytes]) -> None:
         with self.fs.open_write(path) as writer:
-            for piece in pieces:
-                writer.write(piece)
+            pour(writer, pieces)
 
     def stream_read(self, path: str) -> int:
-        total = 0
         with self.fs.open_read(path) as reader:
-            while piece := reader.read(MIB):
-                total += len(piece)
-        return total
+            return drain(reader)
 
     def teardown(self) -> None:
         self.fs.close()
