@@ -32,11 +32,12 @@ def pg_store(postgres_url: str) -> Iterator[SqlStore]:
     store.close()
 
 
-def on_the_wire(store: SqlStore, operation: Callable[[], Any]) -> Wire:
-    """Run ``operation`` on a traced connection (the driver's pool hands back the one just returned)."""
+def on_the_wire(store: SqlStore, operation: Callable[[], Any], *, transaction: bool = False) -> Wire:
+    """Run ``operation`` on a traced connection (the driver's pool hands back the one just returned):
+    a pipelined one for a ``transaction``, else a plain one (single statements)."""
     driver = store.driver
     driver.close()
-    held = driver._checkout()
+    held = driver._checkout(pipelined=transaction)
     with tempfile.TemporaryDirectory() as scratch:
         trace = Path(scratch) / "trace"
         with open(trace, "w") as sink:
@@ -45,7 +46,7 @@ def on_the_wire(store: SqlStore, operation: Callable[[], Any]) -> Wire:
             operation()
             held[0].pgconn.untrace()
         messages = [line.split("\t")[3].split(" ")[0] for line in trace.read_text().splitlines() if "\tF\t" in line]
-    assert driver._checkout() is held  # the operation used (and returned) the traced connection
+    assert driver._checkout(pipelined=transaction) is held  # the operation used (and returned) the traced one
     driver._checkin(held)
     return Wire(
         round_trips=sum(1 for m in messages if m in ("Sync", "Query")),
@@ -56,8 +57,10 @@ def on_the_wire(store: SqlStore, operation: Callable[[], Any]) -> Wire:
 def test_a_small_write_is_two_round_trips_in_one_transaction(pg_store: SqlStore) -> None:
     fs = SqlFilesystem(pg_store, "round-trips-write")
     fs.write_bytes("dir/a.txt", b"first")
-    new = on_the_wire(pg_store, lambda: fs.write_bytes("dir/b.txt", b"a new file"))
-    overwrite = on_the_wire(pg_store, lambda: fs.write_bytes("dir/a.txt", b"replaced, the old content collected"))
+    new = on_the_wire(pg_store, lambda: fs.write_bytes("dir/b.txt", b"a new file"), transaction=True)
+    overwrite = on_the_wire(
+        pg_store, lambda: fs.write_bytes("dir/a.txt", b"replaced, the old content collected"), transaction=True
+    )
     assert new.round_trips == 2 and overwrite.round_trips == 2
     # BEGIN and one statement that stores the content and locks the rows; the file row, COMMIT
     assert new.statements == 4
@@ -93,7 +96,7 @@ def test_a_failed_write_leaves_the_connection_usable(pg_store: SqlStore) -> None
     with pytest.raises(FileNotFoundError):
         fs.write_bytes("missing/x", b"y", create_parents=False)
     assert fs.read_bytes("file").content == b"x"
-    assert on_the_wire(pg_store, lambda: fs.write_bytes("file", b"w")).round_trips == 2
+    assert on_the_wire(pg_store, lambda: fs.write_bytes("file", b"w"), transaction=True).round_trips == 2
 
 
 def test_the_trace_counts_what_the_server_sees(postgres_url: str) -> None:
@@ -113,13 +116,13 @@ def test_the_trace_counts_what_the_server_sees(postgres_url: str) -> None:
 def test_connections_the_server_closed_are_replaced_not_failed(pg_store: SqlStore) -> None:
     fs = SqlFilesystem(pg_store, "round-trips-restart")
     fs.write_bytes("a.txt", b"before")
-    idle = [held[0].info.backend_pid for held in pg_store.driver._idle]
+    idle = [held[0].info.backend_pid for kind in (False, True) for held in pg_store.driver._idle[kind]]
     assert idle
     with pg_store.engine.connect() as connection:  # as a server restart or an idle timeout would
         for pid in idle:
             connection.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)}, 5000)")  # waits for the exit
     for _ in range(500):  # the precondition: the backends' sockets are closed (the kernel does it at exit)
-        if all(_hung_up(held[0]) for held in pg_store.driver._idle):
+        if all(_hung_up(held[0]) for kind in (False, True) for held in pg_store.driver._idle[kind]):
             break
         time.sleep(0.01)
     assert fs.read_bytes("a.txt").content == b"before"

@@ -30,11 +30,12 @@ class Tx:
     (SQLite runs each statement at once, so ``sync`` costs nothing there).
     """
 
-    __slots__ = ("_connection", "_pending", "_pipeline", "after_commit", "syncs")
+    __slots__ = ("_binary", "_connection", "_pending", "_pipeline", "after_commit", "syncs")
 
-    def __init__(self, connection: Any, pipeline: Any) -> None:
+    def __init__(self, connection: Any, pipeline: Any, *, postgres: bool) -> None:
         self._connection = connection
         self._pipeline = pipeline
+        self._binary = postgres
         self._pending = False
         self.syncs = 0
         self.after_commit: list[tuple[str, Sequence[Any]]] = []
@@ -54,7 +55,7 @@ class Tx:
         """Queue (PostgreSQL) or run (SQLite) one statement; its cursor. ``binary``: PostgreSQL sends the
         results in binary (bytea as raw bytes, not hex text to decode)."""
         self._pending = True
-        if binary and self._pipeline is not None:
+        if binary and self._binary:
             return self._connection.execute(sql, params, binary=True)
         return self._connection.execute(sql, params)
 
@@ -76,7 +77,9 @@ class Driver:
     def __init__(self, engine: Engine, dialect: str, *, pool_size: int) -> None:
         self._engine = engine
         self.postgres = dialect == "postgresql"
-        self._idle: list[tuple[Any, Any]] = []
+        self._idle: dict[bool, list[tuple[Any, Any]]] = {False: [], True: []}
+        """Idle connections: pipelined (PostgreSQL transactions, whose statements travel in batches) and
+        plain (single autocommit statements: psycopg's pipeline costs more than it saves for one)."""
         self._pipelines: dict[int, Any] = {}
         self._lock = threading.Lock()
         self._pool_size = pool_size
@@ -99,31 +102,36 @@ class Driver:
         stamp: datetime = datetime.fromisoformat(value) if isinstance(value, str) else value
         return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
 
-    def _connect(self) -> tuple[Any, Any]:
+    def _connect(self, pipelined: bool) -> tuple[Any, Any]:
         proxy = self._engine.raw_connection()  # the engine's connect hooks (SQLite pragmas) have run
         connection: Any = proxy.driver_connection
         proxy.detach()
         if not self.postgres:
             return connection, None
         connection.autocommit = True  # transactions are explicit: BEGIN travels in the first batch
+        if not pipelined:
+            return connection, None
         entered = connection.pipeline()  # held for the connection's life (collecting it would leave the mode)
         self._pipelines[id(connection)] = entered
         return connection, entered.__enter__()
 
-    def _checkout(self) -> tuple[Any, Any]:
+    def _checkout(self, pipelined: bool = True) -> tuple[Any, Any]:
+        pipelined = pipelined and self.postgres
+        idle = self._idle[pipelined]
         while True:
             with self._lock:
-                if not self._idle:
-                    return self._connect()
-                held = self._idle.pop()
+                if not idle:
+                    return self._connect(pipelined)
+                held = idle.pop()
             if not self.postgres or not _hung_up(held[0]):
                 return held
             self._discard(held)  # the server closed it (restart, idle timeout, terminated backend)
 
     def _checkin(self, held: tuple[Any, Any]) -> None:
+        idle = self._idle[held[1] is not None]
         with self._lock:
-            if len(self._idle) < self._pool_size:
-                self._idle.append(held)
+            if len(idle) < self._pool_size:
+                idle.append(held)
                 return
         self._discard(held)
 
@@ -169,6 +177,9 @@ class Driver:
                 if connection.pgconn.transaction_status != 0:  # not idle: inside a (failed) transaction
                     tx.run("ROLLBACK")
                     pipeline.sync()
+            elif self.postgres:
+                if connection.pgconn.transaction_status != 0:
+                    connection.execute("ROLLBACK")
             elif connection.in_transaction:
                 connection.execute("ROLLBACK")
         except Exception:  # no way back: drop the connection
@@ -179,8 +190,8 @@ class Driver:
     def close(self) -> None:
         """Close every idle connection."""
         with self._lock:
-            idle, self._idle = self._idle, []
-        for held in idle:
+            idle, self._idle = self._idle, {False: [], True: []}
+        for held in [*idle[False], *idle[True]]:
             self._discard(held)
 
 
@@ -204,8 +215,8 @@ class Scope:
         self._begin = begin
 
     def __enter__(self) -> Tx:
-        self._held = held = self._driver._checkout()
-        self._tx = tx = Tx(held[0], held[1])
+        self._held = held = self._driver._checkout(pipelined=self._begin is not None)
+        self._tx = tx = Tx(held[0], held[1], postgres=self._driver.postgres)
         if self._begin is not None:
             try:
                 tx.run(self._begin)
