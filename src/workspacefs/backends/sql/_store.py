@@ -262,17 +262,18 @@ class SqlStore:
 
     # --- content ------------------------------------------------------------------------------------
 
-    def upload_chunk(self, upload_id: str, seq: int, data: BytesLike) -> str:
-        """Store one chunk of a streaming write in its own short transaction (one round trip on
-        PostgreSQL); the upload row keeps it from collection until the write commits (or is abandoned
-        and collected by :meth:`gc`)."""
-        digest = hashlib.sha256(data).hexdigest()
+    def upload_chunks(self, upload_id: str, first_seq: int, pieces: Sequence[BytesLike]) -> list[str]:
+        """Store chunks of a streaming write (numbered from ``first_seq``) in one short transaction (one
+        round trip on PostgreSQL); the upload rows keep them from collection until the write commits
+        (or is abandoned and collected by :meth:`gc`). Their hashes, in order."""
+        digests = [hashlib.sha256(piece).hexdigest() for piece in pieces]
         driver = self.driver
         with driver.transaction(write=True) as tx:
             now = driver.now()
-            tx.run(self._sql_put_chunk, (digest, len(data), data, now))
-            tx.run(self._sql_hold_chunk, (upload_id, seq, digest, now))
-        return digest
+            for seq, (digest, piece) in enumerate(zip(digests, pieces, strict=True), first_seq):
+                tx.run(self._sql_put_chunk, (digest, len(piece), piece, now))
+                tx.run(self._sql_hold_chunk, (upload_id, seq, digest, now))
+        return digests
 
     def finish_upload(self, connection: Connection, upload_id: str) -> None:
         """Drop an upload's hold on its chunks (in the transaction that commits or abandons it)."""

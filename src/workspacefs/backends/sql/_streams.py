@@ -112,30 +112,33 @@ class UploadWriter(StreamWriter):
         self._size = base.size - len(base.tail)
         self._upload = str(uuid.uuid4())
 
-    def _store_piece(self, piece: bytes | bytearray | memoryview) -> None:
-        self._hashes.append(self._store.upload_chunk(self._upload, len(self._hashes), piece))
-        self._size += len(piece)
+    def _store_pieces(self, pieces: list[bytes | bytearray | memoryview]) -> None:
+        if pieces:
+            self._hashes += self._store.upload_chunks(self._upload, len(self._hashes), pieces)
+            self._size += sum(len(p) for p in pieces)
 
     def _write_chunk(self, data: bytes) -> None:
-        """Cut at fixed offsets without copying: full chunks go straight from ``data``; only a partial
-        chunk waits in the buffer for the next write."""
+        """Cut at fixed offsets without copying: full chunks go straight from ``data`` (those of one write
+        in one transaction); only a partial chunk waits in the buffer for the next write."""
         view = memoryview(data)
+        pieces: list[bytes | bytearray | memoryview] = []
         if self._buffer:
             taken = CHUNK_SIZE - len(self._buffer)
             self._buffer += view[:taken]
             view = view[taken:]
             if len(self._buffer) < CHUNK_SIZE:
                 return
-            self._store_piece(self._buffer)
+            pieces.append(self._buffer)
             self._buffer = bytearray()
         while len(view) >= CHUNK_SIZE:
-            self._store_piece(view[:CHUNK_SIZE])
+            pieces.append(view[:CHUNK_SIZE])
             view = view[CHUNK_SIZE:]
+        self._store_pieces(pieces)
         self._buffer += view
 
     def _commit(self) -> None:
         if self._buffer:
-            self._store_piece(self._buffer)
+            self._store_pieces([self._buffer])
             self._buffer = bytearray()
         self._commit_upload(FinishedUpload(self._upload, self._hashes, self._size, self._base.blob_id))
 
