@@ -191,17 +191,17 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
             check_non_negative("offset", offset)
             check_non_negative("limit", limit)
         with caller_paths({norm: path}):
-            opened = opened if opened is not None else self._open_reader(norm)
-        with caller_paths({norm: path}), opened as reader:
-            size = reader.size
-            available = max(size - offset, 0)
-            count = available if limit is None else min(limit, available)
-            if count > MAX_CONVENIENCE_BYTES:
-                raise too_big("Reading", path)
-            data = b""
-            if count:
-                reader.seek(offset)
-                data = reader.read(count)
+            reader = opened if opened is not None else self._open_reader(norm)
+            with reader:
+                size = reader.size
+                available = max(size - offset, 0)
+                count = available if limit is None else min(limit, available)
+                if count > MAX_CONVENIENCE_BYTES:
+                    raise too_big("Reading", path)
+                data = b""
+                if count:
+                    reader.seek(offset)
+                    data = reader.read(count)
         return ReadBytesResult(
             content=data,
             path=norm,

@@ -9,6 +9,7 @@ protocol on it, and the snapshot machinery restores through it, so neither reach
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -289,11 +290,11 @@ class HostTree:
             if old is not None and keep_mode:
                 os.fchmod(temp.fd, stat.S_IMODE(old.st_mode))  # an overwrite keeps the file's permissions
             if old is None and mode != "create":
-                try:  # nothing to replace: link straight to the name (no temporary name, no rename)
+                # nothing to replace: link straight to the name (no temporary name, no rename); if a file
+                # appeared meanwhile, fall through and replace it as an overwrite does
+                with contextlib.suppress(FileExistsError):
                     temp.publish(dir_fd, name, replace=False)
                     return
-                except FileExistsError:
-                    pass  # it appeared meanwhile: replace it as an overwrite does
             temp.publish(dir_fd, name, replace=mode != "create")
         except OSError as exc:
             if exc.filename != path:

@@ -30,14 +30,13 @@ class Tx:
     (SQLite runs each statement at once, so ``sync`` costs nothing there).
     """
 
-    __slots__ = ("_binary", "_connection", "_pending", "_pipeline", "after_commit", "syncs")
+    __slots__ = ("_binary", "_connection", "_pending", "_pipeline", "after_commit")
 
     def __init__(self, connection: Any, pipeline: Any, *, postgres: bool) -> None:
         self._connection = connection
         self._pipeline = pipeline
         self._binary = postgres
         self._pending = False
-        self.syncs = 0
         self.after_commit: list[tuple[str, Sequence[Any]]] = []
 
     def collect(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
@@ -64,7 +63,6 @@ class Tx:
         queued, unless ``force``: after an error, to bring the pipeline back to a clean state)."""
         if self._pipeline is not None and (self._pending or force):
             self._pending = False
-            self.syncs += 1
             self._pipeline.sync()
 
 
@@ -85,8 +83,6 @@ class Driver:
         self._pool_size = pool_size
         self.integrity_error: type[Exception] = engine.dialect.dbapi.IntegrityError  # type: ignore[union-attr]
         """The driver's ``IntegrityError`` (a constraint refused a statement)."""
-        self.syncs = 0
-        """Round trips waited for so far (PostgreSQL; tests count them per operation)."""
 
     def sql(self, text: str) -> str:
         """``text`` with the driver's placeholder style (``?`` for sqlite3, ``%s`` for psycopg)."""
@@ -234,10 +230,8 @@ class Scope:
                 else:
                     driver._commit(tx)
         except BaseException:
-            driver.syncs += tx.syncs
             driver._recover(held, tx)
             raise
-        driver.syncs += tx.syncs
         if kind is not None:
             driver._recover(held, tx)
             return

@@ -24,8 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from workspacefs import errors
 from workspacefs.backends._core import too_big
 from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
-from workspacefs.backends.sql import _hot as hot
-from workspacefs.backends.sql._hot import Checked, release_statements
+from workspacefs.backends.sql._hot import Checked
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
@@ -127,17 +126,7 @@ class SqlFilesystem(BaseFilesystem):
         self._owns_store = isinstance(store, str)
         self._store = SqlStore(store) if isinstance(store, str) else store
         self._session = session_id
-        driver, dialect = self._store.driver, self._store.dialect
-        self._sql_row = driver.sql(hot.ROW)
-        self._sql_children = driver.sql(hot.CHILDREN)
-        self._sql_read = driver.sql(hot.READ)
-        self._sql_rows_for_write = driver.sql(hot.ROWS_FOR_WRITE[dialect])
-        self._sql_chunks_of_file = driver.sql(hot.CHUNKS_OF_FILE)
-        self._sql_chunk_list = driver.sql(hot.CHUNK_LIST)
-        self._sql_chunk = driver.sql(hot.CHUNK)
-        self._sql_put_inline = driver.sql(hot.PUT_INLINE[dialect])
-        self._sql_insert_file = driver.sql(hot.INSERT_FILE)
-        self._sql_update_file = driver.sql(hot.UPDATE_FILE)
+        self._sql = self._store.sql
         if create:  # a caller that knows the session exists (the service) skips this write
             with self._store.write() as connection:
                 self._store.ensure_session(connection, session_id)
@@ -248,7 +237,7 @@ class SqlFilesystem(BaseFilesystem):
     def _row_tuple(self, path: str) -> Sequence[Any]:
         """The row at ``path`` (:data:`_hot.ROW`), from one statement."""
         with self._store.driver.statement() as tx:
-            cursor = tx.run(self._sql_row, (self._session, path))
+            cursor = tx.run(self._sql.row, (self._session, path))
             tx.sync()
             row = cursor.fetchone()
         if row is None:
@@ -264,7 +253,7 @@ class SqlFilesystem(BaseFilesystem):
     def _children(self, path: str) -> list[Any]:
         """A directory's child rows (:data:`_hot.CHILDREN`), from one statement (errors as for a listing)."""
         with self._store.driver.statement() as tx:
-            cursor = tx.run(self._sql_children, (self._session, path, self._session, path))
+            cursor = tx.run(self._sql.children, (self._session, path, self._session, path))
             tx.sync()
             rows = cursor.fetchall()
         own = [r for r in rows if r[0] == path]
@@ -298,7 +287,7 @@ class SqlFilesystem(BaseFilesystem):
     def _read_small(self, path: str, limit: int) -> tuple[Sequence[Any], bytes | None]:
         """A file's row and, if it is at most ``limit`` bytes, its content: one statement."""
         with self._store.driver.statement() as tx:
-            cursor = tx.run(self._sql_read, (limit, self._session, path), binary=True)
+            cursor = tx.run(self._sql.read, (limit, self._session, path), binary=True)
             tx.sync()
             rows = cursor.fetchall()
         if not rows:
@@ -319,8 +308,8 @@ class SqlFilesystem(BaseFilesystem):
         scope = driver.snapshot()
         tx = scope.__enter__()
         try:
-            found = tx.run(self._sql_read, (-1, self._session, path), binary=True)  # the row and any inline content
-            listed = tx.run(self._sql_chunk_list, (self._session, path))
+            found = tx.run(self._sql.read, (-1, self._session, path), binary=True)  # the row and any inline content
+            listed = tx.run(self._sql.chunk_list, (self._session, path))
             tx.sync()
             row = found.fetchone()
             if row is None:
@@ -335,7 +324,7 @@ class SqlFilesystem(BaseFilesystem):
             scope.__exit__(None, None, None)
             return row, StreamReader(path, io.BytesIO(bytes(row[7])), row[4])
         prefetch = 8 if driver.postgres else 1
-        blob = BlobReader(scope, tx, self._sql_chunk, hashes=hashes, size=row[4], prefetch=prefetch)
+        blob = BlobReader(scope, tx, self._sql.chunk, hashes=hashes, size=row[4], prefetch=prefetch)
         return row, StreamReader(path, blob, row[4])
 
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
@@ -423,8 +412,8 @@ class SqlFilesystem(BaseFilesystem):
             try:
                 with driver.transaction(write=True) as tx:
                     if not driver.postgres:  # PostgreSQL stores the content in the row-locking statement
-                        tx.run(self._sql_put_inline, (blob_id, len(data), data))
-                    found = tx.run(self._sql_rows_for_write, keys)
+                        tx.run(self._sql.put_inline, (blob_id, len(data), data))
+                    found = tx.run(self._sql.rows_for_write, keys)
                     tx.sync()
                     rows = {r[0]: r for r in found.fetchall()}
                     if above not in rows or not rows[above][1]:
@@ -435,16 +424,16 @@ class SqlFilesystem(BaseFilesystem):
                     self._check_writable_file(row, path, mode, unlocking=read_only is False)
                     if row is None or target is None:
                         values = (session, path, above, basename(path), False, bool(read_only), blob_id, len(data))
-                        tx.run(self._sql_insert_file, (*values, now, now))
+                        tx.run(self._sql.insert_file, (*values, now, now))
                         return
                     replaced = row.blob_id if row.blob_id != blob_id else None
                     if replaced and driver.postgres:
                         hashes = list(target[4] or ())
                     elif replaced:  # SQLite: ask before the row points elsewhere
-                        hashes = [r[0] for r in tx.run(self._sql_chunks_of_file, (session, path)).fetchall()]
-                    tx.run(self._sql_update_file, (blob_id, len(data), now, read_only, session, path))
+                        hashes = [r[0] for r in tx.run(self._sql.chunks_of_file, (session, path)).fetchall()]
+                    tx.run(self._sql.update_file, (blob_id, len(data), now, read_only, session, path))
                     if replaced:
-                        tx.collect([(driver.sql(q), p) for q, p in release_statements([replaced], hashes)])
+                        tx.collect(self._store.release_statements([replaced], hashes))
                 return
             except _NoParent:
                 with self._store.read() as connection:

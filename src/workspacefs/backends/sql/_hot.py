@@ -6,7 +6,8 @@ content, then one batch that points the file at it, collects what it replaced an
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "ROWS_FOR_WRITE",
     "UPDATE_FILE",
     "Checked",
+    "Statements",
     "release_statements",
 ]
 
@@ -156,3 +158,40 @@ class Checked(NamedTuple):
     is_directory: bool
     is_readonly: bool
     blob_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """The hot statements in one database's dialect and placeholder style, built once per store (a
+    filesystem is made per request in the service: it must not rebuild them)."""
+
+    row: str
+    children: str
+    read: str
+    rows_for_write: str
+    chunks_of_file: str
+    chunk_list: str
+    chunk: str
+    put_inline: str
+    put_chunk: str
+    hold_chunk: str
+    insert_file: str
+    update_file: str
+
+    @classmethod
+    def build(cls, dialect: str, placeholders: Callable[[str], str]) -> Statements:
+        """The statements for ``dialect``, with ``?`` turned into the driver's style by ``placeholders``."""
+        return cls(
+            row=placeholders(ROW),
+            children=placeholders(CHILDREN),
+            read=placeholders(READ),
+            rows_for_write=placeholders(ROWS_FOR_WRITE[dialect]),
+            chunks_of_file=placeholders(CHUNKS_OF_FILE),
+            chunk_list=placeholders(CHUNK_LIST),
+            chunk=placeholders(CHUNK),
+            put_inline=placeholders(PUT_INLINE[dialect]),
+            put_chunk=placeholders(PUT_CHUNK[dialect]),
+            hold_chunk=placeholders(HOLD_CHUNK),
+            insert_file=placeholders(INSERT_FILE),
+            update_file=placeholders(UPDATE_FILE),
+        )

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from workspacefs.backends.sql._driver import Driver
-from workspacefs.backends.sql._hot import HOLD_CHUNK, PUT_CHUNK, PUT_INLINE, release_statements
+from workspacefs.backends.sql._hot import Statements, release_statements
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
@@ -77,7 +77,6 @@ def engine_url(url: str) -> tuple[str, dict[str, str]]:
 _HASH: Any = sa.bindparam("b_hash")
 _BLOB: Any = sa.bindparam("b_blob")
 _CHUNK_EXISTS = sa.select(chunks.c.hash).where(chunks.c.hash == _HASH)
-_BLOB_EXISTS = sa.select(blobs.c.id).where(blobs.c.id == _BLOB)
 _CHUNK_DATA = sa.select(chunks.c.data).where(chunks.c.hash == _HASH)
 _CHUNK_HASHES = sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.blob_id == _BLOB).order_by(blob_chunks.c.seq)
 _INLINE_DATA = sa.select(blobs.c.data).where(blobs.c.id == _BLOB)
@@ -144,8 +143,8 @@ class SqlStore:
             )
         self.driver = Driver(self.engine, self.dialect, pool_size=pool_size)
         """The hot paths' own connections (driver-level statements; see :mod:`._driver`)."""
-        self._sql_put_chunk = self.driver.sql(PUT_CHUNK[self.dialect])
-        self._sql_hold_chunk = self.driver.sql(HOLD_CHUNK)
+        self.sql = Statements.build(self.dialect, self.driver.sql)
+        """The hot statements, in this database's dialect and placeholder style."""
         insert = self.insert
         self._insert_chunk = sa.insert(chunks)
         self._upsert_chunk = insert(chunks).on_conflict_do_update(
@@ -271,8 +270,8 @@ class SqlStore:
         with driver.transaction(write=True) as tx:
             now = driver.now()
             for seq, (digest, piece) in enumerate(zip(digests, pieces, strict=True), first_seq):
-                tx.run(self._sql_put_chunk, (digest, len(piece), piece, now))
-                tx.run(self._sql_hold_chunk, (upload_id, seq, digest, now))
+                tx.run(self.sql.put_chunk, (digest, len(piece), piece, now))
+                tx.run(self.sql.hold_chunk, (upload_id, seq, digest, now))
         return digests
 
     def finish_upload(self, connection: Connection, upload_id: str) -> None:
@@ -319,7 +318,7 @@ class SqlStore:
         """Store whole content and return its blob id: inline up to one chunk, else cut at fixed offsets."""
         if len(data) <= CHUNK_SIZE:
             blob_id = inline_blob_id(data)
-            connection.exec_driver_sql(self.driver.sql(PUT_INLINE[self.dialect]), (blob_id, len(data), data))
+            connection.exec_driver_sql(self.sql.put_inline, (blob_id, len(data), data))
             return blob_id
         hashes = [self.put_chunk(connection, data[i : i + CHUNK_SIZE]) for i in range(0, len(data), CHUNK_SIZE)]
         return self.register_blob(connection, hashes, len(data))
@@ -368,12 +367,18 @@ class SqlStore:
         hashes = connection.execute(
             sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.blob_id.in_(blob_ids)).distinct()
         ).scalars()
-        for sql, params in release_statements(blob_ids, list(hashes)):
-            connection.exec_driver_sql(self.driver.sql(sql), params)
+        for sql, params in self.release_statements(blob_ids, list(hashes)):
+            connection.exec_driver_sql(sql, params)
 
     def _drop_unused_chunks(self, connection: Connection, hashes: Iterable[str]) -> None:
-        for sql, params in release_statements([], list(hashes)):
-            connection.exec_driver_sql(self.driver.sql(sql), params)
+        for sql, params in self.release_statements([], list(hashes)):
+            connection.exec_driver_sql(sql, params)
+
+    def release_statements(
+        self, blob_ids: Sequence[str], chunk_hashes: Sequence[str]
+    ) -> list[tuple[str, tuple[Any, ...]]]:
+        """:func:`_hot.release_statements` in this database's placeholder style (every collection uses it)."""
+        return [(self.driver.sql(sql), params) for sql, params in release_statements(blob_ids, chunk_hashes)]
 
     def drop_unused_chunks(self, connection: Connection, hashes: Iterable[str]) -> None:
         """Delete the chunks among ``hashes`` nothing uses (in a savepoint on PostgreSQL, as above)."""
