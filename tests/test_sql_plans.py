@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from workspacefs import SqlFilesystem, SqlStore
 from workspacefs.backends.sql import _hot as hot
@@ -62,3 +63,29 @@ def test_hot_statements_use_indexes(store: SqlStore) -> None:
         if scanned:
             scans[name] = plan
     assert scans == {}
+
+
+def test_grep_candidates_start_from_the_index(store: SqlStore) -> None:
+    """The candidate query walks from matched (or pending) keys to their files, never over the session's
+    files; SQLite's only scans are the FTS5 lookup itself and the partial index of pending keys."""
+    from workspacefs.backends.sql import _grep_index as grep_index
+
+    allowed = (
+        "SCAN wsfs_grep_text VIRTUAL TABLE",
+        "SCAN wsfs_grep_keys USING INDEX wsfs_grep_keys_pending",
+        "SCAN m",
+        "SCAN p",
+    )
+    for base in ("", "dir"):
+        sql, params = grep_index.candidate_query(store.dialect, SESSION, base, "content")
+        with store.engine.connect() as connection, connection.begin():
+            if store.dialect == "postgresql":
+                connection.exec_driver_sql("SET LOCAL enable_seqscan = off")
+                plan = "\n".join(r[0] for r in connection.execute(sa.text("EXPLAIN " + sql), params))
+                scanned = [line for line in plan.splitlines() if "Seq Scan on wsfs_" in line]
+            else:
+                plan = "\n".join(r[3] for r in connection.execute(sa.text("EXPLAIN QUERY PLAN " + sql), params))
+                scanned = [
+                    line for line in plan.splitlines() if line.startswith("SCAN") and not line.startswith(allowed)
+                ]
+        assert scanned == [], plan

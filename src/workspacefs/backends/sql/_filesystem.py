@@ -24,12 +24,10 @@ from sqlalchemy.exc import IntegrityError
 from workspacefs import errors
 from workspacefs.backends._core import too_big
 from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
+from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql._hot import Checked
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
-    blob_chunks,
-    blobs,
-    chunks,
     session_files,
     snapshot_entries,
     snapshots,
@@ -573,31 +571,18 @@ class SqlFilesystem(BaseFilesystem):
             return iter([r[0] for r in connection.execute(query)])
 
     def _grep_candidates(self, pattern: GrepPattern, base: str) -> Iterable[str]:
-        """Files that may match: single-chunk files must contain the pattern's required literal (checked
-        in the database); bigger files, whose literal could straddle a chunk boundary, always qualify."""
+        """Files that may match: the trigram index answers for small files when the pattern requires a
+        literal of three characters or more (see :mod:`._grep_index`); otherwise every file."""
         literal = required_literal(pattern.pattern)
-        if literal is None or len(literal) < 3:
+        text = None if literal is None else literal.decode("utf-8")
+        if text is None or not grep_index.usable(text):
             return self._iter_files(base)
-        content = sa.func.coalesce(blobs.c.data, chunks.c.data)  # inline, or the file's one chunk
-        contains: Any
-        if self._store.dialect == "postgresql":
-            contains = sa.func.position(sa.bindparam("literal", literal, type_=sa.LargeBinary).op("IN")(content)) > 0
-        else:
-            contains = sa.func.instr(content, sa.bindparam("literal", literal, type_=sa.LargeBinary)) > 0
-        in_scope = sa.and_(F.c.session_id == self._session, _subtree(base), F.c.is_directory.is_(False))
-        small = (
-            sa.select(F.c.path)
-            .join(blobs, blobs.c.id == F.c.blob_id)
-            .outerjoin(blob_chunks, sa.and_(blob_chunks.c.blob_id == F.c.blob_id, blob_chunks.c.seq == 0))
-            .outerjoin(chunks, chunks.c.hash == blob_chunks.c.chunk_hash)
-            .where(in_scope, F.c.size_bytes <= CHUNK_SIZE, contains)
-        )
-        large = sa.select(F.c.path).where(in_scope, F.c.size_bytes > CHUNK_SIZE)
+        self._store.index_for_grep()
         with self._store.read() as connection:
             row = self._row(connection, base)
             if row is None or not row.is_directory:
                 return []
-            return [r[0] for r in connection.execute(small.union(large))]
+            return grep_index.candidates(connection, self._store.dialect, self._session, base, text)
 
     # --- compare-and-set: one transaction checks the version and commits -----------------------------
 

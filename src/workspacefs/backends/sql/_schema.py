@@ -8,6 +8,9 @@ or holding the same content in many sessions copies no bytes.
 Paths are stored normalised and relative (``""`` is the root row every session has), compared
 bytewise (``COLLATE "C"`` on PostgreSQL) so that ranges select subtrees without ``LIKE``.
 
+The grep index (``wsfs_grep_keys``, the ``wsfs_grep_text`` FTS5 or ``pg_trgm`` table and the trigger that
+fills the keys) is made by migration ``0004`` and used only through :mod:`._grep_index`.
+
 Only storage lives here. The workspace service keeps its own tables (tokens, which agent owns a session)
 under ``workspacefs.server``; databases made before that split still carry a ``wsfs_sessions.agent_id``
 column, which this backend ignores and the service's first migration reads once.

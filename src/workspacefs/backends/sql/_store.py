@@ -23,8 +23,9 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, InternalError, OperationalError
 
+from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
 from workspacefs.backends.sql._schema import (
@@ -120,6 +121,10 @@ def migrate(engine_or_url: Engine | str) -> None:
         command.upgrade(config, "head")
     if not isinstance(engine_or_url, Engine):
         engine.dispose()
+
+
+_ANALYZE_AFTER = 2000
+"""Keys indexed in one catch-up after which PostgreSQL's statistics of the index tables are renewed."""
 
 
 class SqlStore:
@@ -406,7 +411,30 @@ class SqlStore:
                 ~sa.exists().where(blob_chunks.c.chunk_hash == chunks.c.hash),
                 ~sa.exists().where(uploads.c.chunk_hash == chunks.c.hash),
             )
-            return len(connection.execute(orphaned.returning(chunks.c.hash)).all())
+            collected = len(connection.execute(orphaned.returning(chunks.c.hash)).all())
+            grep_index.rebuild_if_stale(connection, self.dialect)
+            return collected
+
+    def index_for_grep(self) -> int:
+        """Bring the grep index up to date (batches of its own transactions); returns the keys indexed.
+
+        A database this process may not write (a read-only file, a standby) leaves the rest pending:
+        pending content is always a grep candidate, so results stay complete, only slower."""
+        done = 0
+        try:
+            while True:
+                with self.write() as connection:
+                    taken = grep_index.index_pending(connection, self.dialect)
+                done += taken
+                if taken < grep_index.BATCH:
+                    break
+        except (OperationalError, InternalError):  # not writable here: pending keys stay candidates
+            return done
+        if done >= _ANALYZE_AFTER and self.dialect == "postgresql":
+            # fresh statistics, or the planner may walk every file of a session to find the few pending keys
+            with self.read_once() as connection:
+                connection.exec_driver_sql("ANALYZE wsfs_grep_keys, wsfs_grep_text")
+        return done
 
     def content_stats(self) -> dict[str, int]:
         """Rows and bytes of stored content (for tests and monitoring); inline content counts as a chunk."""
