@@ -128,7 +128,7 @@ def test_only_files_that_can_match_are_read(store: SqlStore) -> None:
     assert [m.path for m in sql.grep(r"needle-x\b")] == ["d0/f000.txt", "d2/f100.txt", "d4/f200.txt"]
 
 
-def test_pending_content_is_a_candidate_until_indexed(store: SqlStore) -> None:
+def test_queued_content_is_a_candidate_until_indexed(store: SqlStore) -> None:
     sql = new_session(store)
     store.index_for_grep()
     sql.write_bytes("new.txt", b"unindexed needle-7\n")
@@ -184,7 +184,7 @@ def test_the_index_survives_a_downgrade_and_upgrade(fast_tmp: Path) -> None:
             "INSERT INTO wsfs_blobs (id, size, chunk_count, data) VALUES ('x', 5, 0, x'6162636465')"
         )
         command.upgrade(config, "head")
-        pending = connection.exec_driver_sql("SELECT count(*) FROM wsfs_grep_keys WHERE NOT indexed").scalar()
+        pending = connection.exec_driver_sql("SELECT count(*) FROM wsfs_grep_queue").scalar()
     assert pending == 2  # existing content is queued for the next grep
     assert [m.path for m in sql.grep("needle-7")] == ["a.txt"]
     store.close()

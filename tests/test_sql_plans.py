@@ -66,13 +66,13 @@ def test_hot_statements_use_indexes(store: SqlStore) -> None:
 
 
 def test_grep_candidates_start_from_the_index(store: SqlStore) -> None:
-    """The candidate query walks from matched (or pending) keys to their files, never over the session's
-    files; SQLite's only scans are the FTS5 lookup itself and the partial index of pending keys."""
+    """The candidate query walks from matched keys (or queued blobs) to their files, never over the session's
+    files; SQLite's only scans are the FTS5 lookup itself, the queue, and the two materialized lists."""
     from workspacefs.backends.sql import _grep_index as grep_index
 
     allowed = (
         "SCAN wsfs_grep_text VIRTUAL TABLE",
-        "SCAN wsfs_grep_keys USING INDEX wsfs_grep_keys_pending",
+        "SCAN wsfs_grep_queue",
         "SCAN m",
         "SCAN p",
     )

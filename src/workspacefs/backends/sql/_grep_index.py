@@ -1,9 +1,10 @@
 """The trigram index that lets ``grep`` skip small files that cannot match (migration ``0004``).
 
-Every blob below one chunk has a key row (a trigger adds it as the blob is stored). ``grep`` first
-indexes the keys still pending, in batches, then asks the index which keys hold every trigram of the
-pattern's required literal. Candidates are those files, the files whose key is still pending (another
-process may be indexing them), and every file of a chunk or more (a literal may straddle two chunks).
+Every new blob below one chunk is queued (a trigger adds it as the blob is stored). ``grep`` first
+indexes the queue, in batches, giving each text blob a key (the text index's row id), then asks the index
+which keys hold every trigram of the pattern's required literal. Candidates are those files, the files
+whose content is still queued (another process may be indexing it), and every file of a chunk or more
+(a literal may straddle two chunks).
 The index only narrows the search: the regex still runs on every candidate, so a false positive costs a
 read and nothing else, and only a missed match would be a bug. The indexed text is the content decoded
 as UTF-8 with replacement, which keeps every valid UTF-8 literal the bytes contain.
@@ -11,6 +12,7 @@ as UTF-8 with replacement, which keeps every valid UTF-8 literal the bytes conta
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import sqlalchemy as sa
@@ -28,31 +30,39 @@ BATCH = 500
 SQLite)."""
 _MAX_TRIGRAMS = 64
 
-_PENDING_BATCH = (
-    "SELECT k.id, coalesce(b.data, c.data) FROM wsfs_grep_keys k JOIN wsfs_blobs b ON b.id = k.blob_id"
+_QUEUED_BATCH = (
+    "SELECT q.blob_id, coalesce(b.data, c.data) FROM wsfs_grep_queue q JOIN wsfs_blobs b ON b.id = q.blob_id"
     " LEFT JOIN wsfs_blob_chunks bc ON bc.blob_id = b.id AND bc.seq = 0"
-    " LEFT JOIN wsfs_chunks c ON c.hash = bc.chunk_hash WHERE NOT k.indexed ORDER BY k.id LIMIT 500"
+    " LEFT JOIN wsfs_chunks c ON c.hash = bc.chunk_hash ORDER BY q.blob_id LIMIT 500"
 )
-_PENDING = {
-    "sqlite": _PENDING_BATCH,
-    # SKIP LOCKED: two processes catching up at once take different batches
-    "postgresql": _PENDING_BATCH + " FOR UPDATE OF k SKIP LOCKED",
+_QUEUED = {
+    "sqlite": _QUEUED_BATCH,
+    # two processes catching up at once take different batches; a blob being collected is left to its
+    # collector (which then waits for nothing of ours: the key share lock only keeps it from going mid-batch)
+    "postgresql": _QUEUED_BATCH + " FOR UPDATE OF q SKIP LOCKED FOR KEY SHARE OF b SKIP LOCKED",
 }
-_MARK_INDEXED = {
-    "sqlite": "UPDATE wsfs_grep_keys SET indexed = TRUE WHERE id = ?",
-    "postgresql": "UPDATE wsfs_grep_keys SET indexed = TRUE WHERE id = %s",
+_ADD_KEY = {
+    "sqlite": "INSERT INTO wsfs_grep_keys (blob_id) VALUES (?)",
+    "postgresql": "INSERT INTO wsfs_grep_keys (blob_id) VALUES (%s)",
+}
+_KEYS_OF = {
+    "sqlite": "SELECT id, blob_id FROM wsfs_grep_keys WHERE blob_id IN (SELECT value FROM json_each(?))",
+    "postgresql": "SELECT id, blob_id FROM wsfs_grep_keys WHERE blob_id = ANY(%s)",
+}
+_DEQUEUE = {
+    "sqlite": "DELETE FROM wsfs_grep_queue WHERE blob_id = ?",
+    "postgresql": "DELETE FROM wsfs_grep_queue WHERE blob_id = %s",
 }
 _ADD_TEXT = {
     "sqlite": "INSERT INTO wsfs_grep_text (rowid, body) VALUES (?, ?)",
-    "postgresql": "INSERT INTO wsfs_grep_text (key_id, body) VALUES (%s, %s) ON CONFLICT (key_id) DO NOTHING",
+    "postgresql": "INSERT INTO wsfs_grep_text (key_id, body) VALUES (%s, %s)",
 }
 _MATCHED = {
     "sqlite": "SELECT rowid AS key_id FROM wsfs_grep_text WHERE wsfs_grep_text MATCH :query",
     "postgresql": "SELECT key_id FROM wsfs_grep_text WHERE body LIKE :query",
 }
 _CANDIDATES = (
-    "WITH m AS MATERIALIZED (MATCHED_),"
-    " p AS MATERIALIZED (SELECT blob_id FROM wsfs_grep_keys WHERE NOT indexed)"
+    "WITH m AS MATERIALIZED (MATCHED_), p AS MATERIALIZED (SELECT blob_id FROM wsfs_grep_queue)"
     " SELECT f.path FROM m JOIN_ wsfs_grep_keys k ON k.id = m.key_id"
     " JOIN_ wsfs_files f ON f.blob_id = k.blob_id WHERE SESSION_ = :session AND WITHIN_"
     " UNION ALL"
@@ -61,9 +71,9 @@ _CANDIDATES = (
     " SELECT f.path FROM wsfs_files f WHERE f.session_id = :session AND f.size_bytes >= 262144"
     " AND NOT f.is_directory AND WITHIN_"
 )
-"""Files whose key matched, files whose key is pending, and files of a chunk (262,144 bytes) or more.
+"""Files whose key matched, files whose content is still queued, and files of a chunk (262,144 bytes) or more.
 
-The few matched and pending keys come first and lead to their files by blob, never the other way round
+The few matched keys and queued blobs come first and lead to their files by blob, never the other way round
 (a ``MATCH`` or ``LIKE`` per file of the session): the keys are materialized, SQLite takes ``CROSS
 JOIN`` as a fixed join order, and a unary ``+`` keeps it from the session's index (which holds every
 file). The upper-case words are filled per dialect and scope."""
@@ -79,13 +89,18 @@ def indexed_text(data: bytes | None) -> str | None:
 
 
 def index_pending(connection: Connection, dialect: str) -> int:
-    """Index one batch of pending keys in the caller's write transaction; returns how many it took."""
-    rows = connection.exec_driver_sql(_PENDING[dialect]).all()
-    texts = [(key, text) for key, data in rows if (text := indexed_text(_bytes(data))) is not None]
+    """Index one batch of queued content in the caller's write transaction; returns how many it took.
+
+    Text content gets a key and an index row; binary content (which grep skips) only leaves the queue."""
+    rows = [(blob_id, indexed_text(_bytes(data))) for blob_id, data in connection.exec_driver_sql(_QUEUED[dialect])]
+    texts = {blob_id: text for blob_id, text in rows if text is not None}
     if texts:
-        connection.exec_driver_sql(_ADD_TEXT[dialect], texts)
+        connection.exec_driver_sql(_ADD_KEY[dialect], [(blob_id,) for blob_id in texts])
+        ids = list(texts)
+        keys = connection.exec_driver_sql(_KEYS_OF[dialect], (json.dumps(ids) if dialect == "sqlite" else ids,))
+        connection.exec_driver_sql(_ADD_TEXT[dialect], [(key, texts[blob_id]) for key, blob_id in keys])
     if rows:
-        connection.exec_driver_sql(_MARK_INDEXED[dialect], [(key,) for key, _ in rows])
+        connection.exec_driver_sql(_DEQUEUE[dialect], [(blob_id,) for blob_id, _ in rows])
     return len(rows)
 
 
@@ -137,9 +152,10 @@ def rebuild_if_stale(connection: Connection, dialect: str) -> bool:
     if dialect != "sqlite":
         return False
     rows = connection.exec_driver_sql("SELECT count(*) FROM wsfs_grep_text_docsize").scalar_one()
-    live = connection.exec_driver_sql("SELECT count(*) FROM wsfs_grep_keys WHERE indexed").scalar_one()
+    live = connection.exec_driver_sql("SELECT count(*) FROM wsfs_grep_keys").scalar_one()
     if rows <= 2 * live + 1000:
         return False
     connection.exec_driver_sql("INSERT INTO wsfs_grep_text (wsfs_grep_text) VALUES ('delete-all')")
-    connection.exec_driver_sql("UPDATE wsfs_grep_keys SET indexed = FALSE")
+    connection.exec_driver_sql("INSERT OR IGNORE INTO wsfs_grep_queue (blob_id) SELECT blob_id FROM wsfs_grep_keys")
+    connection.exec_driver_sql("DELETE FROM wsfs_grep_keys")
     return True

@@ -124,7 +124,7 @@ def migrate(engine_or_url: Engine | str) -> None:
 
 
 _ANALYZE_AFTER = 2000
-"""Keys indexed in one catch-up after which PostgreSQL's statistics of the index tables are renewed."""
+"""Blobs indexed in one catch-up after which PostgreSQL's statistics of the index tables are renewed."""
 
 
 class SqlStore:
@@ -416,10 +416,10 @@ class SqlStore:
             return collected
 
     def index_for_grep(self) -> int:
-        """Bring the grep index up to date (batches of its own transactions); returns the keys indexed.
+        """Bring the grep index up to date (batches of its own transactions); returns the blobs taken.
 
-        A database this process may not write (a read-only file, a standby) leaves the rest pending:
-        pending content is always a grep candidate, so results stay complete, only slower."""
+        A database this process may not write (a read-only file, a standby) leaves the rest queued:
+        queued content is always a grep candidate, so results stay complete, only slower."""
         done = 0
         try:
             while True:
@@ -428,10 +428,10 @@ class SqlStore:
                 done += taken
                 if taken < grep_index.BATCH:
                     break
-        except (OperationalError, InternalError):  # not writable here: pending keys stay candidates
+        except (OperationalError, InternalError):  # not writable here: queued content stays a candidate
             return done
         if done >= _ANALYZE_AFTER and self.dialect == "postgresql":
-            # fresh statistics, or the planner may walk every file of a session to find the few pending keys
+            # fresh statistics, or the planner may walk every file of a session to find the few queued blobs
             with self.read_once() as connection:
                 connection.exec_driver_sql("ANALYZE wsfs_grep_keys, wsfs_grep_text")
         return done

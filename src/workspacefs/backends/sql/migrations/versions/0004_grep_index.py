@@ -1,9 +1,10 @@
 """A trigram index of small content, so ``grep`` reads only the files that can match.
 
-Every new blob below one chunk gets a row in ``wsfs_grep_keys`` (a trigger, so no write path can forget
-it); ``grep`` indexes the pending rows in batches before it searches (a write pays one key row, not the
-index: measured, a trigram index kept up to date on every write multiplies a small write's cost by 20 to
-30 on SQLite and by 1.7 on PostgreSQL). The text index is SQLite's FTS5 ``trigram`` tokenizer or
+Every new blob below one chunk gets a row in ``wsfs_grep_queue`` (a trigger, so no write path can
+forget it); ``grep`` indexes the queue in batches before it searches, giving each blob a key (the text
+index's row id) in ``wsfs_grep_keys``. A write pays one queue row, not the index (measured, a trigram
+index kept up to date on every write multiplies a small write's cost by 20 to 30 on SQLite and by 1.7 on
+PostgreSQL). The text index is SQLite's FTS5 ``trigram`` tokenizer or
 PostgreSQL's ``pg_trgm`` (a GIN index; without the extension the table is searched without it).
 Files of a chunk or more are always searched: a literal may straddle two chunks.
 
@@ -26,22 +27,18 @@ depends_on = None
 
 
 def upgrade() -> None:
-    """Create the key table, the text index and its trigger, enqueue existing content, and index large
+    """Create the queue, the keys, the text index and the trigger, queue existing content, and index large
     files by session and path (they are always grep candidates)."""
-    postgres = op.get_bind().dialect.name == "postgresql"
+    op.create_table(
+        "wsfs_grep_queue",
+        sa.Column("blob_id", sa.Text, sa.ForeignKey("wsfs_blobs.id", ondelete="CASCADE"), primary_key=True),
+        sqlite_with_rowid=False,  # one b-tree insert per new blob: the whole cost a write pays
+    )
     op.create_table(
         "wsfs_grep_keys",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
         sa.Column("blob_id", sa.Text, sa.ForeignKey("wsfs_blobs.id", ondelete="CASCADE"), nullable=False, unique=True),
-        sa.Column("indexed", sa.Boolean, nullable=False, server_default=sa.false()),
         sqlite_autoincrement=True,  # ids are never reused: the contentless FTS index may hold stale rows
-    )
-    op.create_index(
-        "wsfs_grep_keys_pending",
-        "wsfs_grep_keys",
-        ["id"],
-        sqlite_where=sa.text("NOT indexed"),
-        postgresql_where=sa.text("NOT indexed"),
     )
     op.create_index(
         "wsfs_files_large",
@@ -50,7 +47,7 @@ def upgrade() -> None:
         sqlite_where=sa.text("size_bytes >= 262144"),
         postgresql_where=sa.text("size_bytes >= 262144"),
     )
-    if postgres:
+    if _postgres():
         _upgrade_postgres()
     else:
         op.execute(
@@ -59,11 +56,9 @@ def upgrade() -> None:
         )
         op.execute(
             "CREATE TRIGGER wsfs_blobs_grep AFTER INSERT ON wsfs_blobs WHEN NEW.size >= 3 AND NEW.size < 262144"
-            " BEGIN INSERT INTO wsfs_grep_keys (blob_id) VALUES (NEW.id); END"
+            " BEGIN INSERT INTO wsfs_grep_queue (blob_id) VALUES (NEW.id); END"
         )
-    op.execute(
-        "INSERT INTO wsfs_grep_keys (blob_id) SELECT id FROM wsfs_blobs WHERE size >= 3 AND size < 262144 ORDER BY id"
-    )
+    op.execute("INSERT INTO wsfs_grep_queue (blob_id) SELECT id FROM wsfs_blobs WHERE size >= 3 AND size < 262144")
 
 
 def _upgrade_postgres() -> None:
@@ -82,7 +77,7 @@ def _upgrade_postgres() -> None:
         op.execute("CREATE INDEX wsfs_grep_text_trigrams ON wsfs_grep_text USING gin (body gin_trgm_ops)")
     op.execute(
         "CREATE FUNCTION wsfs_grep_enqueue() RETURNS trigger LANGUAGE plpgsql AS "
-        "$$ BEGIN INSERT INTO wsfs_grep_keys (blob_id) VALUES (NEW.id); RETURN NULL; END $$"
+        "$$ BEGIN INSERT INTO wsfs_grep_queue (blob_id) VALUES (NEW.id); RETURN NULL; END $$"
     )
     op.execute(
         "CREATE TRIGGER wsfs_blobs_grep AFTER INSERT ON wsfs_blobs FOR EACH ROW"
@@ -97,8 +92,8 @@ def downgrade() -> None:
     if _postgres():
         op.execute("DROP FUNCTION IF EXISTS wsfs_grep_enqueue()")
     op.drop_index("wsfs_files_large", table_name="wsfs_files")
-    op.drop_index("wsfs_grep_keys_pending", table_name="wsfs_grep_keys")
     op.drop_table("wsfs_grep_keys")
+    op.drop_table("wsfs_grep_queue")
 
 
 def _postgres() -> bool:
