@@ -32,6 +32,7 @@ TRICKY: dict[str, bytes] = {
     "syntax.txt": b'quote "needle" 100% a_b back\\slash\n',
     "unicode.txt": "\u65e5\u672c\u8a9e\u30c6\u30ad\u30b9\u30c8 needle-7\n".encode(),
     "long.txt": ("0123456789abcdefghij" * 10 + "\n").encode(),
+    "sentence.txt": b"The quick brown fox jumps over the lazy dog; 0123456789 ABCDEFGHIJKLMNOPQRSTUVWXYZ!\n",
     "tiny.txt": b"ne",
     "empty.txt": b"",
 }
@@ -46,6 +47,7 @@ PATTERNS = [
     r"back\\slash",
     "\u8a9e\u30c6\u30ad",
     "0123456789abcdefghij" * 8,
+    "quick brown fox jumps over the lazy dog; 0123456789 ABCDEFGHIJKLMNOPQRSTUVWXYZ",  # over 64 trigrams
     "omega",
     "caf",
     "nee",
