@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from workspacefs import SqlFilesystem, SqlStore, open_filesystem
 from workspacefs.backends.sql import migrate
 from workspacefs.backends.sql._schema import session_files
+from workspacefs.backends.sql._store import migration_config
 from workspacefs.search import GrepPattern, required_literal
 from workspacefs.server import SessionCatalog, TokenStore
 
@@ -237,15 +238,11 @@ def test_migrations_are_applied_and_idempotent(fast_tmp: Path) -> None:
 
 
 def test_a_database_at_an_older_revision_upgrades_with_its_data(fast_tmp: Path) -> None:
-    from importlib import resources
-
     from alembic import command
-    from alembic.config import Config
 
     url = f"sqlite:///{fast_tmp / f'old-{next(_ids)}.db'}"
     engine = sa.create_engine(url)
-    config = Config()
-    config.set_main_option("script_location", str(resources.files("workspacefs.backends.sql") / "migrations"))
+    config = migration_config()
     with engine.connect() as connection, connection.begin():
         config.attributes["connection"] = connection
         command.upgrade(config, "0001")
@@ -272,10 +269,7 @@ def test_a_database_at_an_older_revision_upgrades_with_its_data(fast_tmp: Path) 
 
 
 def test_inline_content_survives_a_downgrade_and_an_upgrade(fast_tmp: Path) -> None:
-    from importlib import resources
-
     from alembic import command
-    from alembic.config import Config
 
     url = f"sqlite:///{fast_tmp / f'inline-{next(_ids)}.db'}"
     store = SqlStore(url)
@@ -285,8 +279,7 @@ def test_inline_content_survives_a_downgrade_and_an_upgrade(fast_tmp: Path) -> N
     fs.write_bytes("big.bin", b"b" * (300 * 1024))
     session = fs.session_id
     store.close()
-    config = Config()
-    config.set_main_option("script_location", str(resources.files("workspacefs.backends.sql") / "migrations"))
+    config = migration_config()
     engine = sa.create_engine(url)
     with engine.connect() as connection, connection.begin():
         config.attributes["connection"] = connection

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from workspacefs import InMemoryFilesystem, SqlFilesystem, SqlStore
 from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql._schema import CHUNK_SIZE
+from workspacefs.backends.sql._store import migration_config
 from workspacefs.search import GrepPattern
 
 _ids = itertools.count()
@@ -167,18 +168,14 @@ def test_gc_starts_a_mostly_stale_sqlite_index_afresh(fast_tmp: Path) -> None:
 
 
 def test_the_index_survives_a_downgrade_and_upgrade(fast_tmp: Path) -> None:
-    from importlib import resources
-
     from alembic import command
-    from alembic.config import Config
 
     url = f"sqlite:///{fast_tmp / f'cycle-{next(_ids)}.db'}"
     store = SqlStore(url)
     sql = new_session(store)
     sql.write_bytes("a.txt", b"before needle-7\n")
     assert [m.path for m in sql.grep("needle-7")] == ["a.txt"]
-    config = Config()
-    config.set_main_option("script_location", str(resources.files("workspacefs.backends.sql") / "migrations"))
+    config = migration_config()
     with store.engine.connect() as connection, connection.begin():
         config.attributes["connection"] = connection
         command.downgrade(config, "0003")

@@ -108,14 +108,21 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
+def migration_config() -> Any:
+    """The Alembic configuration of storage's migrations (set ``attributes["connection"]`` to run it)."""
+    from alembic.config import Config  # noqa: PLC0415 - only needed when migrating
+
+    config = Config()
+    config.set_main_option("script_location", str(resources.files("workspacefs.backends.sql") / "migrations"))
+    return config
+
+
 def migrate(engine_or_url: Engine | str) -> None:
     """Bring the schema up to the newest migration (idempotent; run on first use)."""
     from alembic import command  # noqa: PLC0415 - only needed when migrating
-    from alembic.config import Config  # noqa: PLC0415
 
     engine = engine_or_url if isinstance(engine_or_url, Engine) else sa.create_engine(engine_url(engine_or_url)[0])
-    config = Config()
-    config.set_main_option("script_location", str(resources.files("workspacefs.backends.sql") / "migrations"))
+    config = migration_config()
     with engine.connect().execution_options(wsfs_write=True) as connection, connection.begin():
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
