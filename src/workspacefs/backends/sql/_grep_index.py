@@ -21,7 +21,16 @@ from sqlalchemy.engine import Connection
 from workspacefs.paths import ROOT
 from workspacefs.search import is_binary
 
-__all__ = ["BATCH", "candidate_query", "candidates", "index_pending", "indexed_text", "rebuild_if_stale", "usable"]
+__all__ = [
+    "BATCH",
+    "anything_queued",
+    "candidate_query",
+    "candidates",
+    "index_pending",
+    "indexed_text",
+    "rebuild_if_stale",
+    "usable",
+]
 
 _MIN_LITERAL = 3
 """A literal shorter than a trigram cannot use the index."""
@@ -86,6 +95,11 @@ def indexed_text(data: bytes | None) -> str | None:
         return None
     # PostgreSQL text holds no NUL; a literal with NUL or U+FFFD never uses the index (see ``usable``)
     return data.decode("utf-8", "replace").replace("\x00", "\ufffd")
+
+
+def anything_queued(connection: Connection) -> bool:
+    """Whether any content waits for the index (a read, so a grep with nothing to index takes no write lock)."""
+    return connection.exec_driver_sql("SELECT 1 FROM wsfs_grep_queue LIMIT 1").first() is not None
 
 
 def index_pending(connection: Connection, dialect: str) -> int:

@@ -427,6 +427,9 @@ class SqlStore:
 
         A database this process may not write (a read-only file, a standby) leaves the rest queued:
         queued content is always a grep candidate, so results stay complete, only slower."""
+        with self.read_once() as connection:
+            if not grep_index.anything_queued(connection):
+                return 0
         done = 0
         try:
             while True:
