@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,9 +14,10 @@ from workspacefs.paths import normalize_path
 from workspacefs.policy import GuardedFilesystem, Policy
 from workspacefs.protocol import Filesystem
 from workspacefs.snapshots import FilesystemSnapshot
+from workspacefs.streams import content_id_of
 from workspacefs.undo import UndoLog
 
-__all__ = ["ReadState", "SnapshotLedger", "Tool", "ToolContext", "ToolResult", "content_digest"]
+__all__ = ["EditHistory", "ReadState", "SnapshotLedger", "Tool", "ToolContext", "ToolResult", "content_digest"]
 
 ValueT = TypeVar("ValueT")
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
@@ -35,8 +35,13 @@ class ToolResult(Generic[ValueT]):
 
 
 def content_digest(data: bytes) -> str:
-    """The content hash read-before-write compares."""
-    return hashlib.sha256(data).hexdigest()
+    """The content id read-before-write compares: the backends' own (``streams.content_id_of``), so a
+    model's ``expected_hash`` and a conditional write name a version the same way."""
+    return content_id_of(data)
+
+
+MAX_SEEN_TEXT = 64 * 1024
+"""The text a model read is kept up to this many characters, so a stale write can show what changed."""
 
 
 class ReadState:
@@ -48,6 +53,7 @@ class ReadState:
 
     def __init__(self) -> None:
         self._seen: dict[tuple[int, str], str] = {}
+        self._texts: dict[tuple[int, str], str] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -55,15 +61,25 @@ class ReadState:
         beneath = fs.unguarded if isinstance(fs, GuardedFilesystem) else fs  # one workspace, however it is viewed
         return id(beneath), normalize_path(path, mount_point=fs.mount_point)
 
-    def record(self, fs: Filesystem, path: str, digest: str) -> None:
-        """Remember that the model has seen ``path`` with this content."""
+    def record(self, fs: Filesystem, path: str, digest: str, text: str | None = None) -> None:
+        """Remember that the model has seen ``path`` with this content id (and, when small, its text)."""
+        key = self._key(fs, path)
         with self._lock:
-            self._seen[self._key(fs, path)] = digest
+            self._seen[key] = digest
+            if text is not None and len(text) <= MAX_SEEN_TEXT:
+                self._texts[key] = text
+            else:
+                self._texts.pop(key, None)
 
     def seen(self, fs: Filesystem, path: str) -> str | None:
         """The digest the model last saw, or ``None`` if it never read the file."""
         with self._lock:
             return self._seen.get(self._key(fs, path))
+
+    def seen_text(self, fs: Filesystem, path: str) -> str | None:
+        """The text the model last saw of ``path``, when it was small enough to keep."""
+        with self._lock:
+            return self._texts.get(self._key(fs, path))
 
     def forget(self, fs: Filesystem, path: str) -> None:
         """Drop what is known of ``path`` (and anything below it)."""
@@ -73,6 +89,64 @@ class ReadState:
                 k for k in self._seen if k[0] == key[0] and (k[1] == key[1] or k[1].startswith(key[1] + "/"))
             ]:
                 del self._seen[known]
+                self._texts.pop(known, None)
+
+
+class EditHistory:
+    """The content each file had before each edit in one conversation, newest last, for the text editor's
+    ``undo_edit`` (bounded: the last ``per_file`` versions of a file, ``max_bytes`` in all; oldest go first)."""
+
+    def __init__(self, *, per_file: int = 20, max_bytes: int = 32 * 1024 * 1024) -> None:
+        self._versions: dict[tuple[int, str], list[bytes | None]] = {}
+        self._order: list[tuple[tuple[int, str], int]] = []  # (key, size) oldest first, to drop when full
+        self._bytes = 0
+        self._per_file = per_file
+        self._max_bytes = max_bytes
+        self._lock = threading.Lock()
+
+    def push(self, fs: Filesystem, path: str, before: bytes | None) -> None:
+        """Remember what ``path`` held before an edit (``None``: it did not exist)."""
+        key = ReadState._key(fs, path)
+        size = len(before or b"")
+        with self._lock:
+            versions = self._versions.setdefault(key, [])
+            versions.append(before)
+            self._order.append((key, size))
+            self._bytes += size
+            if len(versions) > self._per_file:
+                self._drop_oldest_of(key)
+            while self._bytes > self._max_bytes and self._order:
+                self._drop_oldest_of(self._order[0][0])
+
+    def _drop_oldest_of(self, key: tuple[int, str]) -> None:
+        versions = self._versions[key]
+        dropped = len(versions.pop(0) or b"")
+        if not versions:
+            del self._versions[key]
+        for index, (known, size) in enumerate(self._order):
+            if known == key and size == dropped:
+                del self._order[index]
+                break
+        self._bytes -= dropped
+
+    def pop(self, fs: Filesystem, path: str) -> tuple[bool, bytes | None]:
+        """``(True, content)`` before the last edit of ``path`` (``None``: it did not exist), forgotten once
+        taken; ``(False, None)`` when there is no edit to undo."""
+        key = ReadState._key(fs, path)
+        with self._lock:
+            versions = self._versions.get(key)
+            if not versions:
+                return False, None
+            before = versions.pop()
+            if not versions:
+                del self._versions[key]
+            size = len(before or b"")
+            for index in range(len(self._order) - 1, -1, -1):
+                if self._order[index] == (key, size):
+                    del self._order[index]
+                    break
+            self._bytes -= size
+            return True, before
 
 
 class SnapshotLedger:
@@ -106,7 +180,10 @@ class ToolContext:
     every writable filesystem; it costs what the call changes, never a snapshot of the workspace).
     ``policy`` decides which paths the tools may read, write, delete or run commands in (``None``:
     :meth:`Policy.default() <workspacefs.policy.Policy.default>`); ``filesystem`` is then seen through it,
-    so every handler, built-in or not, works under the same rules.
+    so every handler, built-in or not, works under the same rules. ``actor`` names who calls (an agent
+    id, "user via browser"), as the caller declares it: a refused stale write tells the next caller who
+    changed the file. ``edit_history`` keeps what files held before each edit (the text editor's
+    ``undo_edit``).
     """
 
     filesystem: Filesystem | None = None
@@ -121,6 +198,8 @@ class ToolContext:
     read_before_write: bool = True
     transactional: bool | None = None
     policy: Policy | None = None
+    actor: str | None = None
+    edit_history: EditHistory = field(default_factory=EditHistory)
 
     def __post_init__(self) -> None:
         policy = self.policy if self.policy is not None else Policy.default()

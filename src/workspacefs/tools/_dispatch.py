@@ -14,7 +14,7 @@ from workspacefs.policy import GuardedFilesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
 from workspacefs.tools._messages import failure, failure_from
 from workspacefs.tools._schema import openai_strict_schema, portable_schema, prune_nulls
-from workspacefs.tools._sets import ALL_TOOLS, tools_for
+from workspacefs.tools._sets import ALL_TOOLS, NATIVE_TOOLS, tools_for
 from workspacefs.undo import UndoLog
 
 __all__ = ["dispatch", "to_anthropic_tools", "to_openai_tools"]
@@ -84,13 +84,15 @@ def dispatch(
 ) -> ToolResult[Any]:
     """Run tool ``name`` with ``arguments`` (a JSON string or a dict) and return its result.
 
-    ``tools`` defaults to every file tool, and the snapshot tools where the filesystem can snapshot.
+    ``tools`` defaults to every file tool, the snapshot tools where the filesystem can snapshot, and the
+    providers' native tools (``str_replace_based_edit_tool``, ``str_replace_editor``, ``memory``,
+    ``apply_patch``) with their native input.
 
     Never raises for a model's mistake: an unknown tool, bad JSON or invalid arguments come back as a
     failed result saying what to fix. A mutating tool that fails part way is rolled back when the
     context is transactional (see :class:`ToolContext`): only the paths it touched, recorded first.
     """
-    offered = tools if tools is not None else tools_for(context.filesystem, read_only=False)
+    offered = tools if tools is not None else (*NATIVE_TOOLS, *tools_for(context.filesystem, read_only=False))
     available = {tool.name: tool for tool in offered}
     tool = available.get(name)
     if tool is None:

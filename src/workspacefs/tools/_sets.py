@@ -8,16 +8,31 @@ from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import Tool
 from workspacefs.tools._exec_tool import RUN_COMMAND
 from workspacefs.tools._file_tools import CP, GLOB, GREP, LS, MKDIR, MV, RM, STAT
+from workspacefs.tools._memory_tool import MEMORY
+from workspacefs.tools._patch_tools import APPLY_PATCH
 from workspacefs.tools._snapshot_tools import DIFF, RESTORE, SNAPSHOT
+from workspacefs.tools._text_editor import TEXT_EDITOR_20250124, TEXT_EDITOR_20250728
 from workspacefs.tools._text_tools import EDIT_FILE, READ_FILE, WRITE_FILE
 
-__all__ = ["ALL_TOOLS", "EXEC_TOOLS", "EXTRA_TOOLS", "FILESYSTEM_TOOLS", "SNAPSHOT_TOOLS", "tools_for"]
+__all__ = [
+    "ALL_TOOLS",
+    "EXEC_TOOLS",
+    "EXTRA_TOOLS",
+    "FILESYSTEM_TOOLS",
+    "NATIVE_TOOLS",
+    "SNAPSHOT_TOOLS",
+    "tools_for",
+]
 
 FILESYSTEM_TOOLS: tuple[Tool[Any], ...] = (LS, READ_FILE, WRITE_FILE, EDIT_FILE, GLOB, GREP, RM)
 EXTRA_TOOLS: tuple[Tool[Any], ...] = (MKDIR, MV, CP, STAT)
 ALL_TOOLS: tuple[Tool[Any], ...] = FILESYSTEM_TOOLS + EXTRA_TOOLS
 SNAPSHOT_TOOLS: tuple[Tool[Any], ...] = (SNAPSHOT, RESTORE, DIFF)
 EXEC_TOOLS: tuple[Tool[Any], ...] = (RUN_COMMAND,)
+NATIVE_TOOLS: tuple[Tool[Any], ...] = (TEXT_EDITOR_20250728, TEXT_EDITOR_20250124, MEMORY, APPLY_PATCH)
+"""The providers' own file tools under their native names: Anthropic's text editor (both versions) and memory
+tool, and the Codex ``apply_patch`` (one string argument). ``dispatch`` accepts them by default; offer them
+instead of (not beside) the file tools, so a model sees one way to edit."""
 
 
 def tools_for(fs: Filesystem | None, *, read_only: bool | None = None) -> tuple[Tool[Any], ...]:

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import codecs
-import difflib
-import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from workspacefs.errors import FileChangedSinceReadError, NotReadBeforeWriteError
-from workspacefs.paths import MAX_CONVENIENCE_BYTES
 from workspacefs.protocol import Filesystem
 from workspacefs.search import BINARY_SNIFF_BYTES
-from workspacefs.tools._core import Tool, ToolContext, ToolResult, content_digest
+from workspacefs.streams import ContentHasher
+from workspacefs.tools._core import MAX_SEEN_TEXT, Tool, ToolContext, ToolResult
+from workspacefs.tools._editing import RefusalError, commit, current_id, load_text, require_fresh, short_diff
 from workspacefs.tools._messages import display, failure, failure_from, human_size, looks_numbered
 
 __all__ = ["EDIT_FILE", "READ_FILE", "WRITE_FILE", "file_digest"]
@@ -64,11 +62,13 @@ class _Scan:
     total_lines: int
     digest: str
     size: int
+    text: str | None  # the whole text, when small enough to keep for a later stale-write diff
 
 
 def _scan(fs: Filesystem, path: str, offset: int, limit: int) -> _Scan:
-    """One streaming pass: the wanted lines (long ones cut), the line count and the content hash."""
-    digest = hashlib.sha256()
+    """One streaming pass: the wanted lines (long ones cut), the line count and the content id."""
+    digest = ContentHasher()
+    whole: bytearray | None = bytearray()
     kept: list[tuple[bytes, bool]] = []
     current = bytearray()
     cut = False
@@ -82,6 +82,10 @@ def _scan(fs: Filesystem, path: str, offset: int, limit: int) -> _Scan:
                 raise _BinaryContentError
             digest.update(chunk)
             size += len(chunk)
+            if whole is not None and size <= MAX_SEEN_TEXT:
+                whole += chunk
+            else:
+                whole = None
             position = 0
             while position < len(chunk):
                 newline = chunk.find(b"\n", position)
@@ -103,7 +107,10 @@ def _scan(fs: Filesystem, path: str, offset: int, limit: int) -> _Scan:
         if offset <= line < stop:
             kept.append((bytes(current), cut))
         line += 1
-    return _Scan(kept, line, digest.hexdigest(), size)
+    text = None
+    if whole is not None:
+        text = bytes(whole).decode("utf-8", errors="replace").removeprefix(_BOM)
+    return _Scan(kept, line, digest.content_id(), size, text)
 
 
 def _render_line(raw: bytes, cut: bool) -> str:
@@ -132,7 +139,7 @@ def read_file(params: ReadFileParams, *, context: ToolContext) -> ToolResult[Rea
         return failure(_binary_message(fs, params.path), "not_text")
     except (OSError, ValueError) as exc:
         return failure_from(exc, fs, params.path, verb="read")
-    context.read_state.record(fs, params.path, scan.digest)
+    context.read_state.record(fs, params.path, scan.digest, scan.text)
     if scan.total_lines == 0:
         return ToolResult(f"'{where}' is empty (0 lines).", ReadFileValue(where, (), 0, 0, False))
     if params.offset >= scan.total_lines:
@@ -174,27 +181,16 @@ def _no_filesystem() -> ToolResult[Any]:
 
 
 def file_digest(fs: Filesystem, path: str) -> str | None:
-    """Content hash of a file now, or ``None`` if it does not exist (streamed: any size)."""
-    digest = hashlib.sha256()
-    try:
-        with fs.open_read(path) as reader:
-            for chunk in reader:
-                digest.update(chunk)
-    except FileNotFoundError:
-        return None
-    return digest.hexdigest()
+    """Content id of a file now, or ``None`` if it does not exist (streamed: any size)."""
+    return current_id(fs, path)
 
 
-def _check_read(context: ToolContext, fs: Filesystem, path: str, current: str | None) -> None:
-    """Raise ``NotReadBeforeWriteError`` (or ``FileChangedSinceReadError``) if the read-before-write policy
-    forbids changing ``path`` now; a file that does not exist yet may always be written."""
-    if not context.read_before_write or current is None:
-        return
-    seen = context.read_state.seen(fs, path)
-    if seen is None:
-        raise NotReadBeforeWriteError(path)
-    if seen != current:
-        raise FileChangedSinceReadError(path)
+_REREAD = 'read_file(path="{where}")'
+_EXPECTED_HASH = Field(
+    None,
+    description="Optional precondition: the content id the file must still have (stat shows it). The change is "
+    "refused if the file changed since; it replaces the need to read the file first.",
+)
 
 
 # --- write_file -----------------------------------------------------------------------------------
@@ -204,6 +200,7 @@ class WriteFileParams(_Params):
     path: str = Field(description="File to write; missing parent directories are created.")
     content: str = Field(description=f"The whole new content (at most {MAX_WRITE_CHARS:,} characters).")
     append: bool = Field(False, description="Add to the end of the file instead of replacing it.")
+    expected_hash: str | None = _EXPECTED_HASH
 
 
 def write_file(params: WriteFileParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
@@ -217,16 +214,22 @@ def write_file(params: WriteFileParams, *, context: ToolContext) -> ToolResult[d
             f"The content has {len(params.content):,} characters; write_file takes at most {MAX_WRITE_CHARS:,} "
             f'in one call. Write the first part, then the rest with write_file(path="{where}", append=true).'
         )
+    data = params.content.encode("utf-8")
+    reread = _REREAD.format(where=where)
     try:
-        current = file_digest(fs, params.path)
-        if not params.append:
-            _check_read(context, fs, params.path, current)
-        result = fs.write(params.path, params.content, mode="append" if params.append else "overwrite")
+        current = current_id(fs, params.path)
+        if params.append:
+            if params.expected_hash is not None:
+                require_fresh(context, fs, params.path, current, expected=params.expected_hash, reread=reread)
+            result = fs.write(params.path, params.content, mode="append")
+        else:
+            require_fresh(context, fs, params.path, current, expected=params.expected_hash, reread=reread)
+            result = commit(context, fs, params.path, data, expect=current, text=params.content, reread=reread)
+    except RefusalError as refused:
+        return refused.result()
     except (OSError, ValueError) as exc:
         return failure_from(exc, fs, params.path, verb="written")
-    data = params.content.encode("utf-8")
     if not params.append:
-        context.read_state.record(fs, params.path, content_digest(data))
         verb = "Overwrote" if current is not None else "Created"
         lines = params.content.count("\n") + (1 if params.content and not params.content.endswith("\n") else 0)
         message = f"{verb} '{where}': {lines} line{'s' if lines != 1 else ''}, {human_size(len(data))}."
@@ -254,6 +257,7 @@ class EditFileParams(_Params):
     edits: list[Edit] | None = Field(
         None, description="Several edits applied in order, all or nothing (instead of old_string/new_string)."
     )
+    expected_hash: str | None = _EXPECTED_HASH
 
     @model_validator(mode="after")
     def _one_form(self) -> EditFileParams:
@@ -274,10 +278,6 @@ class EditFileParams(_Params):
         return [Edit(old_string=self.old_string, new_string=self.new_string, replace_all=self.replace_all)]
 
 
-class _EditRefusedError(Exception):
-    pass
-
-
 def _line_of(text: str, position: int) -> int:
     return text.count("\n", 0, position) + 1
 
@@ -289,7 +289,7 @@ def _first_two(text: str, needle: str) -> tuple[int, int]:
     return first, -1 if first < 0 else text.find(needle, first + len(needle))
 
 
-def _loose_match_line(text: str, needle: str) -> int | None:
+def loose_match_line(text: str, needle: str) -> int | None:
     """Line where ``needle`` matches if runs of whitespace are ignored (a hint for the model)."""
     tokens = needle.split()
     if not tokens:
@@ -303,9 +303,9 @@ def _apply(text: str, edit: Edit, crlf: bool, number: int, total: int) -> str:
     label = f"Edit {number} of {total}: " if total > 1 else ""
     old, new = edit.old_string, edit.new_string
     if old == "":
-        raise _EditRefusedError(f"{label}old_string is empty. To create or replace a whole file, use write_file.")
+        raise RefusalError(f"{label}old_string is empty. To create or replace a whole file, use write_file.")
     if old == new:
-        raise _EditRefusedError(f"{label}old_string and new_string are the same; there is nothing to change.")
+        raise RefusalError(f"{label}old_string and new_string are the same; there is nothing to change.")
     if crlf and "\n" in old and "\r\n" not in old:
         old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
     first, second = _first_two(text, old)
@@ -314,33 +314,22 @@ def _apply(text: str, edit: Edit, crlf: bool, number: int, total: int) -> str:
         if looks_numbered(edit.old_string):
             hint = " It seems to include read_file's line-number prefixes; remove the 'N<tab>' part of each line."
         else:
-            line = _loose_match_line(text, old)
+            line = loose_match_line(text, old)
             if line is not None:
                 hint = (
                     f" It does match near line {line} if whitespace is ignored: copy the exact spaces, tabs and "
                     "line breaks from read_file."
                 )
-        raise _EditRefusedError(
-            f"{label}old_string was not found.{hint} Read the file again and copy the text exactly."
-        )
+        raise RefusalError(f"{label}old_string was not found.{hint} Read the file again and copy the text exactly.")
     if edit.replace_all:
         return text.replace(old, new)  # one pass over the text, however many occurrences there are
     if second >= 0:
-        raise _EditRefusedError(
+        raise RefusalError(
             f"{label}old_string occurs more than once (at line {_line_of(text, first)}, and again at line "
             f"{_line_of(text, second)}). Include more surrounding text to make it unique, or pass replace_all=true "
             "to change every occurrence."
         )
     return text[:first] + new + text[first + len(old) :]
-
-
-def _short_diff(before: str, after: str, where: str, limit: int = 60) -> str:
-    diff = list(
-        difflib.unified_diff(before.splitlines(), after.splitlines(), fromfile=where, tofile=where, n=2, lineterm="")
-    )
-    if len(diff) > limit:
-        diff = [*diff[:limit], f"… ({len(diff) - limit} more diff lines)"]
-    return "\n".join(diff)
 
 
 def edit_file(params: EditFileParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
@@ -349,39 +338,25 @@ def edit_file(params: EditFileParams, *, context: ToolContext) -> ToolResult[dic
     if fs is None:
         return _no_filesystem()
     where = display(fs, params.path)
+    reread = _REREAD.format(where=where)
+    edits = params.all_edits()
     try:
-        if fs.stat(params.path).size_bytes > MAX_CONVENIENCE_BYTES:
-            return failure(
-                f"'{where}' is larger than {human_size(MAX_CONVENIENCE_BYTES)}; edit_file cannot change it.",
-                "too_large",
-            )
-        data = fs.read_bytes(params.path).content
-        _check_read(context, fs, params.path, content_digest(data))
+        loaded = load_text(fs, params.path)
+        require_fresh(context, fs, params.path, loaded.content_id, expected=params.expected_hash, reread=reread)
+        updated = loaded.text
+        try:
+            for number, edit in enumerate(edits, start=1):
+                updated = _apply(updated, edit, loaded.crlf, number, len(edits))
+        except RefusalError as refused:
+            raise RefusalError(f"No change made to '{where}'. {refused.message}", refused.code) from None
+        commit(context, fs, params.path, loaded.encode(updated), expect=loaded.content_id, text=updated, reread=reread)
+    except RefusalError as refused:
+        return refused.result()
     except FileNotFoundError:
         return failure(f"'{where}' does not exist. To create it, use write_file.", "not_found")
     except (OSError, ValueError) as exc:
         return failure_from(exc, fs, params.path, verb="edited")
-    try:
-        original = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return failure(_binary_message(fs, params.path), "not_text")
-    bom = original.startswith(_BOM)
-    text = original[1:] if bom else original
-    crlf = "\r\n" in text
-    edits = params.all_edits()
-    try:
-        updated = text
-        for number, edit in enumerate(edits, start=1):
-            updated = _apply(updated, edit, crlf, number, len(edits))
-    except _EditRefusedError as refused:
-        return failure(f"No change made to '{where}'. {refused}")
-    final = (_BOM if bom else "") + updated
-    try:
-        fs.write(params.path, final)
-    except (OSError, ValueError) as exc:
-        return failure_from(exc, fs, params.path, verb="written")
-    context.read_state.record(fs, params.path, content_digest(final.encode("utf-8")))
-    diff = _short_diff(text, updated, where)
+    diff = short_diff(loaded.text, updated, where, limit=60)
     count = f"{len(edits)} edits" if len(edits) > 1 else "1 edit"
     return ToolResult(f"Edited '{where}' ({count}):\n{diff}", {"path": where, "edits": len(edits)})
 

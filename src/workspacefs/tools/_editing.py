@@ -1,0 +1,292 @@
+"""What every text-changing tool shares: loading a text file, the stale-write check, and the write itself.
+
+``edit_file``, ``write_file``, the Anthropic text editor and memory tools and the patch tools all load,
+check and commit through here, so the rules are the same whatever the model's native tool is: a file the
+model never read is not overwritten, a file that changed since it read it is not clobbered (the
+refusal says who changed it, when known, and shows what changed), binary files are refused with advice
+that can work, and the write is a compare-and-set on the content id the model saw wherever the
+backend has conditional writes (``capabilities.conditional_writes``), so no race slips between check
+and write.
+"""
+
+from __future__ import annotations
+
+import difflib
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from workspacefs.errors import PreconditionFailedError
+from workspacefs.paths import MAX_CONVENIENCE_BYTES
+from workspacefs.policy import GuardedFilesystem
+from workspacefs.protocol import Filesystem
+from workspacefs.results import WriteResult
+from workspacefs.search import BINARY_SNIFF_BYTES
+from workspacefs.streams import ContentHasher, content_id_of
+from workspacefs.tools._core import MAX_SEEN_TEXT, ToolContext, ToolResult
+from workspacefs.tools._messages import display, failure, human_size
+
+__all__ = [
+    "BOM",
+    "RefusalError",
+    "TextFile",
+    "binary_refusal",
+    "commit",
+    "current_id",
+    "load_text",
+    "require_fresh",
+    "short_diff",
+]
+
+BOM = "\ufeff"
+
+
+class RefusalError(Exception):
+    """A handler's early answer to the model: a failed result with this message (and error code)."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+    def result(self) -> ToolResult[Any]:
+        """The failed tool result a model reads."""
+        return failure(self.message, self.code)
+
+
+@dataclass(frozen=True, slots=True)
+class TextFile:
+    """A text file as loaded for a change: its text (without a byte-order mark), and the version read."""
+
+    path: str
+    where: str
+    text: str
+    bom: bool
+    content_id: str
+
+    @property
+    def crlf(self) -> bool:
+        """The file's lines end in CRLF (edits keep that)."""
+        return "\r\n" in self.text
+
+    def encode(self, text: str) -> bytes:
+        """New content for this file: keeps its byte-order mark."""
+        return ((BOM if self.bom else "") + text).encode("utf-8")
+
+
+def _beneath(fs: Filesystem) -> Filesystem:
+    return fs.unguarded if isinstance(fs, GuardedFilesystem) else fs
+
+
+class _LastWriters:
+    """Who last wrote each file through the tool layer, per workspace (the actor and the content id), so a
+    refused stale write can name who changed the file when the change came through workspacefs."""
+
+    def __init__(self) -> None:
+        self._by_fs: weakref.WeakKeyDictionary[Filesystem, dict[str, tuple[str | None, str]]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._lock = threading.Lock()
+
+    def note(self, fs: Filesystem, path: str, actor: str | None, content_id: str) -> None:
+        with self._lock:
+            files = self._by_fs.setdefault(_beneath(fs), {})
+            files[path] = (actor, content_id)
+            if len(files) > 10_000:  # bounded: the oldest entries go first
+                del files[next(iter(files))]
+
+    def of(self, fs: Filesystem, path: str) -> tuple[str | None, str] | None:
+        with self._lock:
+            return self._by_fs.get(_beneath(fs), {}).get(path)
+
+
+LAST_WRITERS = _LastWriters()
+
+
+def binary_refusal(fs: Filesystem, path: str, doing: str) -> RefusalError:
+    """Refusing to treat a binary file as text, with advice that can work (it can never be read as lines)."""
+    where = display(fs, path)
+    try:
+        size = human_size(fs.stat(path).size_bytes)
+    except OSError:
+        size = "unknown size"
+    return RefusalError(
+        f"'{where}' is a binary file ({size}), not UTF-8 text, so it cannot be {doing} as text and no text "
+        "tool can show it. Leave it as it is, or, to replace it entirely, delete it with rm and then create "
+        "the new file.",
+        "not_text",
+    )
+
+
+def _is_binary(fs: Filesystem, path: str) -> bool:
+    try:
+        head = fs.read_bytes(path, limit=BINARY_SNIFF_BYTES).content
+    except (OSError, ValueError):
+        return False
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start < len(head) - 3  # a character cut by the limit is not binary
+    return False
+
+
+def current_id(fs: Filesystem, path: str) -> str | None:
+    """The content id of ``path`` now, or ``None`` if there is no file (a directory raises
+    ``IsADirectoryError``); from the backend where it keeps one, else hashed in fixed memory."""
+    try:
+        if fs.capabilities.conditional_writes:
+            return fs.content_id(path)  # type: ignore[attr-defined,no-any-return]
+        hasher = ContentHasher()
+        with fs.open_read(path) as reader:
+            for chunk in reader:
+                hasher.update(chunk)
+        return hasher.content_id()
+    except FileNotFoundError:
+        return None
+
+
+def load_text(fs: Filesystem, path: str, *, doing: str = "edited") -> TextFile:
+    """The whole text of an existing file and the id of exactly that version (``RefusalError`` if it is too
+    large or binary; ``FileNotFoundError``/``IsADirectoryError`` as the backend raises them)."""
+    where = display(fs, path)
+    if fs.stat(path).size_bytes > MAX_CONVENIENCE_BYTES:
+        limit = human_size(MAX_CONVENIENCE_BYTES)
+        raise RefusalError(f"'{where}' is larger than {limit}; it cannot be {doing} here.", "too_large")
+    if fs.capabilities.conditional_writes:
+        versioned = fs.open_versioned(path)  # type: ignore[attr-defined]
+        with versioned.reader as reader:
+            data = reader.read()
+        version = str(versioned.content_id)
+    else:
+        data = fs.read_bytes(path).content
+        version = content_id_of(data)
+    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        raise binary_refusal(fs, path, doing)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise binary_refusal(fs, path, doing) from None
+    bom = text.startswith(BOM)
+    return TextFile(path, where, text[1:] if bom else text, bom, version)
+
+
+def short_diff(before: str, after: str, where: str, *, limit: int = 40) -> str:
+    """A unified diff of two texts, cut after ``limit`` lines."""
+    diff = list(
+        difflib.unified_diff(before.splitlines(), after.splitlines(), fromfile=where, tofile=where, n=1, lineterm="")
+    )
+    if len(diff) > limit:
+        diff = [*diff[:limit], f"… ({len(diff) - limit} more diff lines)"]
+    return "\n".join(diff)
+
+
+def _who_changed(context: ToolContext, fs: Filesystem, path: str, now: str | None) -> str:
+    known = LAST_WRITERS.of(fs, path)
+    if now is None:
+        return "it has been deleted since"
+    if known is not None and known[1] == now:
+        actor = known[0]
+        if actor is not None and actor != context.actor:
+            return f"{actor} changed it"
+        return "another conversation changed it"
+    return "it was changed outside these tools (by another program, a command or a person)"
+
+
+def _changes_since(context: ToolContext, fs: Filesystem, path: str, where: str) -> str:
+    seen = context.read_state.seen_text(fs, path)
+    if seen is None:
+        return ""
+    try:
+        if fs.stat(path).size_bytes > MAX_SEEN_TEXT * 4:
+            return ""
+        now = fs.read_bytes(path).content.decode("utf-8")
+    except (OSError, ValueError, UnicodeDecodeError):
+        return ""
+    diff = short_diff(seen, now.removeprefix(BOM), where, limit=20)
+    return f" What changed since you read it:\n{diff}\n" if diff else ""
+
+
+def stale_refusal(context: ToolContext, fs: Filesystem, path: str, now: str | None, reread: str) -> RefusalError:
+    """The file changed since this caller read it: say who changed it (when known) and what changed."""
+    where = display(fs, path)
+    who = _who_changed(context, fs, path, now)
+    changes = _changes_since(context, fs, path, where) if now is not None else ""
+    return RefusalError(
+        f"'{where}' has changed since you last read it ({who}); nothing was written.{changes} "
+        f"Read it again with {reread} and redo your change on its current content, so no edit is lost.",
+        "changed_since_read",
+    )
+
+
+def require_fresh(
+    context: ToolContext,
+    fs: Filesystem,
+    path: str,
+    now: str | None,
+    *,
+    expected: str | None = None,
+    reread: str,
+) -> None:
+    """Refuse (``RefusalError``) to change an existing ``path`` whose version ``now`` the caller has not seen.
+
+    ``expected`` (a content id the caller passes explicitly) replaces the read-before-write ledger; without
+    it the ledger decides, when ``context.read_before_write`` is on. A file that does not exist yet may
+    always be written (``now is None``), unless the caller expected a version of it.
+    """
+    where = display(fs, path)
+    if expected is not None:
+        if now is None:
+            raise RefusalError(f"'{where}' does not exist, so it cannot have content id {expected}.", "not_found")
+        if expected != now:
+            raise RefusalError(
+                f"'{where}' no longer has content id {expected} (it is {now} now; "
+                f"{_who_changed(context, fs, path, now)}); nothing was written. Read it again with {reread}.",
+                "changed_since_read",
+            )
+        return
+    if not context.read_before_write or now is None:
+        return
+    seen = context.read_state.seen(fs, path)
+    if seen is None:
+        if _is_binary(fs, path):
+            raise binary_refusal(fs, path, "overwritten")
+        raise RefusalError(
+            f"You have not read '{where}' yet, and it already exists. Read it with {reread} before overwriting "
+            "or editing it, so its current content is not lost.",
+            "not_read_before_write",
+        )
+    if seen != now:
+        raise stale_refusal(context, fs, path, now, reread)
+
+
+def commit(
+    context: ToolContext,
+    fs: Filesystem,
+    path: str,
+    data: bytes,
+    *,
+    expect: str | None,
+    text: str | None = None,
+    reread: str,
+) -> WriteResult:
+    """Write ``data`` to ``path`` — over exactly version ``expect`` where the backend can compare and set —
+    then remember it as read by this caller (the model knows what it just wrote) and who wrote it."""
+    try:
+        if expect is not None and fs.capabilities.conditional_writes:
+            result: WriteResult = fs.write_bytes_if(path, data, expect=expect)  # type: ignore[attr-defined]
+        else:
+            result = fs.write_bytes(path, data)
+    except PreconditionFailedError:  # changed between the check and the write
+        raise stale_refusal(context, fs, path, current_id(fs, path), reread) from None
+    written = content_id_of(data)
+    context.read_state.record(fs, path, written, text)
+    LAST_WRITERS.note(fs, display(fs, path), context.actor, written)
+    return result
+
+
+def note_read(context: ToolContext, fs: Filesystem, path: str, version: str, text: str | None) -> None:
+    """Remember that the caller has now seen ``path`` at ``version``."""
+    context.read_state.record(fs, path, version, text)
