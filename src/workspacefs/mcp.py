@@ -45,7 +45,7 @@ from workspacefs.open import open_filesystem
 from workspacefs.paths import is_within, normalize_path
 from workspacefs.policy import ApprovalRequest, Policy
 from workspacefs.protocol import Filesystem
-from workspacefs.tools import Tool, ToolContext, ToolResult, dispatch, portable_schema, tools_for
+from workspacefs.tools import NATIVE_TOOLS, Tool, ToolContext, ToolResult, dispatch, portable_schema, tools_for
 
 __all__ = ["ERROR_META_KEY", "build_server", "offered_tools", "run_stdio", "serve_stdio"]
 
@@ -69,6 +69,8 @@ def offered_tools(fs: Filesystem, names: Sequence[str] | None = None, *, read_on
     fitting = {tool.name: tool for tool in tools_for(fs, read_only=read_only or fs.read_only)}
     if not names:
         return list(fitting.values())
+    if not (read_only or fs.read_only):  # the providers' own tools, by name: offered only when asked for
+        fitting.update({tool.name: tool for tool in NATIVE_TOOLS})
     unknown = [name for name in names if name not in fitting]
     if unknown:
         raise ValueError(f"Unknown or unavailable tool(s): {', '.join(unknown)}; available: {', '.join(fitting)}")
@@ -95,6 +97,19 @@ def _text(message: str, *, error: bool = False, code: str | None = None) -> type
     """A tool result; a failure is ``isError`` (never a protocol error) with its code in ``_meta``."""
     meta = {ERROR_META_KEY: code} if error and code else None
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=error, _meta=meta)
+
+
+def _named_paths(tool: Tool[Any], arguments: dict[str, Any]) -> list[str]:
+    """The workspace paths a call names: the tool's own answer where it has one, else its path arguments."""
+    if tool.paths_of is not None:
+        return tool.paths_of(arguments)
+    found = []
+    for name in _PATH_ARGUMENTS:
+        if name in tool.params.model_fields:
+            given = arguments.get(name, tool.params.model_fields[name].default)
+            if isinstance(given, str):  # otherwise the tool reports a bad argument itself
+                found.append(given)
+    return found
 
 
 class _Roots:
@@ -142,12 +157,7 @@ class _Roots:
         scope = ", ".join(f"'{a}'" for a in self.allowed) or "nothing in this workspace"
         if tool.name in _WHOLE_WORKSPACE_TOOLS:
             return f"{tool.name} acts on the whole workspace, but the client's roots allow only {scope}."
-        for name in _PATH_ARGUMENTS:
-            if name not in tool.params.model_fields:
-                continue
-            given = arguments.get(name, tool.params.model_fields[name].default)
-            if not isinstance(given, str):
-                continue  # the tool reports a bad argument itself
+        for given in _named_paths(tool, arguments):
             try:
                 path = normalize_path(given, mount_point=self.fs.mount_point)
             except (ValueError, PermissionError, TypeError):

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_SEGMENT_LENGTH",
     "ROOT",
     "ancestors",
+    "anchored_pattern",
     "basename",
     "check_non_negative",
     "display_path",
@@ -243,6 +244,17 @@ def normalize_mount_point(mount_point: str | None) -> str | None:
         raise ValueError(f"mount_point must be an absolute path such as '/workspace', got {mount_point!r}")
     normalized = normalize_path(mount_point)
     return "/" + normalized if normalized else None
+
+
+def anchored_pattern(pattern: str, mount_point: str | None) -> str | None:
+    """The root-relative form of a glob written as an absolute path (``/workspace/src/*.py`` under mount
+    point ``/workspace``, or ``/src/*.py``), so patterns take the same paths every path parameter takes;
+    ``None`` for a relative pattern."""
+    if mount_point and (pattern == mount_point or pattern.startswith(mount_point + "/")):
+        return pattern[len(mount_point) :].lstrip("/")
+    if pattern.startswith("/"):
+        return pattern.lstrip("/")
+    return None
 
 
 def check_non_negative(name: str, value: int | None) -> None:

@@ -22,6 +22,7 @@ from workspacefs.backends._core import Fingerprint, lines_window, too_big, total
 from workspacefs.backends._snapshotting import SnapshotMixin
 from workspacefs.errors import (
     MoveIntoSelfError,
+    PathTooDeepError,
     RootProtectedError,
     UnsupportedOperationError,
     caller_paths,
@@ -31,7 +32,9 @@ from workspacefs.paths import (
     DEFAULT_MAX_GREP_MATCHES,
     DEFAULT_READ_LIMIT,
     MAX_CONVENIENCE_BYTES,
+    MAX_PATH_DEPTH,
     ROOT,
+    anchored_pattern,
     check_non_negative,
     is_within,
     parent,
@@ -79,6 +82,10 @@ def _decode_error(exc: UnicodeDecodeError, path: str) -> UnicodeDecodeError:
         exc.end,
         f"{exc.reason}: {path!r} is not UTF-8 text; use read_bytes() to read it as bytes",
     )
+
+
+def _depth(norm: str) -> int:
+    return 0 if norm == ROOT else norm.count("/") + 1
 
 
 class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
@@ -328,10 +335,16 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
         return self._walk(self._norm(path))
 
     def glob(self, pattern: str, *, path: str = ".") -> Sequence[GlobMatch]:
-        """Files under ``path`` whose path relative to it matches ``pattern``; sorted, root-relative."""
-        matcher = GlobMatcher(pattern)
+        """Files under ``path`` whose path relative to it matches ``pattern``; sorted, root-relative. A pattern
+        written as an absolute path (``/workspace/src/*.py``) matches paths from the root instead."""
+        anchored = anchored_pattern(pattern, self.mount_point)
+        matcher = GlobMatcher(pattern if anchored is None else anchored)
         base = self._norm(path)
-        found = [file for file in self._iter_files(base) if matcher.matches(relative_to(file, base))]
+        found = [
+            file
+            for file in self._iter_files(base)
+            if matcher.matches(relative_to(file, base) if anchored is None else file)
+        ]
         found.sort()
         return tuple(GlobMatch(path=file) for file in found)
 
@@ -349,14 +362,15 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
         compiled = GrepPattern(pattern)
         check_non_negative("max_matches", max_matches)
         limit = DEFAULT_MAX_GREP_MATCHES if max_matches is None else max_matches
-        name_filter = None if glob is None else PathFilter(glob)
+        anchored = None if glob is None else anchored_pattern(glob, self.mount_point)
+        name_filter = None if glob is None else PathFilter(glob if anchored is None else anchored)
         base = self._norm(path)
         try:
             searching_one_file = self._stat(base).is_file
         except (FileNotFoundError, NotADirectoryError):
             return ()
         candidates = [base] if searching_one_file else self._grep_candidates(compiled, base)
-        scope = parent(base) if searching_one_file else base
+        scope = ROOT if anchored is not None else parent(base) if searching_one_file else base
         files = sorted(file for file in candidates if name_filter is None or name_filter.accepts(file, scope))
         found: builtins.list[GrepMatch] = []
         budget = compiled.new_budget()
@@ -436,6 +450,8 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
             source = self._stat(src_norm)
             if is_within(dst_norm, src_norm):
                 raise MoveIntoSelfError(f"Cannot {verb} {src!r} into itself ({dst!r})")
+            if source.is_directory:
+                self._check_relocated_depth(src_norm, dst_norm, dst, verb)
             try:
                 target = self._stat(dst_norm)
             except FileNotFoundError:
@@ -456,6 +472,19 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
             if target.is_directory:
                 self._remove_tree(dst_norm)
         return src_norm, dst_norm, source, change
+
+    def _check_relocated_depth(self, src_norm: str, dst_norm: str, dst: str, verb: str) -> None:
+        """Refuse (``PathTooDeepError``) a tree whose deepest path would pass the depth limit at ``dst``, so
+        nothing is made that its own path could not reach afterwards (only walked when ``dst`` is deeper)."""
+        extra = _depth(dst_norm) - _depth(src_norm)
+        if extra <= 0:
+            return
+        for entry in self._walk(src_norm):
+            if _depth(entry.path) + extra > MAX_PATH_DEPTH:
+                deepest = dst_norm + entry.path[len(src_norm) :]
+                raise PathTooDeepError(
+                    f"Cannot {verb} to {dst!r}: {deepest!r} would have more than {MAX_PATH_DEPTH} segments"
+                )
 
     def move(self, src: str, dst: str, *, overwrite: bool = False) -> None:
         """Move a file or directory; missing parents of ``dst`` are created.

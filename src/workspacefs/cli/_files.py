@@ -8,10 +8,27 @@ from typing import Any
 
 import click
 
-from workspacefs.cli._output import EXIT_FAILURE, emit, fs_option, json_option, open_fs, reported
+from workspacefs import errors
+from workspacefs.cli._output import (
+    EXIT_CODES,
+    EXIT_CONFLICT,
+    EXIT_DENIED,
+    EXIT_FAILURE,
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    current_policy,
+    emit,
+    fail,
+    fs_option,
+    json_option,
+    open_fs,
+    reported,
+)
 from workspacefs.paths import DEFAULT_CHUNK_SIZE
 from workspacefs.results import FileStat, WriteMode
 from workspacefs.search import text_or_base64
+from workspacefs.tools import ToolContext
+from workspacefs.tools._patch_tools import apply_patch_text
 
 __all__ = ["register"]
 
@@ -199,7 +216,40 @@ def stat(path: str, fs_url: str, as_json: bool) -> None:
     emit(as_json, _stat_json(info), text)
 
 
+_PATCH_EXIT_CODES = {
+    **{errors.ERROR_CODES[kind]: code for kind, code in EXIT_CODES.items() if kind in errors.ERROR_CODES},
+    "invalid_patch": EXIT_INVALID,
+    "patch_mismatch": EXIT_CONFLICT,
+    "changed_since_read": EXIT_CONFLICT,
+    "not_found": EXIT_NOT_FOUND,
+    "not_text": EXIT_INVALID,
+    "too_large": EXIT_INVALID,
+    "invalid_path": EXIT_INVALID,
+    "read_only": EXIT_DENIED,
+}
+"""A failed patch's exit code, by the stable code of the failure (the errors' own codes, and the patch's)."""
+
+
+@click.command("patch", short_help="Apply a '*** Begin Patch' patch from stdin, all or nothing.")
+@fs_option
+@json_option
+@reported
+def patch(fs_url: str, as_json: bool) -> None:
+    """Apply a Codex-style patch (*** Begin Patch / *** Add File / *** Update File / *** Delete File /
+    *** End Patch) read from stdin: every file changes, or none does (exit 4 when context does not match)."""
+    fs = open_fs(fs_url)
+    text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    result = apply_patch_text(text, ToolContext(filesystem=fs, read_before_write=False, policy=current_policy()))
+    if not result.success:
+        fail(
+            _PATCH_EXIT_CODES.get(result.error_code or "", EXIT_FAILURE),
+            result.error_code or "patch_failed",
+            result.message,
+        )
+    emit(as_json, result.value, lambda: click.echo(result.message))
+
+
 def register(group: click.Group) -> None:
     """Add the file commands to the ``workspacefs`` group."""
-    for command in (ls, cat, write, rm, _transfer("mv"), _transfer("cp"), grep, glob, stat):
+    for command in (ls, cat, write, rm, _transfer("mv"), _transfer("cp"), grep, glob, stat, patch):
         group.add_command(command)

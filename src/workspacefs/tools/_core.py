@@ -217,7 +217,9 @@ class Tool(Generic[ParamsT]):
     """A tool a model can call: a name, a description, typed parameters and a handler.
 
     ``mutating`` tools change the filesystem; ``destructive`` ones may delete or overwrite data (MCP's
-    ``destructiveHint``). ``undo`` records, before the call, what it may change (``log.will_create``,
+    ``destructiveHint``). ``paths_of`` names the workspace paths a call's raw arguments reach, for tools
+    whose paths are not simply their ``path``/``src``/``dst`` arguments (a patch, the memory tool).
+    ``undo`` records, before the call, what it may change (``log.will_create``,
     ``will_change``, ``will_move``) so the dispatcher can roll a failed call back; ``None`` means the call
     is one atomic step with nothing to undo part way. ``transactional=False`` never rolls back.
     """
@@ -231,6 +233,7 @@ class Tool(Generic[ParamsT]):
     idempotent: bool = True
     transactional: bool = True
     undo: Callable[[Any, UndoLog], None] | None = None
+    paths_of: Callable[[dict[str, Any]], list[str]] | None = None
 
     def __call__(self, params: ParamsT, *, context: ToolContext) -> ToolResult[Any]:
         """Run the handler with already-validated parameters."""

@@ -92,13 +92,12 @@ def dispatch(
     failed result saying what to fix. A mutating tool that fails part way is rolled back when the
     context is transactional (see :class:`ToolContext`): only the paths it touched, recorded first.
     """
-    offered = tools if tools is not None else (*NATIVE_TOOLS, *tools_for(context.filesystem, read_only=False))
-    available = {tool.name: tool for tool in offered}
+    offered = tools if tools is not None else tools_for(context.filesystem, read_only=False)
+    available = {tool.name: tool for tool in (offered if tools is not None else (*NATIVE_TOOLS, *offered))}
     tool = available.get(name)
     if tool is None:
-        return failure(
-            f"There is no tool named {name!r}. Available tools: {', '.join(sorted(available))}.", "unknown_tool"
-        )
+        listed = ", ".join(sorted(t.name for t in offered))
+        return failure(f"There is no tool named {name!r}. Available tools: {listed}.", "unknown_tool")
     params = _parse(tool, arguments)
     if isinstance(params, ToolResult):
         return params

@@ -8,9 +8,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from workspacefs.errors import MoveIntoSelfError
-from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, normalize_path
+from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, MAX_CONVENIENCE_BYTES, normalize_path
 from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
+from workspacefs.tools._editing import current_id
 from workspacefs.tools._messages import display, failure, failure_from, human_size, plural, shown
 
 __all__ = ["CP", "GLOB", "GREP", "LS", "MKDIR", "MV", "RM", "STAT"]
@@ -61,6 +62,20 @@ def ls(params: LsParams, *, context: ToolContext) -> ToolResult[list[dict[str, o
     return ToolResult(header + "\n" + "\n".join(rows), [asdict(e) for e in entries])
 
 
+def _missing_scope(fs: Filesystem, path: str) -> ToolResult[Any] | None:
+    """A failure when the place to search does not exist (so a model never takes "no matches" for "searched")."""
+    try:
+        fs.stat(path)
+    except FileNotFoundError:
+        return failure(
+            f"'{display(fs, path)}' does not exist, so nothing was searched. Use ls or glob to find the right path.",
+            "not_found",
+        )
+    except (OSError, ValueError) as exc:
+        return failure_from(exc, fs, path, verb="searched")
+    return None
+
+
 # --- glob -----------------------------------------------------------------------------------------
 
 
@@ -79,6 +94,9 @@ def glob(params: GlobParams, *, context: ToolContext) -> ToolResult[list[str]]:
     except (OSError, ValueError) as exc:
         return failure_from(exc, fs, params.path, verb="searched")
     if not matches:
+        missing = _missing_scope(fs, params.path)
+        if missing is not None:
+            return missing
         return ToolResult(f"No files match '{params.pattern}' under '{display(fs, params.path)}'.", [])
     body = "\n".join(matches[:GLOB_MAX_SHOWN])
     if len(matches) > GLOB_MAX_SHOWN:
@@ -110,6 +128,9 @@ def grep(params: GrepParams, *, context: ToolContext) -> ToolResult[list[dict[st
     capped = len(found) > params.max_results
     found = found[: params.max_results]
     if not found:
+        missing = _missing_scope(fs, params.path)
+        if missing is not None:
+            return missing
         scope = display(fs, params.path) + (f" (files matching '{params.glob}')" if params.glob else "")
         return ToolResult(f"No lines match '{params.pattern}' in '{scope}'.", [])
     lines: list[str] = []
@@ -210,15 +231,24 @@ def _transfer(params: TransferParams, context: ToolContext, *, move: bool) -> To
     src, dst = display(fs, params.src), display(fs, params.dst)
     try:
         (fs.move if move else fs.copy)(params.src, params.dst, overwrite=params.overwrite)
-    except FileExistsError:
-        return failure(
-            f"'{dst}' already exists; pass overwrite=true to replace it, or choose another destination.",
-            "already_exists",
-        )
+    except (FileExistsError, IsADirectoryError, NotADirectoryError) as exc:
+        kinds = _kinds(fs, params.src, params.dst)
+        if kinds is not None and kinds[1] and not kinds[0]:  # a file onto a directory's name
+            name = params.src.rstrip("/").rsplit("/", 1)[-1]
+            return failure(
+                f"'{dst}' is an existing directory. dst is the full new path of '{src}', not a folder to drop it "
+                f'into: to put it inside, use dst="{dst}/{name}".',
+                "already_exists",
+            )
+        if isinstance(exc, FileExistsError):
+            return failure(
+                f"'{dst}' already exists; pass overwrite=true to replace it, or choose another destination.",
+                "already_exists",
+            )
+        return failure_from(exc, fs, exc.filename if isinstance(exc.filename, str) else params.dst, verb=verb)
     except MoveIntoSelfError:
-        return failure(
-            f"Cannot {verb[:-1]} '{src}' to '{dst}': a directory cannot go inside itself.", "move_into_itself"
-        )
+        action = "move" if move else "copy"
+        return failure(f"Cannot {action} '{src}' to '{dst}': a directory cannot go inside itself.", "move_into_itself")
     except ValueError as exc:
         return failure_from(exc, fs, params.src, verb=verb)
     except OSError as exc:
@@ -226,6 +256,14 @@ def _transfer(params: TransferParams, context: ToolContext, *, move: bool) -> To
     if move:
         context.read_state.forget(fs, params.src)
     return ToolResult(f"{verb.capitalize()} '{src}' to '{dst}'.", {"src": src, "dst": dst})
+
+
+def _kinds(fs: Filesystem, src: str, dst: str) -> tuple[bool, bool] | None:
+    """``(src is a directory, dst is a directory)``, or ``None`` if either cannot be examined."""
+    try:
+        return fs.stat(src).is_directory, fs.stat(dst).is_directory
+    except (OSError, ValueError):
+        return None
 
 
 def mv(params: TransferParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
@@ -257,7 +295,15 @@ def stat(params: StatParams, *, context: ToolContext) -> ToolResult[dict[str, ob
         text += f" ({info.size_bytes} bytes)"
     if info.modified_at is not None:
         text += f", modified {info.modified_at.isoformat(timespec='seconds')}"
-    return ToolResult(text + ".", {**asdict(info), "path": where})
+    value: dict[str, object] = {**asdict(info), "path": where}
+    if info.is_file and info.size_bytes <= MAX_CONVENIENCE_BYTES:  # the version a precondition can name
+        try:
+            value["content_id"] = current_id(fs, params.path)
+        except (OSError, ValueError):
+            pass
+        else:
+            text += f", content id {value['content_id']} (pass it as expected_hash to write only over this version)"
+    return ToolResult(text + ".", value)
 
 
 LS = Tool("ls", "List a directory: names sorted, directories marked with '/', files with sizes.", LsParams, ls)

@@ -281,4 +281,5 @@ MEMORY = Tool(
     destructive=True,
     idempotent=False,
     undo=_undo_plan,
+    paths_of=memory_paths,
 )

@@ -77,4 +77,5 @@ APPLY_PATCH = Tool(
     mutating=True,
     destructive=True,
     idempotent=False,
+    paths_of=patch_paths,
 )
