@@ -115,8 +115,8 @@ def test_calls_shaped_by_each_schema_are_accepted(tool: Any) -> None:
         "tag": "t",
     }
     full = {name: samples.get(name) for name in strict["properties"]}
-    if tool.name in ("ls", "mkdir"):
-        full["path"] = "." if tool.name == "ls" else "newdir"
+    if tool.name in ("ls", "mkdir", "glob"):
+        full["path"] = "newdir" if tool.name == "mkdir" else "."
     if tool.name == "edit_file":
         full["edits"] = None
     result = dispatch(tool.name, json.dumps(full), context)

@@ -184,7 +184,7 @@ def short_diff(before: str, after: str, where: str, *, limit: int = 40) -> str:
 
 
 def _who_changed(context: ToolContext, fs: Filesystem, path: str, now: str | None) -> str:
-    known = LAST_WRITERS.of(fs, path)
+    known = LAST_WRITERS.of(fs, display(fs, path))
     if now is None:
         return "it has been deleted since"
     if known is not None and known[1] == now:
@@ -192,7 +192,7 @@ def _who_changed(context: ToolContext, fs: Filesystem, path: str, now: str | Non
         if actor is not None and actor != context.actor:
             return f"{actor} changed it"
         return "another conversation changed it"
-    return "it was changed outside these tools (by another program, a command or a person)"
+    return "it was changed outside these tools, by another program, a command or a person"
 
 
 def _changes_since(context: ToolContext, fs: Filesystem, path: str, where: str) -> str:
@@ -212,8 +212,14 @@ def _changes_since(context: ToolContext, fs: Filesystem, path: str, where: str) 
 def stale_refusal(context: ToolContext, fs: Filesystem, path: str, now: str | None, reread: str) -> RefusalError:
     """The file changed since this caller read it: say who changed it (when known) and what changed."""
     where = display(fs, path)
+    if now is None:
+        return RefusalError(
+            f"'{where}' was deleted since you last read it; nothing was written. Create it again if it should "
+            "exist.",
+            "changed_since_read",
+        )
     who = _who_changed(context, fs, path, now)
-    changes = _changes_since(context, fs, path, where) if now is not None else ""
+    changes = _changes_since(context, fs, path, where)
     return RefusalError(
         f"'{where}' has changed since you last read it ({who}); nothing was written.{changes} "
         f"Read it again with {reread} and redo your change on its current content, so no edit is lost.",
@@ -252,7 +258,11 @@ def require_fresh(
     seen = context.read_state.seen(fs, path)
     if seen is None:
         if _is_binary(fs, path):
-            raise binary_refusal(fs, path, "overwritten")
+            raise RefusalError(
+                f"'{where}' is a binary file, so read_file cannot show it and nothing was written. To replace it, "
+                "pass expected_hash with the content id stat shows, or delete it with rm first.",
+                "not_text",
+            )
         raise RefusalError(
             f"You have not read '{where}' yet, and it already exists. Read it with {reread} before overwriting "
             "or editing it, so its current content is not lost.",

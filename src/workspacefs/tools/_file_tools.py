@@ -62,9 +62,16 @@ def ls(params: LsParams, *, context: ToolContext) -> ToolResult[list[dict[str, o
     return ToolResult(header + "\n" + "\n".join(rows), [asdict(e) for e in entries])
 
 
-def _missing_scope(fs: Filesystem, path: str) -> ToolResult[Any] | None:
-    """A failure when the place to search does not exist (so a model never takes "no matches" for "searched")."""
+def _missing_scope(fs: Filesystem, path: str, *, directory: bool = False) -> ToolResult[Any] | None:
+    """A failure when the place to search does not exist, or (``directory``) is a file: a model never takes
+    "no matches" for "searched"."""
     try:
+        if directory and fs.stat(path).is_file:
+            return failure(
+                f"'{display(fs, path)}' is a file, not a directory; glob searches directories (grep searches a "
+                "file's content).",
+                "not_a_directory",
+            )
         fs.stat(path)
     except FileNotFoundError:
         return failure(
@@ -94,7 +101,7 @@ def glob(params: GlobParams, *, context: ToolContext) -> ToolResult[list[str]]:
     except (OSError, ValueError) as exc:
         return failure_from(exc, fs, params.path, verb="searched")
     if not matches:
-        missing = _missing_scope(fs, params.path)
+        missing = _missing_scope(fs, params.path, directory=True)
         if missing is not None:
             return missing
         return ToolResult(f"No files match '{params.pattern}' under '{display(fs, params.path)}'.", [])

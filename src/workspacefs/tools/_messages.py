@@ -157,8 +157,8 @@ def _policy_refusal(exc: PolicyDeniedError, where: Where) -> str:
 
 def _quota_refusal(exc: QuotaExceededError, where: Where) -> str:
     return (
-        f"'{where.shown}' was not {where.verb}: {_reason(exc)}. Nothing was written. Delete files you no "
-        "longer need, or write less."
+        f"'{where.shown}' was not {where.verb}: {_reason(exc)}. Nothing was changed. Delete files you no "
+        "longer need (rm), or write less."
     )
 
 
@@ -179,7 +179,9 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
     ),
     RootProtectedError: lambda _, w: f"The workspace root itself cannot be {w.verb}; name a path inside it.",
     ReadOnlyError: lambda _, _w: "This workspace is read-only: nothing can be written, moved or deleted.",
-    ReadOnlyFileError: lambda _, w: f"'{w.shown}' is marked read-only: it cannot be changed (it can be deleted).",
+    ReadOnlyFileError: lambda _, w: (
+        f"'{w.shown}' is marked read-only and cannot be changed; to replace it, delete it with rm first."
+    ),
     NotReadBeforeWriteError: lambda _, w: (
         f"You have not read '{w.shown}' yet, and it already exists. Read it with read_file(path=\"{w.shown}\") "
         "before overwriting or editing it, so its current content is not lost."
@@ -189,7 +191,7 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         f'Read it again with read_file(path="{w.shown}") before changing it, so no edit is lost.'
     ),
     PolicyDeniedError: _policy_refusal,
-    PermissionError: lambda e, w: f"Permission denied for '{w.shown}': {_reason(e)}.",
+    PermissionError: lambda e, w: f"'{w.shown}' cannot be {w.verb}: {_reason(e)}.",
     DirectoryNotEmptyError: lambda _, w: (
         f"'{w.shown}' is a directory that is not empty; pass recursive=true to remove it and all it holds."
     ),
@@ -197,7 +199,8 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         f"'{w.shown}' is a directory, so it cannot be {w.verb}; use ls to see what it holds."
     ),
     NotADirectoryError: lambda _, w: (
-        f"Part of '{w.shown}' is a file, not a directory, so nothing can be {w.verb} there."
+        f"'{w.shown}' cannot be {w.verb}: it, or a directory above it, is a file where a directory is needed. "
+        "Use ls to check the path."
     ),
     FileNotFoundError: lambda _, w: f"'{w.shown}' does not exist. Use ls or glob to find the right path.",
     FileExistsError: lambda _, w: f"'{w.shown}' already exists.",
@@ -205,7 +208,7 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
     ConcurrentChangeError: lambda _, w: f"'{w.shown}' was changed by another writer at the same moment; try again.",
     QuotaExceededError: _quota_refusal,
     FileTooLargeError: _quota_refusal,
-    OSError: lambda e, w: f"Could not {w.verb} '{w.shown}': {_reason(e)}.",
+    OSError: lambda e, w: f"'{w.shown}' could not be {w.verb}: {_reason(e)}.",
     UnicodeDecodeError: lambda _, w: (
         f"'{w.shown}' is not UTF-8 text (it looks binary), so it cannot be shown as lines."
     ),
@@ -217,7 +220,7 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
     ),
     PathTooLongError: lambda _, _w: f"The path is longer than {MAX_PATH_CHARS} characters; use a shorter one.",
     PathTooDeepError: lambda _, w: (
-        f"The path '{w.path}' is too deep: at most {MAX_PATH_DEPTH} directories and file name."
+        f"The path '{w.path}' is too deep: at most {MAX_PATH_DEPTH} names in all (directories plus the file name)."
     ),
     NameTooLongError: lambda _, w: (
         f"A name in '{w.path}' is longer than {MAX_SEGMENT_LENGTH} characters; use a shorter name."
@@ -237,8 +240,8 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         "or search for a literal piece of the text."
     ),
     MoveIntoSelfError: lambda _, w: (
-        f"'{w.shown}' cannot be {w.verb} into itself (or over a directory that holds "
-        "it); choose a destination outside it."
+        f"'{w.shown}' cannot be moved or copied into itself (or over a directory that holds it); choose a "
+        "destination outside it."
     ),
     ValueError: lambda e, w: _reason(e) if str(e) else f"Invalid request for '{w.shown}'.",
     UnsupportedOperationError: lambda e, _w: f"This workspace cannot do that: {_reason(e)}.",
@@ -246,7 +249,9 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
     SnapshotError: lambda e, w: f"The snapshot operation failed: {_without_host_paths(_reason(e), w)}",
     SnapshotCreationError: lambda e, w: f"The snapshot could not be taken: {_without_host_paths(_reason(e), w)}",
     SnapshotRestoreError: lambda e, w: f"The snapshot could not be restored: {_without_host_paths(_reason(e), w)}",
-    SnapshotNotFoundError: lambda e, _w: f"{_reason(e)}. Call snapshot to take one, or diff to compare existing ones.",
+    SnapshotNotFoundError: lambda e, _w: (
+        f"{_reason(e)}. Name a snapshot by the id or tag that snapshot returned, or call snapshot to take a new one."
+    ),
     SnapshotIncompatibleError: lambda e, _w: f"{_reason(e)}.",
 }
 """The message a model reads for each error type (looked up by the exception's MRO: most specific first)."""
@@ -257,7 +262,7 @@ def explain(exc: BaseException, fs: Filesystem, path: str, *, verb: str) -> str:
     message = lookup(TOOL_MESSAGES, exc)
     where = Where(fs, path, display(fs, path), verb)
     if message is None:
-        return f"Could not {verb} '{where.shown}': {type(exc).__name__}: {exc}"
+        return f"'{where.shown}' could not be {verb}: {type(exc).__name__}: {exc}"
     return message(exc, where)
 
 

@@ -47,7 +47,8 @@ def apply_patch_text(text: str, context: ToolContext) -> ToolResult[dict[str, ob
     except PatchError as exc:
         return failure(f"The patch was not applied: {exc}", "invalid_patch")
     except PatchFailedError as exc:
-        return failure(f"The patch was not applied, and no file was changed. {exc.message}", exc.code)
+        unchanged = ", and no file was changed" if exc.rolled_back else ""
+        return failure(f"The patch was not applied{unchanged}. {exc.message}", exc.code)
     lines = [c.summary for c in changes]
     value: dict[str, object] = {"files": [{"operation": c.kind, "path": c.move_to or c.where} for c in changes]}
     return ToolResult("Success. Updated the following files:\n" + "\n".join(lines), value)

@@ -26,6 +26,7 @@ from workspacefs.undo import UndoLog
 __all__ = ["PatchFailedError", "PlannedChange", "apply_planned", "plan_changes"]
 
 _REREAD = 'read_file(path="{where}")'
+_RACED = "'{where}' changed while the patch was being applied; read it again, then retry."
 
 
 class PatchFailedError(Exception):
@@ -36,6 +37,7 @@ class PatchFailedError(Exception):
         self.message = message
         self.index = index
         self.code = code
+        self.rolled_back = True  # False when putting back the files written before the failure also failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +141,7 @@ def _write(context: ToolContext, fs: Filesystem, change: PlannedChange) -> None:
     reread = _REREAD.format(where=change.where)
     if change.kind == "delete":
         if current_id(fs, change.path) != change.expect:
-            raise RefusalError(f"'{change.where}' changed while the patch was applied; read it again.")
+            raise RefusalError(_RACED.format(where=change.where))
         fs.delete(change.path)
         context.read_state.forget(fs, change.path)
         return
@@ -148,7 +150,7 @@ def _write(context: ToolContext, fs: Filesystem, change: PlannedChange) -> None:
         commit(context, fs, change.path, change.data, expect=change.expect, text=change.text, reread=reread)
         return
     if current_id(fs, change.path) != change.expect:
-        raise RefusalError(f"'{change.where}' changed while the patch was applied; read it again.")
+        raise RefusalError(_RACED.format(where=change.where))
     target_now = current_id(fs, change.move_to)
     commit(context, fs, change.move_to, change.data, expect=target_now, text=change.text, reread=reread)
     fs.delete(change.path)
@@ -174,6 +176,7 @@ def apply_planned(context: ToolContext, fs: Filesystem, changes: Sequence[Planne
                 try:
                     log.rollback()
                 except (OSError, ValueError) as undo_exc:
+                    failed.rolled_back = False
                     failed.message += (
                         f" Putting back the files written before it also failed ({type(undo_exc).__name__}); "
                         "check them before going on."

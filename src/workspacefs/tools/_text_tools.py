@@ -14,7 +14,7 @@ from workspacefs.search import BINARY_SNIFF_BYTES
 from workspacefs.streams import ContentHasher
 from workspacefs.tools._core import MAX_SEEN_TEXT, Tool, ToolContext, ToolResult
 from workspacefs.tools._editing import RefusalError, commit, current_id, load_text, require_fresh, short_diff
-from workspacefs.tools._messages import display, failure, failure_from, human_size, looks_numbered
+from workspacefs.tools._messages import display, failure, failure_from, human_size, looks_numbered, plural
 
 __all__ = ["EDIT_FILE", "READ_FILE", "WRITE_FILE", "file_digest"]
 
@@ -144,7 +144,7 @@ def read_file(params: ReadFileParams, *, context: ToolContext) -> ToolResult[Rea
         return ToolResult(f"'{where}' is empty (0 lines).", ReadFileValue(where, (), 0, 0, False))
     if params.offset >= scan.total_lines:
         return failure(
-            f"'{where}' has {scan.total_lines} lines, so offset={params.offset} is past its end. "
+            f"'{where}' has {plural(scan.total_lines, 'line')}, so offset={params.offset} is past its end. "
             f"Use an offset below {scan.total_lines}."
         )
     body = "\n".join(f"{params.offset + i + 1:6}\t{text}" for i, text in enumerate(lines))
@@ -169,7 +169,7 @@ def _binary_message(fs: Filesystem, path: str) -> str:
         size = "unknown size"
     return (
         f"'{where}' is a binary file ({size}), not UTF-8 text, so read_file cannot show it. "
-        "Use stat for its size and type; grep skips binary files."
+        "Use stat for its size; grep skips binary files."
     )
 
 

@@ -68,14 +68,15 @@ def handle_apply_patch_calls(calls: Iterable[Any], context: ToolContext) -> list
         try:
             operations.append(_operation(item))
         except PatchError as exc:
-            failed = (index, f"The diff was not applied: {exc}")
+            failed = (index, f"The diff was not applied: {exc} No operation of this turn was applied.")
             break
     if failed is None:
         try:
             changes = plan_changes(context, fs, operations, insert_at_end=False)
             apply_planned(context, fs, changes)
         except PatchFailedError as exc:
-            failed = (exc.index or 0, exc.message)
+            settled = " No operation of this turn was applied." if exc.rolled_back else ""
+            failed = (exc.index or 0, exc.message + settled)
     if failed is None:
         return [
             _output(item.get("call_id"), "completed", f"{_DONE[op.kind]} {display(fs, op.path)}")
@@ -86,7 +87,7 @@ def handle_apply_patch_calls(calls: Iterable[Any], context: ToolContext) -> list
     outputs = []
     for position, item in enumerate(items):
         if position == index:
-            text = f"{reason} No operation of this turn was applied."
+            text = reason
         else:
             text = (
                 f"Not applied: the operation on '{culprit}' in the same turn failed, and a turn's operations apply "
