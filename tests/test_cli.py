@@ -197,3 +197,17 @@ def test_export_to_a_file_with_progress_and_gzip(populated: str, fast_tmp: Path)
     assert _tree(open_filesystem(target)) == _tree(open_filesystem(populated))
     refused = CliRunner().invoke(main, ["import", "--fs", target, "-i", str(fast_tmp)])
     assert refused.exit_code != 0
+
+
+def test_patch_applies_all_or_nothing_from_stdin(fs_url: str) -> None:
+    run(fs_url, "write", "app.py", stdin=b"def main():\n    return 1\n")
+    good = b"*** Begin Patch\n*** Update File: app.py\n@@ def main():\n-    return 1\n+    return 2\n*** Add File: docs/a.md\n+# A\n*** End Patch\n"
+    applied = run(fs_url, "patch", stdin=good)
+    assert applied.exit_code == 0 and "M app.py" in applied.output and "A docs/a.md" in applied.output
+    half = b"*** Begin Patch\n*** Add File: b.md\n+b\n*** Update File: app.py\n-return 9\n+x\n*** End Patch\n"
+    refused = run(fs_url, "patch", stdin=half)
+    assert refused.exit_code == 4 and "Failed to find expected lines" in refused.stderr
+    assert run(fs_url, "cat", "app.py").output == "def main():\n    return 2\n"
+    assert run(fs_url, "stat", "b.md").exit_code == 3
+    malformed = run(fs_url, "patch", "--json", stdin=b"not a patch")
+    assert malformed.exit_code == 6 and '"invalid_patch"' in malformed.stderr

@@ -219,3 +219,34 @@ async def test_roots_on_the_2026_protocol_through_input_requests(narrowed: Path)
         outside = await client.call_tool("read_file", {"path": "secret.txt"})
         assert outside.is_error and "outside the client's roots" in text_of(outside)
         assert {tool.name for tool in (await client.list_tools()).tools} == FILE_TOOLS | SNAPSHOT_TOOLS
+
+
+async def test_native_tools_by_name_and_within_roots(narrowed: Path) -> None:
+    names = "str_replace_based_edit_tool,str_replace_editor,memory,apply_patch,read_file"
+    roots = [f"file://{narrowed}/project", f"file://{narrowed}/memories"]
+    async with connected(f"file://{narrowed}", "--tools", names, roots=roots) as session:
+        listed = {tool.name: tool for tool in (await session.list_tools()).tools}
+        assert sorted(listed) == sorted(names.split(","))
+        assert "command" in listed["str_replace_based_edit_tool"].input_schema["properties"]
+        viewed = await session.call_tool("str_replace_based_edit_tool", {"command": "view", "path": "/project/a.txt"})
+        assert not viewed.is_error and "     1\tinside" in text_of(viewed)
+        edited = await session.call_tool(
+            "str_replace_based_edit_tool",
+            {"command": "str_replace", "path": "/project/a.txt", "old_str": "inside", "new_str": "changed"},
+        )
+        assert not edited.is_error, text_of(edited)
+        remembered = await session.call_tool(
+            "memory", {"command": "create", "path": "/memories/user.md", "file_text": "likes tea\n"}
+        )
+        assert not remembered.is_error, text_of(remembered)
+        patch = "*** Begin Patch\n*** Update File: project/a.txt\n-changed\n+patched\n*** End Patch"
+        applied = await session.call_tool("apply_patch", {"input": patch})
+        assert not applied.is_error and "M project/a.txt" in text_of(applied)
+        sneaky = "*** Begin Patch\n*** Update File: secret.txt\n-outside\n+stolen\n*** End Patch"
+        refused = await session.call_tool("apply_patch", {"input": sneaky})
+        assert refused.is_error and "outside the client's roots" in text_of(refused)
+        peek = await session.call_tool("str_replace_based_edit_tool", {"command": "view", "path": "/secret.txt"})
+        assert peek.is_error
+    assert (narrowed / "project" / "a.txt").read_text() == "patched\n"
+    assert (narrowed / "memories" / "user.md").read_text() == "likes tea\n"
+    assert (narrowed / "secret.txt").read_text() == "outside\n"

@@ -10,7 +10,7 @@ dashes, quotes and spaces read as their ASCII forms — and every failure quotes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -238,20 +238,36 @@ def _normalised(line: str) -> str:
 _PASSES = (_exact, _rstrip, _strip, _normalised)
 
 
-def seek(lines: Sequence[str], pattern: Sequence[str], start: int, *, end_of_file: bool = False) -> int | None:
+def seek(
+    lines: list[str],
+    pattern: Sequence[str],
+    start: int,
+    *,
+    end_of_file: bool = False,
+    normalised: dict[Callable[[str], str], list[str]] | None = None,
+) -> int | None:
     """Where ``pattern`` first occurs in ``lines`` at or after ``start`` (at the very end with
-    ``end_of_file``), trying each tolerance in turn; ``None`` if it occurs nowhere."""
+    ``end_of_file``), trying each tolerance in turn; ``None`` if it occurs nowhere. ``normalised`` keeps
+    each tolerance's view of ``lines`` between calls on the same lines."""
     if not pattern:
         return start
-    if len(pattern) > len(lines):
-        return None
     last = len(lines) - len(pattern)
     first = max(last, start) if end_of_file else start
+    if first > last:
+        return None
+    views = normalised if normalised is not None else {}
     for normalise in _PASSES:
         wanted = [normalise(p) for p in pattern]
-        for position in range(first, last + 1):
-            if all(normalise(lines[position + k]) == wanted[k] for k in range(len(pattern))):
+        view = lines if normalise is _exact else views.setdefault(normalise, [normalise(line) for line in lines])
+        position = first
+        while True:  # jump between places where the first line matches; compare the rest as one slice
+            try:
+                position = view.index(wanted[0], position, last + 1)
+            except ValueError:
+                break
+            if view[position : position + len(wanted)] == wanted:
                 return position
+            position += 1
     return None
 
 
@@ -268,11 +284,12 @@ def apply_chunks(text: str, chunks: Sequence[Chunk], where: str, *, insert_at_en
     if lines and lines[-1] == "":
         lines.pop()
     replacements: list[tuple[int, int, list[str]]] = []
+    views: dict[Callable[[str], str], list[str]] = {}  # the lines change only after every chunk is placed
     cursor = 0
     for number, chunk in enumerate(chunks, start=1):
         anchored = False
         for anchor in chunk.anchors:
-            found = seek(lines, [anchor], cursor)
+            found = seek(lines, [anchor], cursor, normalised=views)
             if found is None:
                 raise PatchError(f"Failed to find context '{anchor}' in {where} (section {number}).")
             cursor, anchored = found + 1, True
@@ -281,10 +298,10 @@ def apply_chunks(text: str, chunks: Sequence[Chunk], where: str, *, insert_at_en
             replacements.append((at, 0, chunk.new))
             continue
         old, new = chunk.old, chunk.new
-        found = seek(lines, old, cursor, end_of_file=chunk.end_of_file)
+        found = seek(lines, old, cursor, end_of_file=chunk.end_of_file, normalised=views)
         if found is None and old[-1] == "":  # a trailing empty context line the file may not have
             old, new = old[:-1], new[:-1] if new and new[-1] == "" else new
-            found = seek(lines, old, cursor, end_of_file=chunk.end_of_file) if old else cursor
+            found = seek(lines, old, cursor, end_of_file=chunk.end_of_file, normalised=views) if old else cursor
         if found is None:
             quoted = "\n".join(chunk.old)
             raise PatchError(f"Failed to find expected lines in {where} (section {number}):\n{quoted}")
