@@ -28,7 +28,8 @@ def _source(lines: int, seed: str) -> list[str]:
 
 
 def _changed(lines: list[str], every: int) -> list[str]:
-    return [line.replace("compute(", "compute_v2(") if n % every == every // 2 else line for n, line in enumerate(lines)]
+    pick = every // 2
+    return [line.replace("compute(", "compute_v2(") if n % every == pick else line for n, line in enumerate(lines)]
 
 
 def _codex_update(path: str, before: list[str], after: list[str]) -> str:
@@ -79,7 +80,8 @@ def main() -> None:
     try:
         for kind in ("200 hunks, 10,000 lines", "50 files, 1 hunk each"):
             files = _workload(kind)
-            codex = "*** Begin Patch\n" + "".join(_codex_update(p, b, a) for p, (b, a) in files.items()) + "*** End Patch\n"
+            hunks = "".join(_codex_update(p, b, a) for p, (b, a) in files.items())
+            codex = f"*** Begin Patch\n{hunks}*** End Patch\n"
             unified = "".join(
                 "".join(difflib.unified_diff(b, a, fromfile=f"a/{p}", tofile=f"b/{p}")) for p, (b, a) in files.items()
             )
