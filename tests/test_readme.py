@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -23,6 +25,17 @@ def _quickstart() -> str:
 def test_readme_errors_example_runs() -> None:
     code = _first_block("## Errors, capabilities and compare-and-set")
     exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+
+
+def test_readme_native_tools_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    code = _first_block("## The models' own file tools")
+    exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:3] == [
+        "File created successfully at: /repo/app.py",
+        "completed",
+        "Success. Updated the following files:",
+    ]
 
 
 def test_readme_quickstart_runs(capsys: object) -> None:
