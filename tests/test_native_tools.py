@@ -562,3 +562,19 @@ def test_copy_and_move_never_make_paths_deeper_than_the_limit(fs: Filesystem) ->
     assert fs.read(deep).content == "x" and not fs.exists("z")
     fs.copy("a/d", "b")  # shallower: fine
     assert fs.exists("b/" + "/".join(["d"] * 11) + "/f.txt")
+
+
+def test_a_patch_over_a_file_changed_since_the_callers_read_is_stale(fs: Filesystem) -> None:
+    mine, theirs = ToolContext(filesystem=fs, actor="agent-a"), ToolContext(filesystem=fs, actor="agent-b")
+    fs.write("a.py", "x = 1\ny = 2\n")
+    dispatch("read_file", {"path": "a.py"}, mine)
+    dispatch("read_file", {"path": "a.py"}, theirs)
+    assert dispatch("edit_file", {"path": "a.py", "old_string": "y = 2", "new_string": "y = 3"}, theirs).success
+    patch = "*** Begin Patch\n*** Update File: a.py\n-x = 1\n+x = 9\n*** End Patch"
+    stale = dispatch("apply_patch", {"input": patch}, mine)
+    assert not stale.success and "(agent-b changed it)" in stale.message and "+y = 3" in stale.message
+    outputs = handle_apply_patch_calls([call("c", "delete_file", "a.py")], mine)
+    assert outputs[0]["status"] == "failed" and "changed since you last read it" in outputs[0]["output"]
+    assert fs.read("a.py").content == "x = 1\ny = 3\n"
+    fresh = ToolContext(filesystem=fs)  # never read it: matching context is enough
+    assert dispatch("apply_patch", {"input": patch}, fresh).success

@@ -214,8 +214,7 @@ def stale_refusal(context: ToolContext, fs: Filesystem, path: str, now: str | No
     where = display(fs, path)
     if now is None:
         return RefusalError(
-            f"'{where}' was deleted since you last read it; nothing was written. Create it again if it should "
-            "exist.",
+            f"'{where}' was deleted since you last read it; nothing was written. Create it again if it should exist.",
             "changed_since_read",
         )
     who = _who_changed(context, fs, path, now)

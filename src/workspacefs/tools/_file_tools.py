@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from workspacefs.errors import MoveIntoSelfError
-from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, MAX_CONVENIENCE_BYTES, normalize_path
+from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, MAX_CONVENIENCE_BYTES, ROOT, normalize_path
 from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
 from workspacefs.tools._editing import current_id
@@ -182,6 +182,8 @@ def rm(params: RmParams, *, context: ToolContext) -> ToolResult[dict[str, object
         return _no_filesystem()
     where = display(fs, params.path)
     try:
+        if normalize_path(params.path, mount_point=fs.mount_point) == ROOT:  # before advice that cannot work
+            return failure("The workspace root itself cannot be removed; remove the paths inside it.", "root_protected")
         info = fs.stat(params.path)
         files, dirs = _tree_counts(fs, params.path) if info.is_directory else (1, 0)
         if info.is_directory and (files or dirs) and not params.recursive:

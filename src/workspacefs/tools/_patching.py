@@ -3,7 +3,8 @@ computed) before anything is written, then written under an :class:`~workspacefs
 every touched path back if one write fails.
 
 A patch whose context lines match has shown that it knows the lines it changes, so an update needs no
-prior read; each write is still a compare-and-set on the version the plan read. A new file that would
+prior read; but a file the caller did read and someone changed since is refused as a stale write, and
+each write is a compare-and-set on the version the plan read. A new file that would
 replace an existing one follows read-before-write like ``write_file``. Shared by the Codex ``apply_patch``
 tool, OpenAI's native ``apply_patch`` calls and ``workspacefs patch``.
 """
@@ -18,7 +19,7 @@ from workspacefs.paths import MAX_CONVENIENCE_BYTES, normalize_path
 from workspacefs.policy import GuardedFilesystem
 from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import ToolContext
-from workspacefs.tools._editing import RefusalError, commit, current_id, load_text, require_fresh
+from workspacefs.tools._editing import RefusalError, commit, current_id, load_text, require_fresh, stale_refusal
 from workspacefs.tools._messages import display, explain, human_size
 from workspacefs.tools._patch import FileOperation, PatchError, apply_chunks
 from workspacefs.undo import UndoLog
@@ -74,13 +75,23 @@ def _fail(exc: BaseException, fs: Filesystem, path: str, index: int, verb: str) 
     return PatchFailedError(explain(exc, fs, path, verb=verb), index, "patch_failed")
 
 
+def _not_stale(context: ToolContext, fs: Filesystem, path: str, now: str | None, reread: str) -> None:
+    """A file this caller read and someone changed since is not patched blind: matching context proves
+    knowledge of the lines, not of the change someone else just made."""
+    seen = context.read_state.seen(fs, path)
+    if context.read_before_write and seen is not None and seen != now:
+        raise stale_refusal(context, fs, path, now, reread)
+
+
 def _plan_one(context: ToolContext, fs: Filesystem, operation: FileOperation, *, insert_at_end: bool) -> PlannedChange:
     where = display(fs, operation.path)
     reread = _REREAD.format(where=where)
     if operation.kind == "delete":
         if fs.stat(operation.path).is_directory:
             raise RefusalError(f"'{where}' is a directory; a patch deletes files only (use rm for directories).")
-        return PlannedChange("delete", operation.path, where, None, None, current_id(fs, operation.path))
+        now = current_id(fs, operation.path)
+        _not_stale(context, fs, operation.path, now, reread)
+        return PlannedChange("delete", operation.path, where, None, None, now)
     if operation.kind == "add":
         data = operation.content.encode("utf-8")
         if len(data) > MAX_CONVENIENCE_BYTES:
@@ -94,6 +105,7 @@ def _plan_one(context: ToolContext, fs: Filesystem, operation: FileOperation, *,
         raise RefusalError(
             f"'{where}' does not exist, so it cannot be updated. To create it, add it as a new file.", "not_found"
         ) from None
+    _not_stale(context, fs, operation.path, loaded.content_id, reread)
     updated = apply_chunks(loaded.text, operation.chunks, where, insert_at_end=insert_at_end)
     move_to = None
     if operation.move_to is not None:
