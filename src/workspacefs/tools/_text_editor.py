@@ -297,27 +297,30 @@ def _undo_plan(params: TextEditorParams, log: UndoLog) -> None:
         log.will_change(params.path)
 
 
-_DESCRIPTION = "Anthropic's text editor: view, create and edit files ({commands})."
+_DESCRIPTION = (
+    "Anthropic's text editor; paths are absolute. command=view: path (a directory lists two levels), optional "
+    "view_range [first, last] (-1: to the end). create: path, file_text (a new file only). str_replace: path, "
+    "old_str (exact, occurring once), new_str. insert: path, insert_line (0: the top), {insert}.{undo}"
+)
 _V0728 = ("view", "create", "str_replace", "insert")
 _V0124 = (*_V0728, "undo_edit")
 
-TEXT_EDITOR_20250728 = Tool(
-    name="str_replace_based_edit_tool",
-    description=_DESCRIPTION.format(commands=", ".join(_V0728)),
-    params=TextEditorParams,
-    handler=_handler("str_replace_based_edit_tool", _V0728),
-    mutating=True,
-    destructive=True,
-    idempotent=False,
-    undo=_undo_plan,
-)
-TEXT_EDITOR_20250124 = Tool(
-    name="str_replace_editor",
-    description=_DESCRIPTION.format(commands=", ".join(_V0124)),
-    params=TextEditorParams,
-    handler=_handler("str_replace_editor", _V0124),
-    mutating=True,
-    destructive=True,
-    idempotent=False,
-    undo=_undo_plan,
-)
+
+def _editor_tool(name: str, commands: tuple[str, ...]) -> Tool[TextEditorParams]:
+    return Tool(
+        name=name,
+        description=_DESCRIPTION.format(
+            insert="insert_text" if "undo_edit" not in commands else "new_str",
+            undo=" undo_edit: path (reverts the last edit)." if "undo_edit" in commands else "",
+        ),
+        params=TextEditorParams,
+        handler=_handler(name, commands),
+        mutating=True,
+        destructive=True,
+        idempotent=False,
+        undo=_undo_plan,
+    )
+
+
+TEXT_EDITOR_20250728 = _editor_tool("str_replace_based_edit_tool", _V0728)
+TEXT_EDITOR_20250124 = _editor_tool("str_replace_editor", _V0124)
