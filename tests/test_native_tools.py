@@ -578,3 +578,12 @@ def test_a_patch_over_a_file_changed_since_the_callers_read_is_stale(fs: Filesys
     assert fs.read("a.py").content == "x = 1\ny = 3\n"
     fresh = ToolContext(filesystem=fs)  # never read it: matching context is enough
     assert dispatch("apply_patch", {"input": patch}, fresh).success
+
+
+def test_insert_after_the_last_line_keeps_one_final_newline(fs: Filesystem) -> None:
+    ctx = ToolContext(filesystem=fs, read_before_write=False)
+    fs.write("list.txt", "a\nb\n")
+    for line, expected in ((3, "a\nb\nc\n"), (0, "top\na\nb\nc\n")):
+        text = "c" if line else "top"
+        assert not editor(ctx, command="insert", path="/workspace/list.txt", insert_line=line, insert_text=text)[1]
+        assert fs.read("list.txt").content == expected

@@ -244,13 +244,16 @@ class _Editor:
                 f"Invalid `insert_line` parameter: {line}. It should be within the range of lines of the file: "
                 f"{[0, len(lines)]}"
             )
+        at = line
+        if at == len(lines) and lines[-1] == "":  # after the last line: before the empty tail its newline leaves
+            at -= 1
         inserted = text_in.replace("\r\n", "\n")
-        if inserted.endswith("\n") and line < len(lines):
+        if inserted.endswith("\n") and at < len(lines):
             inserted = inserted[:-1]  # the line break that ends it is the one already there
         new_lines = inserted.split("\n")
-        updated = "\n".join(lines[:line] + new_lines + lines[line:])
+        updated = "\n".join(lines[:at] + new_lines + lines[at:])
         self._write(loaded, updated.replace("\n", "\r\n") if loaded.crlf else updated)
-        snippet = lines[max(0, line - SNIPPET_LINES) : line] + new_lines + lines[line : line + SNIPPET_LINES]
+        snippet = lines[max(0, at - SNIPPET_LINES) : at] + new_lines + lines[at : at + SNIPPET_LINES]
         return (
             f"The file {self.path} has been edited. "
             + _output("\n".join(snippet), "a snippet of the edited file", max(1, line - SNIPPET_LINES + 1))
