@@ -15,7 +15,7 @@ from anthropic.types import beta as anthropic_beta
 from openai.types import responses as openai_responses
 from pydantic import TypeAdapter
 
-from workspacefs import HostFilesystem, InMemoryFilesystem, Quota
+from workspacefs import HostFilesystem, InMemoryFilesystem, Policy, Quota
 from workspacefs.backends.sql import SqlFilesystem, SqlStore
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import ToolContext, dispatch
@@ -587,3 +587,92 @@ def test_insert_after_the_last_line_keeps_one_final_newline(fs: Filesystem) -> N
         text = "c" if line else "top"
         assert not editor(ctx, command="insert", path="/workspace/list.txt", insert_line=line, insert_text=text)[1]
         assert fs.read("list.txt").content == expected
+
+
+# --- found by driving the native tools as a hostile model would ------------------------------------
+
+
+def test_undo_and_delete_never_destroy_a_change_made_since(fs: Filesystem) -> None:
+    ctx = ToolContext(filesystem=fs)
+    name = "str_replace_editor"
+    fs.write("a.txt", "v0\n")
+    editor(ctx, name, command="view", path="/workspace/a.txt")
+    editor(ctx, name, command="str_replace", path="/workspace/a.txt", old_str="v0", new_str="v1")
+    fs.write("a.txt", "OTHER WORK\n")
+    text, error = editor(ctx, name, command="undo_edit", path="/workspace/a.txt")
+    assert error and "has changed since you last read it" in text
+    assert fs.read("a.txt").content == "OTHER WORK\n"
+    fs.write("a.txt", "v1\n")  # back to what the edit left: the undo is still there to take
+    assert not editor(ctx, name, command="undo_edit", path="/workspace/a.txt")[1]
+    assert fs.read("a.txt").content == "v0\n"
+    fs.write("memories/x.md", "v1\n")
+    memory(ctx, command="view", path="/memories/x.md")
+    fs.write("memories/x.md", "v2 by someone else\n")
+    text, error = memory(ctx, command="delete", path="/memories/x.md")
+    assert error and "has changed since you last read it" in text and fs.exists("memories/x.md")
+
+
+def test_a_section_that_matches_no_line_proves_nothing(fs: Filesystem) -> None:
+    ctx = ToolContext(filesystem=fs)
+    fs.write("notes.txt", "private\n")
+    blind = dispatch(
+        "apply_patch", {"input": "*** Begin Patch\n*** Update File: notes.txt\n@@\n+blind\n*** End Patch"}, ctx
+    )
+    assert not blind.success and "You have not read" in blind.message
+    outputs = handle_apply_patch_calls([call("c", "update_file", "notes.txt", "@@\n+x\n")], ctx)
+    assert outputs[0]["status"] == "failed"
+    assert fs.read("notes.txt").content == "private\n"
+    anchored = "*** Begin Patch\n*** Update File: notes.txt\n@@ private\n+after it\n*** End Patch"
+    assert dispatch("apply_patch", {"input": anchored}, ctx).success  # an anchor that matched is knowledge
+    assert fs.read("notes.txt").content == "private\nafter it\n"
+
+
+def test_anything_that_stops_a_patch_part_way_rolls_it_back() -> None:
+    def approve(_request: object) -> bool:
+        raise RuntimeError("the approval window went away")
+
+    fs = InMemoryFilesystem()
+    fs.write("a.txt", "a\n")
+    ctx = ToolContext(filesystem=fs, policy=Policy.default(approve=approve))
+    patch = "*** Begin Patch\n*** Update File: a.txt\n-a\n+CHANGED\n*** Add File: AGENTS.md\n+x\n*** End Patch"
+    result = dispatch("apply_patch", {"input": patch}, ctx)
+    assert not result.success
+    assert fs.read("a.txt").content == "a\n" and not fs.exists("AGENTS.md")
+
+
+def test_mixed_line_endings_are_left_as_they_are(fs: Filesystem) -> None:
+    ctx = ToolContext(filesystem=fs)
+    fs.write_bytes("m.txt", b"a\r\nb\nc\n")
+    editor(ctx, command="view", path="/workspace/m.txt")
+    assert not editor(ctx, command="str_replace", path="/workspace/m.txt", old_str="b\nc", new_str="B\nC")[1]
+    assert not editor(ctx, command="insert", path="/workspace/m.txt", insert_line=0, insert_text="top")[1]
+    assert fs.read_bytes("m.txt").content == b"top\na\r\nB\nC\n"
+
+
+def test_malformed_calls_are_answered_not_raised(fs: Filesystem) -> None:
+    ctx = ToolContext(filesystem=fs)
+    for bad_input in ('{"command": "view"}', ["ab"], None, 7):
+        answer = handle_tool_use({"type": "tool_use", "id": "t", "name": "memory", "input": bad_input}, ctx)
+        assert answer["is_error"] and answer["tool_use_id"] == "t"
+    for operation in (None, "x", [], {"type": "create_file", "path": "a", "diff": 3}, {"type": "rm", "path": "a"}):
+        outputs = handle_apply_patch_calls({"type": "apply_patch_call", "call_id": "c", "operation": operation}, ctx)
+        assert [o["status"] for o in outputs] == ["failed"]
+    assert not fs.exists("a")
+
+
+def test_refusals_stay_small_and_name_the_right_path(fs: Filesystem) -> None:
+    ctx = ToolContext(filesystem=fs)
+    fs.write("many.txt", "a\n" * 5000)
+    editor(ctx, command="view", path="/workspace/many.txt")
+    text, error = editor(ctx, command="str_replace", path="/workspace/many.txt", old_str="a", new_str="b")
+    assert error and "in lines [1, 2, 3," in text and "(and 4980 more)" in text and len(text) < 500
+    text, error = editor(ctx, command="str_replace", path="/workspace/many.txt", old_str="z" * 100_000, new_str="")
+    assert error and len(text) < 1000
+    fs.write("a.txt", "x\n")
+    fs.mkdir("dir")
+    moved = dispatch(
+        "apply_patch",
+        {"input": "*** Begin Patch\n*** Update File: a.txt\n*** Move to: dir\n-x\n+y\n*** End Patch"},
+        ctx,
+    )
+    assert not moved.success and "'/workspace/dir'" in moved.message and "'/workspace/a.txt' is a" not in moved.message

@@ -17,7 +17,16 @@ from workspacefs.snapshots import FilesystemSnapshot
 from workspacefs.streams import content_id_of
 from workspacefs.undo import UndoLog
 
-__all__ = ["EditHistory", "ReadState", "SnapshotLedger", "Tool", "ToolContext", "ToolResult", "content_digest"]
+__all__ = [
+    "EditHistory",
+    "EditRecord",
+    "ReadState",
+    "SnapshotLedger",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "content_digest",
+]
 
 ValueT = TypeVar("ValueT")
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
@@ -81,72 +90,69 @@ class ReadState:
         with self._lock:
             return self._texts.get(self._key(fs, path))
 
-    def forget(self, fs: Filesystem, path: str) -> None:
-        """Drop what is known of ``path`` (and anything below it)."""
+    def forget(self, fs: Filesystem, path: str, *, below: bool = True) -> None:
+        """Drop what is known of ``path`` and (``below``, for a directory) anything under it; a file's
+        entry alone goes in constant time."""
         key = self._key(fs, path)
         with self._lock:
-            for known in [
-                k for k in self._seen if k[0] == key[0] and (k[1] == key[1] or k[1].startswith(key[1] + "/"))
-            ]:
+            self._seen.pop(key, None)
+            self._texts.pop(key, None)
+            if not below:
+                return
+            for known in [k for k in self._seen if k[0] == key[0] and k[1].startswith(key[1] + "/")]:
                 del self._seen[known]
                 self._texts.pop(known, None)
 
 
+@dataclass(frozen=True, slots=True)
+class EditRecord:
+    """One edit of a file: what it held before (``None``: it did not exist) and the content id it left."""
+
+    before: bytes | None
+    after: str
+
+
 class EditHistory:
     """The content each file had before each edit in one conversation, newest last, for the text editor's
-    ``undo_edit`` (bounded: the last ``per_file`` versions of a file, ``max_bytes`` in all; oldest go first)."""
+    ``undo_edit`` (bounded: the last ``per_file`` edits of a file, ``max_bytes`` in all; oldest go first)."""
 
     def __init__(self, *, per_file: int = 20, max_bytes: int = 32 * 1024 * 1024) -> None:
-        self._versions: dict[tuple[int, str], list[bytes | None]] = {}
-        self._order: list[tuple[tuple[int, str], int]] = []  # (key, size) oldest first, to drop when full
+        self._edits: dict[tuple[int, str], list[EditRecord]] = {}
         self._bytes = 0
         self._per_file = per_file
         self._max_bytes = max_bytes
         self._lock = threading.Lock()
 
-    def push(self, fs: Filesystem, path: str, before: bytes | None) -> None:
-        """Remember what ``path`` held before an edit (``None``: it did not exist)."""
-        key = ReadState._key(fs, path)
-        size = len(before or b"")
-        with self._lock:
-            versions = self._versions.setdefault(key, [])
-            versions.append(before)
-            self._order.append((key, size))
-            self._bytes += size
-            if len(versions) > self._per_file:
-                self._drop_oldest_of(key)
-            while self._bytes > self._max_bytes and self._order:
-                self._drop_oldest_of(self._order[0][0])
-
-    def _drop_oldest_of(self, key: tuple[int, str]) -> None:
-        versions = self._versions[key]
-        dropped = len(versions.pop(0) or b"")
-        if not versions:
-            del self._versions[key]
-        for index, (known, size) in enumerate(self._order):
-            if known == key and size == dropped:
-                del self._order[index]
-                break
-        self._bytes -= dropped
-
-    def pop(self, fs: Filesystem, path: str) -> tuple[bool, bytes | None]:
-        """``(True, content)`` before the last edit of ``path`` (``None``: it did not exist), forgotten once
-        taken; ``(False, None)`` when there is no edit to undo."""
+    def push(self, fs: Filesystem, path: str, before: bytes | None, after: str) -> None:
+        """Remember an edit of ``path``: its content before, and the content id the edit left."""
         key = ReadState._key(fs, path)
         with self._lock:
-            versions = self._versions.get(key)
-            if not versions:
-                return False, None
-            before = versions.pop()
-            if not versions:
-                del self._versions[key]
-            size = len(before or b"")
-            for index in range(len(self._order) - 1, -1, -1):
-                if self._order[index] == (key, size):
-                    del self._order[index]
-                    break
-            self._bytes -= size
-            return True, before
+            edits = self._edits.setdefault(key, [])
+            edits.append(EditRecord(before, after))
+            self._bytes += len(before or b"")
+            if len(edits) > self._per_file:
+                self._bytes -= len(edits.pop(0).before or b"")
+            while self._bytes > self._max_bytes:  # drop the oldest edit of the file with the most kept
+                fullest = max(self._edits.values(), key=lambda kept: sum(len(e.before or b"") for e in kept))
+                self._bytes -= len(fullest.pop(0).before or b"")
+                if not fullest:
+                    self._edits = {k: v for k, v in self._edits.items() if v}
+
+    def last(self, fs: Filesystem, path: str) -> EditRecord | None:
+        """The newest edit of ``path`` still remembered, or ``None``."""
+        with self._lock:
+            edits = self._edits.get(ReadState._key(fs, path))
+            return edits[-1] if edits else None
+
+    def drop_last(self, fs: Filesystem, path: str) -> None:
+        """Forget the newest edit of ``path`` (once it has been undone)."""
+        key = ReadState._key(fs, path)
+        with self._lock:
+            edits = self._edits.get(key)
+            if edits:
+                self._bytes -= len(edits.pop().before or b"")
+                if not edits:
+                    del self._edits[key]
 
 
 class SnapshotLedger:

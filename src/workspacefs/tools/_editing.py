@@ -29,17 +29,52 @@ from workspacefs.tools._messages import display, failure, human_size
 
 __all__ = [
     "BOM",
+    "MAX_ECHO_CHARS",
     "RefusalError",
     "TextFile",
     "binary_refusal",
+    "check_edit_size",
     "commit",
     "current_id",
+    "echo",
+    "line_numbers",
     "load_text",
     "require_fresh",
     "short_diff",
 ]
 
 BOM = "\ufeff"
+MAX_ECHO_CHARS = 400
+"""A refusal quotes at most this much of what the model sent."""
+MAX_LISTED_LINES = 20
+"""A "several matches" refusal names at most this many lines."""
+
+
+def echo(text: str) -> str:
+    """``text`` as a refusal quotes it: cut after ``MAX_ECHO_CHARS`` characters."""
+    return text if len(text) <= MAX_ECHO_CHARS else text[:MAX_ECHO_CHARS] + f"… ({len(text):,} characters)"
+
+
+def check_edit_size(label: str, text: str, limit: int) -> None:
+    """Refuse text of more than ``limit`` characters for one edit (the limit ``write_file`` has)."""
+    if len(text) > limit:
+        raise RefusalError(f"{label} has {len(text):,} characters; at most {limit:,} fit in one edit.")
+
+
+def line_numbers(text: str, needle: str) -> tuple[list[int], int]:
+    """The 1-based lines where ``needle`` starts (the first ``MAX_LISTED_LINES``), and how many times it
+    occurs in all — counted in one pass, however many there are."""
+    lines: list[int] = []
+    count, line, scanned = 0, 1, 0
+    position = text.find(needle)
+    while position >= 0:
+        count += 1
+        if len(lines) < MAX_LISTED_LINES:
+            line += text.count("\n", scanned, position)
+            scanned = position
+            lines.append(line)
+        position = text.find(needle, position + max(len(needle), 1))
+    return lines, count
 
 
 class RefusalError(Exception):
@@ -67,8 +102,8 @@ class TextFile:
 
     @property
     def crlf(self) -> bool:
-        """The file's lines end in CRLF (edits keep that)."""
-        return "\r\n" in self.text
+        """Every line of the file ends in CRLF (edits keep that; a file of mixed endings is left as it is)."""
+        return "\r\n" in self.text and self.text.count("\r\n") == self.text.count("\n")
 
     def encode(self, text: str) -> bytes:
         """New content for this file: keeps its byte-order mark."""

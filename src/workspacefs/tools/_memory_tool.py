@@ -16,8 +16,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from workspacefs.paths import is_within, normalize_path
 from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
-from workspacefs.tools._editing import RefusalError, commit, load_text, note_read, require_fresh
+from workspacefs.tools._editing import (
+    RefusalError,
+    check_edit_size,
+    commit,
+    current_id,
+    echo,
+    line_numbers,
+    load_text,
+    note_read,
+    require_fresh,
+    stale_refusal,
+)
 from workspacefs.tools._messages import explain, failure
+from workspacefs.tools._text_editor import clip
 from workspacefs.tools._text_tools import MAX_WRITE_CHARS
 from workspacefs.undo import UndoLog
 
@@ -117,7 +129,7 @@ class _Memory:
             lines = lines[first:] if view_range[1] == -1 else lines[first : view_range[1]]
             start = first + 1
         numbered = "\n".join(f"{str(i + start).rjust(_WIDTH)}\t{line}" for i, line in enumerate(lines))
-        return f"Here's the content of {given} with line numbers:\n{numbered}"
+        return f"Here's the content of {given} with line numbers:\n{clip(numbered, None)}"
 
     def _listing(self, given: str, norm: str, size: int) -> str:
         base = given.rstrip("/")
@@ -165,17 +177,17 @@ class _Memory:
         given, old, new = self._required("path"), self._required("old_str"), self._required("new_str")
         norm, loaded = self._existing_file(given)
         content = loaded.text
-        count = content.count(old) if old else 0
+        check_edit_size("new_str", new, MAX_WRITE_CHARS)
+        lines, count = line_numbers(content, old) if old else ([], 0)
         if count == 0:
-            raise RefusalError(f"No replacement was performed, old_str `{old}` did not appear verbatim in {given}.")
-        if count > 1:
-            lines, position = [], content.find(old)
-            while position != -1:
-                lines.append(content[:position].count("\n") + 1)
-                position = content.find(old, position + 1)
             raise RefusalError(
-                f"No replacement was performed. Multiple occurrences of old_str `{old}` in lines: "
-                f"{', '.join(map(str, lines))}. Please ensure it is unique"
+                f"No replacement was performed, old_str `{echo(old)}` did not appear verbatim in {given}."
+            )
+        if count > 1:
+            more = f" (and {count - len(lines)} more)" if count > len(lines) else ""
+            raise RefusalError(
+                f"No replacement was performed. Multiple occurrences of old_str `{echo(old)}` in lines: "
+                f"{', '.join(map(str, lines))}{more}. Please ensure it is unique"
             )
         at = content.find(old)
         updated = content.replace(old, new)
@@ -186,7 +198,7 @@ class _Memory:
         new_lines = updated.split("\n")
         changed = content[:at].count("\n")
         first, last = max(0, changed - 2), min(len(new_lines), changed + 3)
-        snippet = [f"{str(n).rjust(_WIDTH)}\t{new_lines[n - 1]}" for n in range(first + 1, last + 1)]
+        snippet = [f"{str(n).rjust(_WIDTH)}\t{echo(new_lines[n - 1])}" for n in range(first + 1, last + 1)]
         return "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n" + (
             "\n".join(snippet)
         )
@@ -194,6 +206,7 @@ class _Memory:
     def _insert(self) -> str:
         given, line = self._required("path"), self._required("insert_line")
         text = self._required("insert_text")
+        check_edit_size("The text", text, MAX_WRITE_CHARS)
         norm, loaded = self._existing_file(given)
         lines = loaded.text.split("\n")
         if lines[-1] == "":
@@ -219,6 +232,11 @@ class _Memory:
             raise RefusalError("Cannot delete the /memories directory itself")
         if not self.fs.exists(norm):
             raise RefusalError(f"The path {given} does not exist", "not_found")
+        seen = self.context.read_state.seen(self.fs, norm)
+        if self.context.read_before_write and seen is not None and self.fs.stat(norm).is_file:
+            now = current_id(self.fs, norm)
+            if now != seen:  # changed since this caller read it: deleting would lose that change unseen
+                raise stale_refusal(self.context, self.fs, norm, now, self._reread(given))
         self.fs.delete(norm, recursive=True)
         self.context.read_state.forget(self.fs, norm)
         return f"Successfully deleted {given}"

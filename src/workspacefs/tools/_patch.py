@@ -258,7 +258,9 @@ def seek(
     views = normalised if normalised is not None else {}
     for normalise in _PASSES:
         wanted = [normalise(p) for p in pattern]
-        view = lines if normalise is _exact else views.setdefault(normalise, [normalise(line) for line in lines])
+        view = lines if normalise is _exact else views.get(normalise)
+        if view is None:  # made once per tolerance for the whole patch of this file, never per chunk
+            view = views[normalise] = [normalise(line) for line in lines]
         position = first
         while True:  # jump between places where the first line matches; compare the rest as one slice
             try:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from workspacefs.errors import error_code
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, normalize_path
 from workspacefs.policy import GuardedFilesystem
 from workspacefs.protocol import Filesystem
@@ -68,6 +69,8 @@ def _norm(fs: Filesystem, path: str, index: int) -> str:
 
 
 def _fail(exc: BaseException, fs: Filesystem, path: str, index: int, verb: str) -> PatchFailedError:
+    if isinstance(exc, OSError) and isinstance(exc.filename, str):
+        path = exc.filename  # the path the error is about (a move's destination, say), as the caller named it
     if isinstance(exc, RefusalError):
         return PatchFailedError(exc.message, index, exc.code)
     if isinstance(exc, PatchError):
@@ -106,12 +109,18 @@ def _plan_one(context: ToolContext, fs: Filesystem, operation: FileOperation, *,
             f"'{where}' does not exist, so it cannot be updated. To create it, add it as a new file.", "not_found"
         ) from None
     _not_stale(context, fs, operation.path, loaded.content_id, reread)
+    if any(not chunk.anchors and len(chunk.old) == chunk.old.count("") for chunk in operation.chunks):
+        # a section with no line of the file to match proves nothing about it: read-before-write holds
+        require_fresh(context, fs, operation.path, loaded.content_id, reread=reread)
     updated = apply_chunks(loaded.text, operation.chunks, where, insert_at_end=insert_at_end)
     move_to = None
     if operation.move_to is not None:
         move_to = display(fs, operation.move_to)
-        target_now = current_id(fs, operation.move_to)
-        require_fresh(context, fs, operation.move_to, target_now, reread=_REREAD.format(where=move_to))
+        try:
+            target_now = current_id(fs, operation.move_to)
+            require_fresh(context, fs, operation.move_to, target_now, reread=_REREAD.format(where=move_to))
+        except (OSError, ValueError) as exc:  # the message names the destination, not the file moved
+            raise RefusalError(explain(exc, fs, operation.move_to, verb="written"), error_code(exc)) from None
     return PlannedChange("update", operation.path, where, loaded.encode(updated), updated, loaded.content_id, move_to)
 
 
@@ -155,7 +164,7 @@ def _write(context: ToolContext, fs: Filesystem, change: PlannedChange) -> None:
         if current_id(fs, change.path) != change.expect:
             raise RefusalError(_RACED.format(where=change.where))
         fs.delete(change.path)
-        context.read_state.forget(fs, change.path)
+        context.read_state.forget(fs, change.path, below=False)
         return
     assert change.data is not None
     if change.move_to is None:
@@ -181,10 +190,13 @@ def apply_planned(context: ToolContext, fs: Filesystem, changes: Sequence[Planne
         for index, change in enumerate(changes):
             try:
                 _write(context, fs, change)
-            except (RefusalError, OSError, ValueError) as exc:
+            except BaseException as exc:  # whatever stopped it (a bug, an approval that raised): undo first
+                if not isinstance(exc, (RefusalError, OSError, ValueError)):
+                    log.rollback()
+                    raise
                 failed = _fail(exc, fs, change.path, index, "patched")
                 for written in changes[:index]:  # the model's view of them is the rolled-back one again
-                    context.read_state.forget(fs, written.path)
+                    context.read_state.forget(fs, written.path, below=False)
                 try:
                     log.rollback()
                 except (OSError, ValueError) as undo_exc:

@@ -17,8 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from workspacefs.paths import normalize_path
 from workspacefs.protocol import Filesystem
-from workspacefs.tools._core import Tool, ToolContext, ToolResult
-from workspacefs.tools._editing import RefusalError, commit, current_id, load_text, note_read, require_fresh
+from workspacefs.tools._core import Tool, ToolContext, ToolResult, content_digest
+from workspacefs.tools._editing import (
+    RefusalError,
+    check_edit_size,
+    commit,
+    current_id,
+    echo,
+    line_numbers,
+    load_text,
+    note_read,
+    require_fresh,
+    stale_refusal,
+)
 from workspacefs.tools._messages import explain, failure, shown
 from workspacefs.tools._text_tools import MAX_WRITE_CHARS, loose_match_line
 from workspacefs.undo import UndoLog
@@ -181,7 +192,7 @@ class _Editor:
             )
         data = self.params.file_text.encode("utf-8")
         commit(self.context, self.fs, self.path, data, expect=None, text=self.params.file_text, reread=self.reread())
-        self.context.edit_history.push(self.fs, self.path, None)
+        self.context.edit_history.push(self.fs, self.path, None, content_digest(data))
         return f"File created successfully at: {self.path}"
 
     def _load_for_edit(self) -> tuple[Any, str]:
@@ -196,24 +207,22 @@ class _Editor:
         loaded, text = self._load_for_edit()
         if loaded.crlf and "\n" in old and "\r\n" not in old:
             old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
-        occurrences = text.count(old) if old else 0
+        check_edit_size("new_str", new, MAX_WRITE_CHARS)
+        lines, occurrences = line_numbers(text, old) if old else ([], 0)
+        quoted = echo(self.params.old_str or "")
         if occurrences == 0:
             hint = ""
             line = loose_match_line(text, old) if old else None
             if line is not None:
                 hint = f" It matches near line {line} if whitespace is ignored: copy the exact whitespace."
             raise RefusalError(
-                f"No replacement was performed, old_str `{self.params.old_str}` did not appear verbatim in "
-                f"{self.path}.{hint}"
+                f"No replacement was performed, old_str `{quoted}` did not appear verbatim in {self.path}.{hint}"
             )
         if occurrences > 1:
-            lines, position = [], text.find(old)
-            while position >= 0:
-                lines.append(text.count("\n", 0, position) + 1)
-                position = text.find(old, position + len(old))
+            more = f" (and {occurrences - len(lines)} more)" if occurrences > len(lines) else ""
             raise RefusalError(
-                f"No replacement was performed. Multiple occurrences of old_str `{self.params.old_str}` in lines "
-                f"{lines}. Please ensure it is unique"
+                f"No replacement was performed. Multiple occurrences of old_str `{quoted}` in "
+                f"lines {lines}{more}. Please ensure it is unique"
             )
         at = text.find(old)
         updated = text[:at] + new + text[at + len(old) :]
@@ -236,6 +245,7 @@ class _Editor:
         if text_in is None:
             field = "insert_text" if self.name == "str_replace_based_edit_tool" else "new_str"
             raise RefusalError(f"Parameter `{field}` is required for command: insert")
+        check_edit_size("The text", text_in, MAX_WRITE_CHARS)
         loaded, text = self._load_for_edit()
         body = text.replace("\r\n", "\n") if loaded.crlf else text
         lines = body.split("\n")
@@ -262,22 +272,26 @@ class _Editor:
         )
 
     def _undo_edit(self) -> str:
-        known, before = self.context.edit_history.pop(self.fs, self.path)
-        if not known:
+        edit = self.context.edit_history.last(self.fs, self.path)
+        if edit is None:
             raise RefusalError(f"No edit history found for {self.path}.")
-        if before is None:
-            self.fs.delete(self.path)
-            self.context.read_state.forget(self.fs, self.path)
-            return f"Last edit to {self.path} undone successfully. The file did not exist before it, so it is removed."
         now = current_id(self.fs, self.path)
-        text = before.decode("utf-8")
-        commit(self.context, self.fs, self.path, before, expect=now, text=text, reread=self.reread())
+        if now != edit.after:  # someone changed it since this edit: undoing would destroy their work
+            raise stale_refusal(self.context, self.fs, self.path, now, self.reread())
+        if edit.before is None:
+            self.fs.delete(self.path)
+            self.context.read_state.forget(self.fs, self.path, below=False)
+            self.context.edit_history.drop_last(self.fs, self.path)
+            return f"Last edit to {self.path} undone successfully. The file did not exist before it, so it is removed."
+        text = edit.before.decode("utf-8")
+        commit(self.context, self.fs, self.path, edit.before, expect=now, text=text, reread=self.reread())
+        self.context.edit_history.drop_last(self.fs, self.path)
         return f"Last edit to {self.path} undone successfully. " + _output(text, self.path)
 
     def _write(self, loaded: Any, updated: str) -> None:
         data = loaded.encode(updated)
         commit(self.context, self.fs, self.path, data, expect=loaded.content_id, text=updated, reread=self.reread())
-        self.context.edit_history.push(self.fs, self.path, loaded.encode(loaded.text))
+        self.context.edit_history.push(self.fs, self.path, loaded.encode(loaded.text), content_digest(data))
 
 
 def _handler(name: str, commands: tuple[str, ...]) -> Any:

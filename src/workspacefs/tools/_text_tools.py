@@ -290,9 +290,10 @@ def _first_two(text: str, needle: str) -> tuple[int, int]:
 
 
 def loose_match_line(text: str, needle: str) -> int | None:
-    """Line where ``needle`` matches if runs of whitespace are ignored (a hint for the model)."""
+    """Line where ``needle`` matches if runs of whitespace are ignored (a hint for the model; not tried for a
+    needle so long that the search would cost more than the hint is worth)."""
     tokens = needle.split()
-    if not tokens:
+    if not tokens or len(tokens) > 200 or len(needle) > 20_000 or len(text) > 4 * 1024 * 1024:
         return None
     loose = re.compile(r"\s+".join(re.escape(token) for token in tokens))
     match = loose.search(text)

@@ -75,10 +75,11 @@ def handle_tool_use(block: Any, context: ToolContext, *, max_characters: int | N
     """
     given = _as_dict(block)
     if given.get("type") == "tool_use" or "input" in given:
-        name, arguments, use_id = str(given.get("name", "")), dict(given.get("input") or {}), given.get("id")
+        name, raw, use_id = str(given.get("name", "")), given.get("input"), given.get("id")
     else:
-        name, arguments, use_id = _infer_name(given), given, None
-    if max_characters is not None and name == TEXT_EDITOR_20250728.name:
+        name, raw, use_id = _infer_name(given), given, None
+    arguments: Any = dict(raw) if isinstance(raw, Mapping) else raw  # anything else: dispatch explains it
+    if max_characters is not None and name == TEXT_EDITOR_20250728.name and isinstance(arguments, dict):
         arguments.setdefault("max_characters", max_characters)
     result = dispatch(name, arguments, context, tools=ANTHROPIC_TOOLS)
     answer: dict[str, Any] = {"type": "tool_result", "content": result.message}

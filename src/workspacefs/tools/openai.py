@@ -37,10 +37,14 @@ def _as_dict(value: Any) -> dict[str, Any]:
 
 
 def _operation(call: dict[str, Any]) -> FileOperation:
-    operation = call.get("operation") or {}
+    operation = call.get("operation")
+    if not isinstance(operation, Mapping):
+        raise PatchError("The call has no operation object (with type, path and diff).")
     kind, path, diff = operation.get("type"), operation.get("path"), operation.get("diff") or ""
     if not isinstance(path, str) or not path:
         raise PatchError("The operation has no path.")
+    if not isinstance(diff, str):
+        raise PatchError("The operation's diff is not text.")
     if kind == "create_file":
         return FileOperation("add", path, content=parse_v4a_create(diff))
     if kind == "update_file":
@@ -54,10 +58,11 @@ def _output(call_id: Any, status: str, output: str) -> dict[str, Any]:
     return {"type": "apply_patch_call_output", "call_id": call_id, "status": status, "output": output}
 
 
-def handle_apply_patch_calls(calls: Iterable[Any], context: ToolContext) -> list[dict[str, Any]]:
+def handle_apply_patch_calls(calls: Iterable[Any] | Any, context: ToolContext) -> list[dict[str, Any]]:
     """One ``apply_patch_call_output`` per ``apply_patch_call`` in ``calls`` (other items are skipped, so a
-    response's whole ``output`` may be passed), applied all or nothing across the list."""
-    items = [_as_dict(call) for call in calls]
+    response's whole ``output`` may be passed; a single call may be passed alone), applied all or nothing
+    across the list."""
+    items = [_as_dict(call) for call in ([calls] if isinstance(calls, (Mapping, BaseModel)) else calls)]
     items = [item for item in items if item.get("type", "apply_patch_call") == "apply_patch_call"]
     fs = context.filesystem
     if fs is None:
@@ -83,7 +88,8 @@ def handle_apply_patch_calls(calls: Iterable[Any], context: ToolContext) -> list
             for item, op in zip(items, operations, strict=True)
         ]
     index, reason = failed
-    culprit = items[index].get("operation", {}).get("path", "?")
+    operation = items[index].get("operation")
+    culprit = operation.get("path", "?") if isinstance(operation, Mapping) else "?"
     outputs = []
     for position, item in enumerate(items):
         if position == index:
