@@ -49,7 +49,9 @@ def ls(params: LsParams, *, context: ToolContext) -> ToolResult[list[dict[str, o
         entries = fs.list(params.path)
     except NotADirectoryError:
         return failure(
-            f"'{display(fs, params.path)}' is a file, not a directory; read it with read_file.", "not_a_directory"
+            f"'{display(fs, params.path)}' is a file, not a directory; stat describes it, and read_file shows it "
+            "if it is text.",
+            "not_a_directory",
         )
     except (OSError, ValueError) as exc:
         return failure_from(exc, fs, params.path, verb="listed")
