@@ -14,13 +14,16 @@ from __future__ import annotations
 import difflib
 import threading
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+
+from pydantic import BaseModel
 
 from workspacefs.errors import PreconditionFailedError
 from workspacefs.paths import MAX_CONVENIENCE_BYTES
 from workspacefs.policy import GuardedFilesystem
-from workspacefs.protocol import Filesystem
+from workspacefs.protocol import ConditionalWrites, Filesystem
 from workspacefs.results import WriteResult
 from workspacefs.search import BINARY_SNIFF_BYTES
 from workspacefs.streams import ContentHasher, content_id_of
@@ -39,6 +42,9 @@ __all__ = [
     "echo",
     "line_numbers",
     "load_text",
+    "plain_dict",
+    "read_file_call",
+    "refuse_if_stale",
     "require_fresh",
     "short_diff",
 ]
@@ -48,6 +54,20 @@ MAX_ECHO_CHARS = 400
 """A refusal quotes at most this much of what the model sent."""
 MAX_LISTED_LINES = 20
 """A "several matches" refusal names at most this many lines."""
+
+
+def read_file_call(where: str) -> str:
+    """How the file tools tell a model to read ``where`` again."""
+    return f'read_file(path="{where}")'
+
+
+def plain_dict(value: Any, what: str) -> dict[str, Any]:
+    """A provider's item as a dict: an SDK object (any pydantic model) or a mapping; ``TypeError`` otherwise."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_none=True)
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"expected {what}, not {type(value).__name__}")
 
 
 def echo(text: str) -> str:
@@ -173,7 +193,7 @@ def current_id(fs: Filesystem, path: str) -> str | None:
     ``IsADirectoryError``); from the backend where it keeps one, else hashed in fixed memory."""
     try:
         if fs.capabilities.conditional_writes:
-            return fs.content_id(path)  # type: ignore[attr-defined,no-any-return]
+            return cast(ConditionalWrites, fs).content_id(path)  # the capability promises it
         hasher = ContentHasher()
         with fs.open_read(path) as reader:
             for chunk in reader:
@@ -187,15 +207,19 @@ def load_text(fs: Filesystem, path: str, *, doing: str = "edited") -> TextFile:
     """The whole text of an existing file and the id of exactly that version (``RefusalError`` if it is too
     large or binary; ``FileNotFoundError``/``IsADirectoryError`` as the backend raises them)."""
     where = display(fs, path)
-    if fs.stat(path).size_bytes > MAX_CONVENIENCE_BYTES:
-        limit = human_size(MAX_CONVENIENCE_BYTES)
-        raise RefusalError(f"'{where}' is larger than {limit}; it cannot be {doing} here.", "too_large")
-    if fs.capabilities.conditional_writes:
-        versioned = fs.open_versioned(path)  # type: ignore[attr-defined]
+    too_large = RefusalError(
+        f"'{where}' is larger than {human_size(MAX_CONVENIENCE_BYTES)}; it cannot be {doing} here.", "too_large"
+    )
+    if fs.capabilities.conditional_writes:  # metadata, id and content in one step: no separate stat
+        versioned = cast(ConditionalWrites, fs).open_versioned(path)
         with versioned.reader as reader:
+            if versioned.stat.size_bytes > MAX_CONVENIENCE_BYTES:
+                raise too_large
             data = reader.read()
-        version = str(versioned.content_id)
+        version = versioned.content_id
     else:
+        if fs.stat(path).size_bytes > MAX_CONVENIENCE_BYTES:
+            raise too_large
         data = fs.read_bytes(path).content
         version = content_id_of(data)
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
@@ -306,6 +330,14 @@ def require_fresh(
         raise stale_refusal(context, fs, path, now, reread)
 
 
+def refuse_if_stale(context: ToolContext, fs: Filesystem, path: str, now: str | None, reread: str) -> None:
+    """Refuse to change or delete a file this caller read and someone changed since, whatever else proves
+    the caller's knowledge (a patch's matching context names the lines, not the change made meanwhile)."""
+    seen = context.read_state.seen(fs, path)
+    if context.read_before_write and seen is not None and seen != now:
+        raise stale_refusal(context, fs, path, now, reread)
+
+
 def commit(
     context: ToolContext,
     fs: Filesystem,
@@ -320,7 +352,7 @@ def commit(
     then remember it as read by this caller (the model knows what it just wrote) and who wrote it."""
     try:
         if expect is not None and fs.capabilities.conditional_writes:
-            result: WriteResult = fs.write_bytes_if(path, data, expect=expect)  # type: ignore[attr-defined]
+            result = cast(ConditionalWrites, fs).write_bytes_if(path, data, expect=expect)
         else:
             result = fs.write_bytes(path, data)
     except PreconditionFailedError:  # changed between the check and the write

@@ -68,13 +68,12 @@ def _missing_scope(fs: Filesystem, path: str, *, directory: bool = False) -> Too
     """A failure when the place to search does not exist, or (``directory``) is a file: a model never takes
     "no matches" for "searched"."""
     try:
-        if directory and fs.stat(path).is_file:
+        if fs.stat(path).is_file and directory:
             return failure(
                 f"'{display(fs, path)}' is a file, not a directory; glob searches directories (grep searches a "
                 "file's content).",
                 "not_a_directory",
             )
-        fs.stat(path)
     except FileNotFoundError:
         return failure(
             f"'{display(fs, path)}' does not exist, so nothing was searched. Use ls or glob to find the right path.",

@@ -25,8 +25,8 @@ from workspacefs.tools._editing import (
     line_numbers,
     load_text,
     note_read,
+    refuse_if_stale,
     require_fresh,
-    stale_refusal,
 )
 from workspacefs.tools._messages import explain, failure
 from workspacefs.tools._text_editor import clip
@@ -232,11 +232,8 @@ class _Memory:
             raise RefusalError("Cannot delete the /memories directory itself")
         if not self.fs.exists(norm):
             raise RefusalError(f"The path {given} does not exist", "not_found")
-        seen = self.context.read_state.seen(self.fs, norm)
-        if self.context.read_before_write and seen is not None and self.fs.stat(norm).is_file:
-            now = current_id(self.fs, norm)
-            if now != seen:  # changed since this caller read it: deleting would lose that change unseen
-                raise stale_refusal(self.context, self.fs, norm, now, self._reread(given))
+        if self.fs.stat(norm).is_file:  # deleting a file changed since it was read would lose that change unseen
+            refuse_if_stale(self.context, self.fs, norm, current_id(self.fs, norm), self._reread(given))
         self.fs.delete(norm, recursive=True)
         self.context.read_state.forget(self.fs, norm)
         return f"Successfully deleted {given}"

@@ -80,9 +80,8 @@ def _unwrap(text: str) -> list[str]:
 def _header(line: str) -> tuple[str, str] | None:
     stripped = line.strip()
     for marker in (ADD, DELETE, UPDATE):
-        if stripped.startswith(marker.rstrip()) and (stripped + " ").startswith(marker):
-            path = stripped[len(marker) :].strip() if len(stripped) > len(marker) else ""
-            return marker, path
+        if stripped == marker.rstrip() or stripped.startswith(marker):  # a header without its path is still one
+            return marker, stripped[len(marker) :].strip()
     return None
 
 

@@ -20,14 +20,21 @@ from workspacefs.paths import MAX_CONVENIENCE_BYTES, normalize_path
 from workspacefs.policy import GuardedFilesystem
 from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import ToolContext
-from workspacefs.tools._editing import RefusalError, commit, current_id, load_text, require_fresh, stale_refusal
+from workspacefs.tools._editing import (
+    RefusalError,
+    commit,
+    current_id,
+    load_text,
+    read_file_call,
+    refuse_if_stale,
+    require_fresh,
+)
 from workspacefs.tools._messages import display, explain, human_size
 from workspacefs.tools._patch import FileOperation, PatchError, apply_chunks
 from workspacefs.undo import UndoLog
 
 __all__ = ["PatchFailedError", "PlannedChange", "apply_planned", "plan_changes"]
 
-_REREAD = 'read_file(path="{where}")'
 _RACED = "'{where}' changed while the patch was being applied; read it again, then retry."
 
 
@@ -78,22 +85,14 @@ def _fail(exc: BaseException, fs: Filesystem, path: str, index: int, verb: str) 
     return PatchFailedError(explain(exc, fs, path, verb=verb), index, "patch_failed")
 
 
-def _not_stale(context: ToolContext, fs: Filesystem, path: str, now: str | None, reread: str) -> None:
-    """A file this caller read and someone changed since is not patched blind: matching context proves
-    knowledge of the lines, not of the change someone else just made."""
-    seen = context.read_state.seen(fs, path)
-    if context.read_before_write and seen is not None and seen != now:
-        raise stale_refusal(context, fs, path, now, reread)
-
-
 def _plan_one(context: ToolContext, fs: Filesystem, operation: FileOperation, *, insert_at_end: bool) -> PlannedChange:
     where = display(fs, operation.path)
-    reread = _REREAD.format(where=where)
+    reread = read_file_call(where)
     if operation.kind == "delete":
         if fs.stat(operation.path).is_directory:
             raise RefusalError(f"'{where}' is a directory; a patch deletes files only (use rm for directories).")
         now = current_id(fs, operation.path)
-        _not_stale(context, fs, operation.path, now, reread)
+        refuse_if_stale(context, fs, operation.path, now, reread)
         return PlannedChange("delete", operation.path, where, None, None, now)
     if operation.kind == "add":
         data = operation.content.encode("utf-8")
@@ -108,7 +107,7 @@ def _plan_one(context: ToolContext, fs: Filesystem, operation: FileOperation, *,
         raise RefusalError(
             f"'{where}' does not exist, so it cannot be updated. To create it, add it as a new file.", "not_found"
         ) from None
-    _not_stale(context, fs, operation.path, loaded.content_id, reread)
+    refuse_if_stale(context, fs, operation.path, loaded.content_id, reread)
     if any(not chunk.anchors and len(chunk.old) == chunk.old.count("") for chunk in operation.chunks):
         # a section with no line of the file to match proves nothing about it: read-before-write holds
         require_fresh(context, fs, operation.path, loaded.content_id, reread=reread)
@@ -118,7 +117,7 @@ def _plan_one(context: ToolContext, fs: Filesystem, operation: FileOperation, *,
         move_to = display(fs, operation.move_to)
         try:
             target_now = current_id(fs, operation.move_to)
-            require_fresh(context, fs, operation.move_to, target_now, reread=_REREAD.format(where=move_to))
+            require_fresh(context, fs, operation.move_to, target_now, reread=read_file_call(move_to))
         except (OSError, ValueError) as exc:  # the message names the destination, not the file moved
             raise RefusalError(explain(exc, fs, operation.move_to, verb="written"), error_code(exc)) from None
     return PlannedChange("update", operation.path, where, loaded.encode(updated), updated, loaded.content_id, move_to)
@@ -159,7 +158,7 @@ def _record(log: UndoLog, change: PlannedChange) -> None:
 
 
 def _write(context: ToolContext, fs: Filesystem, change: PlannedChange) -> None:
-    reread = _REREAD.format(where=change.where)
+    reread = read_file_call(change.where)
     if change.kind == "delete":
         if current_id(fs, change.path) != change.expect:
             raise RefusalError(_RACED.format(where=change.where))

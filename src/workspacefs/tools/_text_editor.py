@@ -20,6 +20,7 @@ from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult, content_digest
 from workspacefs.tools._editing import (
     RefusalError,
+    TextFile,
     check_edit_size,
     commit,
     current_id,
@@ -108,14 +109,17 @@ class _Editor:
             raise RefusalError(
                 f"The path {self.path} is not an absolute path, it should start with `/`. Maybe you meant {suggestion}?"
             )
-        norm = normalize_path(self.path, mount_point=self.fs.mount_point)
-        if not self.fs.exists(norm) and params.command != "create":
+        try:  # one stat answers existence and kind for every check below
+            self.is_directory: bool | None = self.fs.stat(self.path).is_directory
+        except FileNotFoundError:
+            self.is_directory = None
+        if self.is_directory is None and params.command != "create":
             raise RefusalError(f"The path {self.path} does not exist. Please provide a valid path.", "not_found")
-        if params.command == "create" and self.fs.exists(norm):
+        if params.command == "create" and self.is_directory is not None:
             raise RefusalError(
                 f"File already exists at: {self.path}. Cannot overwrite files using command `create`.", "already_exists"
             )
-        if params.command not in {"view", "create"} and self.fs.stat(norm).is_directory:
+        if params.command not in {"view", "create"} and self.is_directory:
             raise RefusalError(
                 f"The path {self.path} is a directory and only the `view` command can be used on directories"
             )
@@ -131,7 +135,7 @@ class _Editor:
     # --- commands ------------------------------------------------------------------------------------
 
     def _view(self) -> str:
-        if self.fs.stat(self.path).is_directory:
+        if self.is_directory:
             if self.params.view_range:
                 raise RefusalError("The `view_range` parameter is not allowed when `path` points to a directory.")
             return self._view_directory()
@@ -195,16 +199,17 @@ class _Editor:
         self.context.edit_history.push(self.fs, self.path, None, content_digest(data))
         return f"File created successfully at: {self.path}"
 
-    def _load_for_edit(self) -> tuple[Any, str]:
+    def _load_for_edit(self) -> TextFile:
         loaded = load_text(self.fs, self.path)
         require_fresh(self.context, self.fs, self.path, loaded.content_id, reread=self.reread())
-        return loaded, loaded.text
+        return loaded
 
     def _str_replace(self) -> str:
         old, new = self.params.old_str, self.params.new_str or ""
         if old is None:
             raise RefusalError("Parameter `old_str` is required for command: str_replace")
-        loaded, text = self._load_for_edit()
+        loaded = self._load_for_edit()
+        text = loaded.text
         if loaded.crlf and "\n" in old and "\r\n" not in old:
             old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
         check_edit_size("new_str", new, MAX_WRITE_CHARS)
@@ -246,7 +251,8 @@ class _Editor:
             field = "insert_text" if self.name == "str_replace_based_edit_tool" else "new_str"
             raise RefusalError(f"Parameter `{field}` is required for command: insert")
         check_edit_size("The text", text_in, MAX_WRITE_CHARS)
-        loaded, text = self._load_for_edit()
+        loaded = self._load_for_edit()
+        text = loaded.text
         body = text.replace("\r\n", "\n") if loaded.crlf else text
         lines = body.split("\n")
         if line < 0 or line > len(lines):
@@ -288,7 +294,7 @@ class _Editor:
         self.context.edit_history.drop_last(self.fs, self.path)
         return f"Last edit to {self.path} undone successfully. " + _output(text, self.path)
 
-    def _write(self, loaded: Any, updated: str) -> None:
+    def _write(self, loaded: TextFile, updated: str) -> None:
         data = loaded.encode(updated)
         commit(self.context, self.fs, self.path, data, expect=loaded.content_id, text=updated, reread=self.reread())
         self.context.edit_history.push(self.fs, self.path, loaded.encode(loaded.text), content_digest(data))

@@ -13,10 +13,18 @@ from workspacefs.protocol import Filesystem
 from workspacefs.search import BINARY_SNIFF_BYTES
 from workspacefs.streams import ContentHasher
 from workspacefs.tools._core import MAX_SEEN_TEXT, Tool, ToolContext, ToolResult
-from workspacefs.tools._editing import RefusalError, commit, current_id, load_text, require_fresh, short_diff
+from workspacefs.tools._editing import (
+    RefusalError,
+    commit,
+    current_id,
+    load_text,
+    read_file_call,
+    require_fresh,
+    short_diff,
+)
 from workspacefs.tools._messages import display, failure, failure_from, human_size, looks_numbered, plural
 
-__all__ = ["EDIT_FILE", "READ_FILE", "WRITE_FILE", "file_digest"]
+__all__ = ["EDIT_FILE", "READ_FILE", "WRITE_FILE"]
 
 READ_LIMIT = 2000
 """Default and largest number of lines one read_file call returns."""
@@ -180,12 +188,6 @@ def _no_filesystem() -> ToolResult[Any]:
 # --- read-before-write ----------------------------------------------------------------------------
 
 
-def file_digest(fs: Filesystem, path: str) -> str | None:
-    """Content id of a file now, or ``None`` if it does not exist (streamed: any size)."""
-    return current_id(fs, path)
-
-
-_REREAD = 'read_file(path="{where}")'
 _EXPECTED_HASH = Field(
     None,
     description="Optional precondition: the content id the file must still have (stat shows it). The change is "
@@ -215,7 +217,7 @@ def write_file(params: WriteFileParams, *, context: ToolContext) -> ToolResult[d
             f'in one call. Write the first part, then the rest with write_file(path="{where}", append=true).'
         )
     data = params.content.encode("utf-8")
-    reread = _REREAD.format(where=where)
+    reread = read_file_call(where)
     try:
         current = current_id(fs, params.path)
         if params.append:
@@ -235,7 +237,7 @@ def write_file(params: WriteFileParams, *, context: ToolContext) -> ToolResult[d
         message = f"{verb} '{where}': {lines} line{'s' if lines != 1 else ''}, {human_size(len(data))}."
     else:
         if current is not None and context.read_state.seen(fs, params.path) == current:
-            context.read_state.record(fs, params.path, file_digest(fs, params.path) or "")
+            context.read_state.record(fs, params.path, current_id(fs, params.path) or "")
         message = f"Appended {human_size(len(data))} to '{where}'."
     return ToolResult(message, {"path": where, "bytes_written": result.bytes_written, "created": current is None})
 
@@ -339,7 +341,7 @@ def edit_file(params: EditFileParams, *, context: ToolContext) -> ToolResult[dic
     if fs is None:
         return _no_filesystem()
     where = display(fs, params.path)
-    reread = _REREAD.format(where=where)
+    reread = read_file_call(where)
     edits = params.all_edits()
     try:
         loaded = load_text(fs, params.path)

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel
-
 from workspacefs.tools._core import ToolContext
 from workspacefs.tools._dispatch import dispatch
+from workspacefs.tools._editing import plain_dict
 from workspacefs.tools._memory_tool import MEMORY
 from workspacefs.tools._text_editor import TEXT_EDITOR_20250124, TEXT_EDITOR_20250728
 
@@ -52,14 +51,6 @@ def memory_tool() -> dict[str, Any]:
     return {"type": "memory_20250818", "name": "memory"}
 
 
-def _as_dict(value: Any) -> dict[str, Any]:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", exclude_none=True)
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"expected a tool_use block or its input (a dict), not {type(value).__name__}")
-
-
 def _infer_name(given: dict[str, Any]) -> str:
     path = given.get("path") or given.get("old_path") or ""
     if given.get("command") in _MEMORY_COMMANDS or (isinstance(path, str) and path.startswith("/memories")):
@@ -73,7 +64,7 @@ def handle_tool_use(block: Any, context: ToolContext, *, max_characters: int | N
 
     ``max_characters`` is the text editor definition's, if you set one there (views are cut at it).
     """
-    given = _as_dict(block)
+    given = plain_dict(block, "a tool_use block or its input (a dict)")
     if given.get("type") == "tool_use" or "input" in given:
         name, raw, use_id = str(given.get("name", "")), given.get("input"), given.get("id")
     else:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from workspacefs.tools._core import ToolContext
+from workspacefs.tools._editing import plain_dict
 from workspacefs.tools._messages import display
 from workspacefs.tools._patch import FileOperation, PatchError, parse_v4a_create, parse_v4a_update
 from workspacefs.tools._patching import PatchFailedError, apply_planned, plan_changes
@@ -26,14 +27,6 @@ _DONE = {"add": "Created", "update": "Updated", "delete": "Deleted"}
 def apply_patch_tool() -> dict[str, Any]:
     """The tool definition for ``tools=[…]``."""
     return {"type": "apply_patch"}
-
-
-def _as_dict(value: Any) -> dict[str, Any]:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"expected an apply_patch_call item, not {type(value).__name__}")
 
 
 def _operation(call: dict[str, Any]) -> FileOperation:
@@ -62,7 +55,8 @@ def handle_apply_patch_calls(calls: Iterable[Any] | Any, context: ToolContext) -
     """One ``apply_patch_call_output`` per ``apply_patch_call`` in ``calls`` (other items are skipped, so a
     response's whole ``output`` may be passed; a single call may be passed alone), applied all or nothing
     across the list."""
-    items = [_as_dict(call) for call in ([calls] if isinstance(calls, (Mapping, BaseModel)) else calls)]
+    given = [calls] if isinstance(calls, (Mapping, BaseModel)) else calls  # a single call passed alone
+    items = [plain_dict(call, "an apply_patch_call item") for call in given]
     items = [item for item in items if item.get("type", "apply_patch_call") == "apply_patch_call"]
     fs = context.filesystem
     if fs is None:
