@@ -2,17 +2,28 @@
 
 Each call runs the blocking backend method in a worker thread (``anyio.to_thread``), so a slow disk,
 database or container never stalls the loop. Errors are the backend's own exceptions, unchanged.
-Streams come back as async readers and writers: ``async with afs.open_read(p) as r``, ``async for
-chunk in r``, ``await w.write(b)``; a writer commits when its ``async with`` block ends cleanly and
-discards everything if it raises, exactly like the synchronous one.
+Streams come back as async readers and writers, used directly in ``async with`` (or awaited for the
+stream itself); a writer commits when its block ends cleanly and discards everything if it raises,
+exactly like the synchronous one:
+
+>>> import asyncio
+>>> from workspacefs import AsyncFilesystem, InMemoryFilesystem
+>>> async def main() -> bytes:
+...     afs = AsyncFilesystem(InMemoryFilesystem())
+...     async with afs.open_write("logs/run.txt") as writer:
+...         await writer.write(b"started\n")
+...     async with afs.open_read("logs/run.txt") as reader:
+...         return b"".join([chunk async for chunk in reader])
+>>> asyncio.run(main())
+b'started\n'
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Sequence
 from types import TracebackType
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import anyio.to_thread
 
@@ -32,13 +43,51 @@ from workspacefs.results import (
     WriteResult,
 )
 
-__all__ = ["AsyncByteReader", "AsyncByteWriter", "AsyncFilesystem", "AsyncTextReader"]
+__all__ = ["AsyncByteReader", "AsyncByteWriter", "AsyncFilesystem", "AsyncStreamOpening", "AsyncTextReader"]
 
 T = TypeVar("T")
 
 
 async def _run(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await anyio.to_thread.run_sync(functools.partial(function, *args, **kwargs))
+
+
+class _AsyncStream(Protocol):
+    """What an opened async stream offers: an ``async with`` that closes it (a writer: commits or discards)."""
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+S = TypeVar("S", bound=_AsyncStream)
+
+
+class AsyncStreamOpening(Generic[S]):
+    """A stream about to be opened: ``async with afs.open_read(p) as r`` opens and closes it, and
+    ``r = await afs.open_read(p)`` gives the open stream to close yourself. Nothing runs until either."""
+
+    __slots__ = ("_open", "_stream")
+
+    def __init__(self, open_stream: Callable[[], Awaitable[S]]) -> None:
+        self._open = open_stream
+        self._stream: S | None = None
+
+    def __await__(self) -> Generator[Any, None, S]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> S:
+        if self._stream is not None:
+            raise RuntimeError("this stream is already open: call open_*() again for another one")
+        self._stream = await self._open()
+        return self._stream
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            await stream.__aexit__(exc_type, exc, tb)
 
 
 class AsyncByteReader:
@@ -184,16 +233,31 @@ class AsyncFilesystem:
     def mount_point(self) -> str | None:
         return self.sync.mount_point
 
-    async def open_read(self, path: str) -> AsyncByteReader:
-        return AsyncByteReader(await _run(self.sync.open_read, path))
+    def open_read(self, path: str) -> AsyncStreamOpening[AsyncByteReader]:
+        """A byte reader: ``async with afs.open_read(p) as r`` (or ``await`` it and ``aclose()`` yourself)."""
 
-    async def open_write(
+        async def opened() -> AsyncByteReader:
+            return AsyncByteReader(await _run(self.sync.open_read, path))
+
+        return AsyncStreamOpening(opened)
+
+    def open_write(
         self, path: str, *, mode: WriteMode = "overwrite", create_parents: bool = True
-    ) -> AsyncByteWriter:
-        return AsyncByteWriter(await _run(self.sync.open_write, path, mode=mode, create_parents=create_parents))
+    ) -> AsyncStreamOpening[AsyncByteWriter]:
+        """A byte writer that commits when its ``async with`` block ends cleanly and discards if it raises."""
 
-    async def open_text(self, path: str, *, encoding: str = "utf-8") -> AsyncTextReader:
-        return AsyncTextReader(await _run(self.sync.open_text, path, encoding=encoding))
+        async def opened() -> AsyncByteWriter:
+            return AsyncByteWriter(await _run(self.sync.open_write, path, mode=mode, create_parents=create_parents))
+
+        return AsyncStreamOpening(opened)
+
+    def open_text(self, path: str, *, encoding: str = "utf-8") -> AsyncStreamOpening[AsyncTextReader]:
+        """A text reader by lines: ``async with afs.open_text(p) as t`` (or ``await`` it)."""
+
+        async def opened() -> AsyncTextReader:
+            return AsyncTextReader(await _run(self.sync.open_text, path, encoding=encoding))
+
+        return AsyncStreamOpening(opened)
 
     async def read(
         self, path: str, *, offset: int = 0, limit: int | None = None, encoding: str = "utf-8"
