@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from workspacefs import SqlFilesystem, SqlStore
-from workspacefs.server import create_app
+from workspacefs.server import SessionCatalog, create_app
 
 _ids = itertools.count()
 
@@ -119,9 +119,21 @@ def test_grep_example_from_the_seed(api: Api) -> None:
         "data": [
             {
                 "path": "/src/lib/util.rs",
-                "matches": [{"path": "/src/lib/util.rs", "line_number": 2, "line": "pub fn helper() {}"}],
+                "matches": [
+                    {
+                        "path": "/src/lib/util.rs",
+                        "line_number": 2,
+                        "line_content": "pub fn helper() {}",
+                        "line": "pub fn helper() {}",
+                    }
+                ],
             },
-            {"path": "/src/main.rs", "matches": [{"path": "/src/main.rs", "line_number": 1, "line": "fn main() {}"}]},
+            {
+                "path": "/src/main.rs",
+                "matches": [
+                    {"path": "/src/main.rs", "line_number": 1, "line_content": "fn main() {}", "line": "fn main() {}"}
+                ],
+            },
         ],
         "truncated": False,
     }
@@ -135,6 +147,31 @@ def test_grep_example_from_the_seed(api: Api) -> None:
     limited = api.action("grep", pattern="fn", max_matches=1).json()
     assert limited["truncated"] is True and sum(len(f["matches"]) for f in limited["data"]) == 1
     assert api.action("grep", pattern="fn", path="/src/lib").json()["data"][0]["path"] == "/src/lib/util.rs"
+
+
+def test_grep_lines_carry_the_python_name_line_content(api: Api) -> None:
+    """``line_content`` is what ``GrepMatch`` calls it; ``line`` stays, the same text, for older clients."""
+    content = "alpha\r\n  needle one\t\nno\nneedle two"
+    api.create("/a.txt", content)
+    lines = api.action("grep", pattern="needle").json()["data"][0]["matches"]
+    entry = SessionCatalog(api.store).get(api.agent, api.session)
+    assert entry is not None
+    python = SqlFilesystem(api.store, entry.storage_id).grep("needle")
+    assert [m["line_content"] for m in lines] == [m.line_content for m in python] == ["  needle one\t", "needle two"]
+    assert [m["line"] for m in lines] == [m["line_content"] for m in lines]
+    assert [m["line_number"] for m in lines] == [m.line_number for m in python] == [2, 4]
+
+
+def test_openapi_documents_grep_line_content_and_choosing_a_session_id(client: TestClient) -> None:
+    document = client.get("/openapi.json").json()
+    schemas = document["components"]["schemas"]
+    grep_line = schemas["GrepLine"]["properties"]
+    assert {"line_content", "line"} <= set(schemas["GrepLine"]["required"])
+    assert "line_content" in grep_line["line"]["description"] and grep_line["line_content"]["description"]
+    body = document["paths"]["/v1/agents/{agent_id}/sessions"]["post"]["requestBody"]
+    session_id = body["content"]["application/json"]["schema"]["properties"]["id"]
+    assert "your own id" in session_id["description"].lower()
+    assert '{"id": ' in document["info"]["description"] and "line_content" in document["info"]["description"]
 
 
 def test_grep_and_glob_errors(api: Api) -> None:

@@ -121,7 +121,9 @@ def _grep(fs: ServedFilesystem, body: GrepRequest) -> GrepResponse:
     for match in found[: body.max_matches]:
         shown = "/" + match.path
         grouped.setdefault(shown, []).append(
-            GrepLine(path=shown, line_number=match.line_number, line=match.line_content)
+            GrepLine(
+                path=shown, line_number=match.line_number, line_content=match.line_content, line=match.line_content
+            )
         )
     return GrepResponse(data=[GrepFile(path=p, matches=m) for p, m in grouped.items()], truncated=truncated)
 

@@ -33,13 +33,17 @@ _UI_POLICY = (
 )
 """The browser UI runs only its own script: even a name that slipped into HTML could run nothing."""
 
-_DESCRIPTION = """Session filesystems for agents (seed 004 of workspacefs), with snapshots, streaming,
-ETag/If-Match compare-and-set and a web file browser at `/`. Authenticate with
-`Authorization: Bearer <token>` (`workspacefs token create --agent ID`). A token's scope is `read`,
-`write` or `admin` (token management); over its rate it gets 429 with `Retry-After`. JSON bodies are
-limited (4 MiB by default): send larger content raw (`Content-Type: application/octet-stream`).
-A path policy protects agent configuration and secrets: a request an `ask` rule covers waits until an
-admin decides it (`GET /v1/approvals`, `POST /v1/approvals/{id}`, or the browser's prompt)."""
+_DESCRIPTION = """One filesystem per session for LLM agents: files under
+`/v1/agents/{agent_id}/sessions/{session_id}/fs`, with snapshots, diffs and restores, streamed uploads and
+downloads, ETag/If-Match compare-and-set, and a web file browser at `/`. Create a session with
+`POST /v1/agents/{agent_id}/sessions`: send `{"id": "ticket-4711"}` to choose its id (409 if the agent
+already has it), or no body for a new UUIDv7. Grep answers each line as `line_content` (as the Python API's
+`GrepMatch`) and, for older clients, also as `line`. Authenticate with `Authorization: Bearer <token>`
+(`workspacefs token create --agent ID`). A token's scope is `read`, `write` or `admin` (token management);
+over its rate it gets 429 with `Retry-After`. JSON bodies are limited (4 MiB by default): send larger
+content raw (`Content-Type: application/octet-stream`). A path policy protects agent configuration and
+secrets: a request an `ask` rule covers waits until an admin decides it (`GET /v1/approvals`,
+`POST /v1/approvals/{id}`, or the browser's prompt)."""
 
 
 class _SecurityHeaders:

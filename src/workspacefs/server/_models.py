@@ -1,4 +1,4 @@
-"""Request and response bodies of the REST API (seed 004's field names), as pydantic models.
+"""Request and response bodies of the REST API, as pydantic models.
 
 They are the OpenAPI schema too: schemathesis fuzzes requests from them and checks every response
 against them, so a field added here is a field the service promises.
@@ -98,7 +98,7 @@ class ErrorResponse(BaseModel):
 
 
 class FileModel(BaseModel):
-    """A file or directory (seed 004's SessionFile); ``content`` only where a body carries it."""
+    """A file or directory of a session; ``content`` only where a body carries it."""
 
     id: str
     session_id: str
@@ -176,11 +176,13 @@ class GrepRequest(_Request):
 
 
 class GrepLine(BaseModel):
-    """One matching line."""
+    """One matching line: ``line_content`` is the Python API's name (``GrepMatch.line_content``), ``line`` the
+    same text under its older name."""
 
     path: str
-    line_number: int
-    line: str
+    line_number: int = Field(description="The line's number, counting from 1")
+    line_content: str = Field(description="The matching line without its newline")
+    line: str = Field(description="The same as line_content, kept for clients written before line_content")
 
 
 class GrepFile(BaseModel):
@@ -228,7 +230,11 @@ class SessionList(BaseModel):
 class CreateSessionRequest(_Request):
     """A new session; the service picks an id (UUIDv7) unless one is given."""
 
-    id: Annotated[str, Field(pattern=ID_PATTERN)] | None = None
+    id: Annotated[str, Field(pattern=ID_PATTERN)] | None = Field(
+        default=None,
+        description="Your own id for the session, such as a ticket or run id: 1 to 128 letters, digits, '.', '_' "
+        "or '-', starting with a letter or digit (409 if this agent already has it). Leave it out for a new UUIDv7.",
+    )
 
 
 class AgentList(BaseModel):
