@@ -143,13 +143,27 @@ def serve(
 
 
 @main.command("mcp", short_help="Serve the file tools to an MCP client over stdio.")
-@click.option("--fs", "fs_url", metavar="URL", envvar="WORKSPACEFS_FS", required=True, help="The workspace URL.")
+@click.option(
+    "--fs", "fs_url", metavar="URL", envvar="WORKSPACEFS_FS", required=True, help="The workspace (URL forms below)."
+)
 @click.option("--read-only", is_flag=True, help="Offer only the tools that change nothing.")
 @click.option("--tools", "tool_names", metavar="NAMES", help="Comma-separated tools to offer (default: all that fit).")
 @policy_option
 def mcp_command(fs_url: str, read_only: bool, tool_names: str | None) -> None:
     """Serve the workspace's tools (ls, read_file, write_file, edit_file, glob, grep, rm, mkdir, mv, cp,
     stat, and snapshot/restore/diff where the backend snapshots) to an MCP client over stdio.
+
+    \b
+    --fs URL (or WORKSPACEFS_FS) names the workspace:
+      memory://                             in memory, gone when the client stops
+      file:///abs/dir                       a sandboxed host directory (?read_only=true)
+      sqlite:///file.db?session=ID          a SQLite session (sqlite:////abs/file.db: absolute)
+      postgresql://user@host/db?session=ID  a PostgreSQL session (postgres:// too)
+      podman://IMAGE                        a new container, with run_command (docker:// too)
+
+    \b
+    The client starts this command itself: give it absolute paths, for example
+      claude mcp add workspacefs -- /abs/path/.venv/bin/workspacefs mcp --fs file:///abs/dir
 
     MCP roots from the client can narrow access to part of the workspace, never widen it. The policy's
     questions go to the client by elicitation where it offers that; otherwise they are refused.
