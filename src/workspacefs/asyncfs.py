@@ -1,4 +1,4 @@
-"""``AsyncFilesystem``: every protocol method awaitable over any backend, the event loop kept free.
+r"""``AsyncFilesystem``: every protocol method awaitable over any backend, the event loop kept free.
 
 Each call runs the blocking backend method in a worker thread (``anyio.to_thread``), so a slow disk,
 database or container never stalls the loop. Errors are the backend's own exceptions, unchanged.

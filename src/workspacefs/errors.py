@@ -291,7 +291,7 @@ class SandboxError(WorkspaceError, RuntimeError):
 
 
 class SnapshotError(WorkspaceError, RuntimeError):
-    """Base class for snapshot failures (seed 002)."""
+    """Base class for snapshot failures: taking, finding, restoring or comparing a snapshot."""
 
 
 class SnapshotCreationError(SnapshotError):

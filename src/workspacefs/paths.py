@@ -175,7 +175,7 @@ def normalize_cached(path: str, mount_point: str | None) -> str:
 
 
 def strict_path(path: str) -> str:
-    """Validate a path that must already be canonical (seed 004: no ``..``, no ``//``) and normalise it.
+    """Validate a path that must already be canonical (no ``..``, no ``//``) and normalise it.
 
     For wire protocols, where a client that sends ``a//b`` or ``a/../b`` has a bug worth reporting
     rather than a path worth guessing at. A leading ``/`` and one trailing ``/`` are accepted.

@@ -1,4 +1,4 @@
-"""The protocols callers program against (DESIGN §2; seed 000). Names here are fixed."""
+"""The protocols callers program against, whatever the backend. Names here are fixed."""
 
 from __future__ import annotations
 
@@ -289,7 +289,7 @@ class Filesystem(Protocol):
 
 @runtime_checkable
 class SnapshotableFilesystem(Filesystem, Protocol):
-    """A filesystem that can capture, restore and compare its state (seed 002)."""
+    """A filesystem that can capture, restore and compare its state."""
 
     @property
     def current_snapshot_id(self) -> UUID | None:

@@ -1,4 +1,4 @@
-"""The ``SnapshotStore`` protocol with an in-process and a directory store, and retention (seed 002).
+"""The ``SnapshotStore`` protocol with an in-process and a directory store, and retention.
 
 ``FilesystemSnapshot`` (the value) lives in ``results.py`` with the other values, so the protocols can
 name it; it is re-exported here.
@@ -68,7 +68,7 @@ def select_prunable(
 
 @runtime_checkable
 class SnapshotStore(Protocol):
-    """Where a filesystem keeps its snapshots (seed 002)."""
+    """Where a filesystem keeps its snapshots."""
 
     def save(self, snapshot: FilesystemSnapshot) -> None:
         """Persist a snapshot."""

@@ -1,4 +1,4 @@
-"""Streaming readers and writers shared by every backend (seed 000's streaming layer).
+"""Streaming readers and writers shared by every backend: files of any size in fixed memory.
 
 A backend supplies a seekable binary handle for reading and three hooks for writing
 (write a chunk, commit, discard); everything else — positions, chunking, closed-stream errors,
@@ -257,7 +257,7 @@ class StreamWriter(ABC):
         return total
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        """Writers are sequential: always ``OSError: Illegal seek`` (seed 000)."""
+        """Writers are sequential: always ``OSError: Illegal seek``, as for a pipe."""
         raise OSError(errno.ESPIPE, "Illegal seek")
 
     def close(self) -> None:

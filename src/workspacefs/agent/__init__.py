@@ -1,4 +1,4 @@
-"""Agent integration (seeds 001/002): sections that own a workspace, a prompt that finds it, tool
+"""Agent integration: sections that own a workspace, a prompt that finds it, tool
 contexts built from it, and sessions that snapshot, roll back and persist along with it."""
 
 from workspacefs.agent._prompt import Prompt, PromptTemplate, build_tool_context

@@ -25,7 +25,7 @@ class PromptTemplate:
 
 
 class Prompt:
-    """A prompt over a template; ``filesystem()`` returns the workspace section's filesystem (seed 002)."""
+    """A prompt over a template; ``filesystem()`` returns the workspace section's filesystem."""
 
     def __init__(self, template: PromptTemplate | Sequence[Section]) -> None:
         self.template = template if isinstance(template, PromptTemplate) else PromptTemplate("", "", tuple(template))

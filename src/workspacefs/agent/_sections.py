@@ -1,4 +1,4 @@
-"""Prompt sections (seeds 001/002): a tree of markdown sections, some of which own a filesystem."""
+"""Prompt sections: a tree of markdown sections, some of which own a filesystem."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class MarkdownSection(Section):
 
 @runtime_checkable
 class WorkspaceSection(Protocol):
-    """A section that owns the filesystem its tools act on (seed 002)."""
+    """A section that owns the filesystem its tools act on."""
 
     @property
     def filesystem(self) -> Filesystem:
@@ -98,7 +98,7 @@ _VFS_TEMPLATE = (
 
 
 class VfsSection(FilesystemSection):
-    """An in-memory workspace, optionally hydrated from host directories (seed 002's VfsToolsSection)."""
+    """An in-memory workspace, optionally hydrated from host directories."""
 
     def __init__(
         self,

@@ -1,5 +1,5 @@
-"""``Session``: typed slices of conversation state, snapshots and rollback, JSON persistence (seed 001),
-and the coordinated session + filesystem snapshots of seed 002."""
+"""``Session``: typed slices of conversation state, snapshots and rollback, JSON persistence, and
+snapshots that capture the session and its filesystem together."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def replace_latest(current: tuple[T, ...], item: T) -> tuple[T, ...]:  # noqa: A
 
 @dataclass(frozen=True, slots=True)
 class FilesystemSnapshotRef:
-    """A filesystem snapshot recorded in the session (seed 002)."""
+    """A filesystem snapshot recorded in the session, so a rollback restores the files with the state."""
 
     filesystem_key: str
     snapshot_id: uuid.UUID
@@ -73,7 +73,7 @@ class Slice(Generic[T]):
         self._kind = kind
 
     def register(self, kind: type[T], reducer: Reducer = append_all) -> Slice[T]:
-        """Choose how appended items combine (seed 001's ``register``)."""
+        """Choose how appended items combine (``append_all`` unless a reducer is given)."""
         self._session._reducers[kind] = reducer
         return self
 

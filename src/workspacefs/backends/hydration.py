@@ -1,4 +1,4 @@
-"""Hydration (seed 002): the files of a host directory, read race-free, for an in-memory filesystem.
+"""Hydration: the files of a host directory, read race-free, for an in-memory filesystem.
 
 ``HostMount`` says which host directory and where its files land; :func:`collect_mount` reads them through
 the same race-proof resolver as ``HostFilesystem`` (no symlink followed, special files passed over) and
@@ -24,7 +24,7 @@ __all__ = ["HostMount", "HydrationResult", "collect_mount", "locate_mount"]
 
 @dataclass(frozen=True, slots=True)
 class HostMount:
-    """A host directory to copy into an in-memory filesystem (seed 002).
+    """A host directory to copy into an in-memory filesystem.
 
     ``host_path`` is absolute, or relative to one of the allowed roots. ``mount_path`` is where its
     files land (default: ``host_path`` relative to its allowed root). ``include_glob`` and

@@ -528,7 +528,7 @@ class InMemoryFilesystem(BaseFilesystem):
     def hydrate_from_host(
         self, mount: HostMount, *, allowed_roots: Sequence[str | os.PathLike[str]]
     ) -> HydrationResult:
-        """Copy the files of a host directory into this filesystem, all or nothing (seed 002).
+        """Copy the files of a host directory into this filesystem, all or nothing.
 
         The mount must lie inside one of ``allowed_roots`` (by whole path segments), and it is read
         through the same race-proof resolver as ``HostFilesystem``: no symlink is followed, in the

@@ -1,4 +1,4 @@
-"""FileManager, PathConstraints, ReaderTool and WriterTool (seed 003), on the filesystem protocol.
+"""FileManager, PathConstraints, ReaderTool and WriterTool, on the filesystem protocol.
 
 For async agent frameworks that work with documents by character offset: every operation goes
 through the same ``Filesystem`` as the tools, in worker threads, with constraints checked first.

@@ -28,15 +28,15 @@ REFUSALS: tuple[type[Exception], ...] = (
 
 @dataclass
 class PathConstraints:
-    """Access rules on workspace paths (seed 003).
+    """Access rules on workspace paths.
 
     Every rule applies to the *normalised* path (``..`` resolved, duplicate slashes gone), and
     containment is by whole segments, so allowing ``/safe`` never admits ``/safe-evil`` or
     ``/safe/../etc``. An empty ``allowed_paths`` or ``allowed_extensions`` means no restriction.
     ``max_file_size`` bounds the size a file has *after* an operation (an append counts what is already
     there, a copy the source's size), and every rule applies to each file a directory operation touches.
-    Symbolic links are never followed by any workspacefs filesystem; ``allow_symlinks`` exists for
-    the seed's rule and stays false.
+    Symbolic links are never followed by any workspacefs filesystem; ``allow_symlinks`` is accepted so
+    configurations that name it keep working, and setting it true is refused.
     """
 
     allowed_paths: list[str] = field(default_factory=list)

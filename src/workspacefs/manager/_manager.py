@@ -35,7 +35,7 @@ _OPERATIONS: dict[FileAction, Operation] = {
 
 
 class FileManager:
-    """Central manager for file operations and tool coordination over any filesystem (seed 003).
+    """Central manager for file operations and tool coordination over any filesystem.
 
     Constraints are checked on the normalised path before any I/O, and sizes on what each file will hold
     afterwards, all through :meth:`check`; a refusal comes back as a ``FileResponse(success=False)`` whose

@@ -1,4 +1,4 @@
-"""The request, response and state models of seed 003 (pydantic)."""
+"""The request, response and state models of the FileManager (pydantic)."""
 
 from __future__ import annotations
 

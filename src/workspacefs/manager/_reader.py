@@ -27,7 +27,7 @@ class _Document:
 
 
 class ReaderTool:
-    """Reads documents for agents that work by character offsets (seed 003's reader).
+    """Reads documents for agents that work by character offsets.
 
     ``open`` returns a ``doc_id`` derived from the content (SHA-256), so the same content has the same
     id in any process. ``read`` takes ``[start_offset, end_offset)`` in characters (not bytes, even

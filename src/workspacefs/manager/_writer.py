@@ -18,7 +18,7 @@ _ACTIONS = ("write", "append", "delete", "move", "copy", "create_dirs")
 
 
 class WriterTool:
-    """Changes files through the filesystem protocol (seed 003's writer); every change is atomic or
+    """Changes files through the filesystem protocol; every change is atomic or
     refused before any I/O by the manager's constraints. Deleting a missing file is a failure."""
 
     name = "writer"

@@ -1,4 +1,4 @@
-"""The workspace service: seed 004's REST API over any backend that speaks ``ConditionalWrites``, the web
+"""The workspace service: a REST API over any backend that speaks ``ConditionalWrites``, the web
 file browser, and the service's own storage (tokens, and which agent owns each session).
 
 ``create_app()`` needs the ``server`` extra (FastAPI); ``TokenStore`` and ``SessionCatalog`` only the ``sql``

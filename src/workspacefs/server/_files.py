@@ -1,4 +1,4 @@
-"""``/v1/agents/{agent_id}/sessions/{session_id}/fs``: read, create, update and delete by path (seed 004).
+"""``/v1/agents/{agent_id}/sessions/{session_id}/fs``: read, create, update and delete by path.
 
 Each handler does its database work in one hop to the thread pool. Only ``_`` as the first segment is
 reserved (for the actions in ``_actions.py``); ``_config`` and ``__init__.py`` are ordinary names.

@@ -1,15 +1,27 @@
-"""``FilesystemValidationSuite``: every rule of DESIGN §2-§3 as a test, for any backend.
+"""``FilesystemValidationSuite``: every rule of the filesystem protocol as a test, for any backend.
 
-A backend's whole conformance test is a factory::
+A backend's whole conformance test is a subclass with three factories, in a module pytest collects
+(here the in-memory backend stands in for yours; the README runs this very suite on it):
 
-    from workspacefs.testing import FilesystemValidationSuite
-
-    class TestMyBackend(FilesystemValidationSuite):
-        def create_filesystem(self, *, read_only=False, mount_point=None):
-            return MyFilesystem(read_only=read_only, mount_point=mount_point)
-
-        def create_read_only_filesystem(self, files, *, mount_point=None):
-            ...  # a read-only filesystem already holding ``files``
+>>> from workspacefs import InMemoryFilesystem
+>>> from workspacefs.testing import FilesystemValidationSuite
+>>> class TestMyBackend(FilesystemValidationSuite):
+...     stores_content_in_memory = True  # only for a backend whose storage is the process's memory
+...
+...     def create_filesystem(self, *, read_only=False, mount_point=None):
+...         return InMemoryFilesystem(read_only=read_only, mount_point=mount_point)
+...
+...     def create_read_only_filesystem(self, files, *, mount_point=None):
+...         writable = self.create_filesystem(mount_point=mount_point)
+...         for path, content in files.items():
+...             writable.write_bytes(path, content)
+...         return writable.fork(read_only=True)  # your backend's own way to a read-only view
+...
+...     def create_filesystem_with_quota(self, quota):
+...         return InMemoryFilesystem(quota=quota)
+>>> frozen = TestMyBackend().create_read_only_filesystem({"a.txt": b"hi"})
+>>> frozen.read_only, frozen.read("a.txt").content
+(True, 'hi')
 
 The parts (``PathSuite``, ``StreamingSuite``, ``SnapshotSuite`` …) can also be subclassed alone.
 Requires the ``testing`` extra (pytest, hypothesis).

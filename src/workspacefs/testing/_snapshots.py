@@ -1,4 +1,4 @@
-"""Conformance: read-only filesystems, and snapshots, restore and diff (seed 002)."""
+"""Conformance: read-only filesystems, and snapshots, restore and diff."""
 
 from __future__ import annotations
 

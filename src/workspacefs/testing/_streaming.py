@@ -1,4 +1,4 @@
-"""Conformance: streaming readers, writers and text readers (seed 000's streaming layer)."""
+"""Conformance: streaming readers, writers and text readers."""
 
 from __future__ import annotations
 

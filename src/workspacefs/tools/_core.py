@@ -175,7 +175,7 @@ class SnapshotLedger:
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """Everything a handler may use (seeds 001/002): the filesystem first of all.
+    """Everything a handler may use: the filesystem first of all.
 
     ``prompt``, ``rendered_prompt``, ``adapter``, ``session``, ``deadline`` and ``budget_tracker`` are
     passed through for handlers that want them. ``snapshots`` remembers the snapshots the model took with

@@ -126,6 +126,15 @@ def to_openai_tools(
 ) -> list[dict[str, Any]]:
     """Tool definitions for OpenAI: ``api="chat"`` (Chat Completions) or ``"responses"`` (Responses API).
 
+    ``tools`` defaults to the static ``ALL_TOOLS``, the same for every backend; pass ``tools_for(fs)`` to
+    offer what fits one filesystem (the snapshot tools where it snapshots, ``run_command`` where it runs
+    commands, only reading tools where it is read-only).
+
+    >>> [tool["function"]["name"] for tool in to_openai_tools()][:3]
+    ['ls', 'read_file', 'write_file']
+    >>> to_openai_tools(api="responses")[0]["name"]
+    'ls'
+
     With ``strict`` (the default) the schemas obey strict mode: every property required, optional
     ones nullable (a null means "use the default"), no other keywords.
     """
@@ -140,7 +149,15 @@ def to_openai_tools(
 
 
 def to_anthropic_tools(tools: Sequence[Tool[Any]] | None = None) -> list[dict[str, Any]]:
-    """Tool definitions for Anthropic's Messages API (``name``, ``description``, ``input_schema``)."""
+    """Tool definitions for Anthropic's Messages API (``name``, ``description``, ``input_schema``).
+
+    ``tools`` defaults to the static ``ALL_TOOLS``; pass ``tools_for(fs)`` to fit one filesystem (see
+    :func:`to_openai_tools`).
+
+    >>> from workspacefs import InMemoryFilesystem, tools_for
+    >>> [tool["name"] for tool in to_anthropic_tools(tools_for(InMemoryFilesystem(read_only=True)))]
+    ['ls', 'read_file', 'glob', 'grep', 'stat', 'diff']
+    """
     return [
         {"name": tool.name, "description": tool.description, "input_schema": portable_schema(tool.params)}
         for tool in (tools if tools is not None else ALL_TOOLS)

@@ -36,9 +36,19 @@ instead of (not beside) the file tools, so a model sees one way to edit."""
 
 
 def tools_for(fs: Filesystem | None, *, read_only: bool | None = None) -> tuple[Tool[Any], ...]:
-    """The tools that make sense on ``fs``: every file tool, plus ``SNAPSHOT_TOOLS`` where its capabilities
-    say it snapshots and ``EXEC_TOOLS`` (``run_command``) where it can run commands; on a read-only
-    filesystem (or with ``read_only=True``) only the tools that change nothing."""
+    """The tools to offer a model working on ``fs``, fitted to its capabilities: every file tool, plus
+    ``SNAPSHOT_TOOLS`` where it snapshots and ``EXEC_TOOLS`` (``run_command``) where it runs commands; on a
+    read-only filesystem (or with ``read_only=True``) only the tools that change nothing. Hand the result to
+    ``to_openai_tools``/``to_anthropic_tools``, whose default (``ALL_TOOLS``) is the same for every backend:
+
+    >>> from workspacefs import InMemoryFilesystem, to_openai_tools
+    >>> [tool.name for tool in tools_for(InMemoryFilesystem())][-4:]
+    ['stat', 'snapshot', 'restore', 'diff']
+    >>> [tool.name for tool in tools_for(InMemoryFilesystem(read_only=True))]
+    ['ls', 'read_file', 'glob', 'grep', 'stat', 'diff']
+    >>> len(to_openai_tools()), len(to_openai_tools(tools_for(InMemoryFilesystem())))
+    (11, 14)
+    """
     caps = fs.capabilities if fs is not None else None
     offered = ALL_TOOLS + (SNAPSHOT_TOOLS if caps is not None and caps.snapshots else ())
     offered += EXEC_TOOLS if caps is not None and caps.exec else ()

@@ -31,7 +31,7 @@ READ_LIMIT = 2000
 MAX_LINE_CHARS = 2000
 """Longer lines are cut in read_file's output, with a marker."""
 MAX_WRITE_CHARS = 48_000
-"""write_file refuses more content than this in one call (seed 002)."""
+"""write_file refuses more content than this in one call: larger content goes in parts (``append=true``)."""
 _KEEP_BYTES = MAX_LINE_CHARS * 4 + 4  # enough bytes for MAX_LINE_CHARS characters of UTF-8
 _BOM = "\ufeff"
 
