@@ -32,7 +32,9 @@ def fs_url(request: pytest.FixtureRequest, fast_tmp: Path) -> str:
         root = fast_tmp / f"cli-host-{next(_ids)}"
         root.mkdir()
         return f"file://{root}?snapshot_dir={fast_tmp / f'cli-snaps-{next(_ids)}'}"
-    return f"sqlite:///{fast_tmp / 'cli.db'}?session=cli-{uuid.uuid4().hex[:8]}"
+    url = f"sqlite:///{fast_tmp / 'cli.db'}?session=cli-{uuid.uuid4().hex[:8]}"
+    open_filesystem(url)  # the library makes the session; the command line only reads what exists
+    return url
 
 
 def test_write_cat_ls_stat(fs_url: str) -> None:

@@ -110,7 +110,7 @@ def backend_url(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[str]
 
 
 async def test_every_tool_good_and_bad_on_every_backend(backend_url: str) -> None:
-    async with connected(backend_url) as session:
+    async with connected(backend_url, "--create") as session:
         listed = (await session.list_tools()).tools
         assert {tool.name for tool in listed} == FILE_TOOLS | SNAPSHOT_TOOLS
         for tool in listed:
@@ -157,11 +157,15 @@ async def test_read_only_and_a_chosen_tool_set(fast_tmp: Path) -> None:
         assert [tool.name for tool in (await session.list_tools()).tools] == ["ls", "stat"]
 
 
-def test_bad_command_lines_fail_with_a_message() -> None:
-    for arguments, fragment in (
-        (["--fs", "nope://x"], "Unknown filesystem scheme"),
-        (["--fs", "memory://", "--tools", "ls,teleport"], "teleport"),
-        (["--fs", "sqlite:///x.db"], "session"),
+def test_bad_command_lines_fail_with_a_message(fast_tmp: Path) -> None:
+    """One line and the exit code ``ls`` gives for the same URL: no usage text, no traceback."""
+    for arguments, code, fragment in (
+        (["--fs", "nope://x"], 6, "Unknown filesystem scheme"),
+        (["--fs", "memory://", "--tools", "ls,teleport"], 6, "teleport"),
+        (["--fs", "sqlite:///x.db"], 6, "session"),
+        (["--fs", str(fast_tmp)], 6, f"file://{fast_tmp}"),
+        (["--fs", f"file://{fast_tmp}/no-such-dir"], 3, "does not exist"),
+        (["--fs", f"sqlite:///{fast_tmp}/no-such.db?session=a"], 3, "No such database"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "workspacefs", "mcp", *arguments],
@@ -171,7 +175,9 @@ def test_bad_command_lines_fail_with_a_message() -> None:
             check=False,
             stdin=subprocess.DEVNULL,
         )
-        assert done.returncode == 2 and fragment in done.stderr, done.stderr
+        lines = [line for line in done.stderr.splitlines() if not line.startswith("workspacefs: memory://")]
+        assert (done.returncode, len(lines)) == (code, 1) and fragment in done.stderr, done.stderr
+    assert not (fast_tmp / "no-such-dir").exists() and not (fast_tmp / "no-such.db").exists()
 
 
 @pytest.fixture

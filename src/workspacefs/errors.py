@@ -20,6 +20,7 @@ from typing import Any, ClassVar, TypeVar
 __all__ = [
     "ERROR_CODES",
     "ERROR_TYPES",
+    "AmbiguousSnapshotError",
     "ConcurrentChangeError",
     "ContentTooLargeError",
     "DirectoryNotEmptyError",
@@ -310,6 +311,10 @@ class SnapshotIncompatibleError(SnapshotError, ValueError):
     """The snapshot was taken by another kind of filesystem and cannot be restored here."""
 
 
+class AmbiguousSnapshotError(SnapshotError, ValueError):
+    """A short id prefix names more than one snapshot: give more of the id (or the tag)."""
+
+
 # --- the shared names every surface maps ----------------------------------------------------------------
 
 ERROR_CODES: Mapping[type[BaseException], str] = {
@@ -354,6 +359,7 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     SnapshotRestoreError: "snapshot_restore_failed",
     SnapshotNotFoundError: "snapshot_not_found",
     SnapshotIncompatibleError: "snapshot_incompatible",
+    AmbiguousSnapshotError: "snapshot_ambiguous",
 }
 """A stable, machine-readable code for every error type (REST bodies, ``--json`` errors, MCP results)."""
 

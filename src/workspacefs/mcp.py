@@ -374,9 +374,20 @@ async def serve_stdio(
 
 
 def run_stdio(
-    url: str, *, read_only: bool = False, tool_names: Sequence[str] | None = None, policy: Policy | None = None
+    url: str | Filesystem,
+    *,
+    read_only: bool = False,
+    tool_names: Sequence[str] | None = None,
+    policy: Policy | None = None,
 ) -> None:
-    """Open ``url`` and serve it over stdio (what ``workspacefs mcp`` runs)."""
-    fs = open_filesystem(url, read_only="true") if read_only else open_filesystem(url)
+    """Serve a filesystem (or the one ``url`` opens) over stdio: what ``workspacefs mcp`` runs.
+
+    Raises:
+        ValueError: a bad URL, or a name in ``tool_names`` that is not a tool fitting the filesystem.
+    """
+    if isinstance(url, str):
+        fs = open_filesystem(url, read_only="true") if read_only else open_filesystem(url)
+    else:
+        fs = url
     tools = offered_tools(fs, tool_names, read_only=read_only)
     anyio.run(functools.partial(serve_stdio, fs, tools=tools, policy=policy))

@@ -7,7 +7,9 @@ an extra is missing, and third-party registration through the ``workspacefs.back
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -92,11 +94,15 @@ def query_flag(params: Mapping[str, str], name: str, default: bool = False) -> b
 def open_filesystem(url: str, **options: Any) -> Filesystem:
     """Open the filesystem a URL names: ``memory://``, ``file:///dir``, ``sqlite:///f.db?session=…``, ``postgresql://…``.
 
-    Common query parameters: ``read_only=true``, ``mount_point=/workspace``, and a quota:
-    ``quota_bytes=``, ``quota_files=``, ``quota_file_bytes=``. Keyword ``options`` override query parameters.
+    Common query parameters: ``read_only=true``, ``mount_point=/workspace``, a quota (``quota_bytes=``,
+    ``quota_files=``, ``quota_file_bytes=``), and ``create=``: whether to make a workspace that does not exist
+    yet (a SQL database file and session, default true; a ``file://`` directory, default false). With
+    ``create=false`` a missing one raises ``FileNotFoundError`` and nothing is written, so a reader never
+    makes a workspace out of a typo. Keyword ``options`` override query parameters.
 
     Raises:
         ValueError: no scheme, or an unknown one.
+        FileNotFoundError: the workspace does not exist and ``create`` is false.
         ImportError: the backend needs an extra that is not installed (the message says which).
     """
     if not isinstance(url, str) or "://" not in url:
@@ -134,7 +140,7 @@ def _quota(params: Mapping[str, str]) -> Quota | None:
 def _open_memory(_url: str, params: dict[str, str]) -> Filesystem:
     from workspacefs.backends.memory import InMemoryFilesystem  # noqa: PLC0415 - imported on first use
 
-    _check_options("memory://", params, {"read_only", "mount_point"})
+    _check_options("memory://", params, {"read_only", "mount_point", "create"})
     return InMemoryFilesystem(
         read_only=query_flag(params, "read_only"), mount_point=params.get("mount_point"), quota=_quota(params)
     )
@@ -150,7 +156,11 @@ def _open_host(url: str, params: dict[str, str]) -> Filesystem:
     root = unquote(parts.path)
     if not root.startswith("/"):
         raise ValueError(f"file:// URLs need an absolute path, got {url!r}")
-    _check_options("file://", params, {"read_only", "mount_point", "snapshot_strategy", "snapshot_dir", "durable"})
+    _check_options(
+        "file://", params, {"read_only", "mount_point", "snapshot_strategy", "snapshot_dir", "durable", "create"}
+    )
+    if query_flag(params, "create") and not os.path.lexists(root):
+        os.makedirs(root, exist_ok=True)
     return HostFilesystem(
         root,
         read_only=query_flag(params, "read_only"),
@@ -164,19 +174,27 @@ def _open_host(url: str, params: dict[str, str]) -> Filesystem:
 
 def _open_sql(url: str, params: dict[str, str]) -> Filesystem:
     """``sqlite:///file.db?session=ID`` and ``postgresql://…?session=ID``."""
-    from workspacefs.backends.sql import SqlFilesystem  # noqa: PLC0415 - needs the sql extra
+    from workspacefs.backends.sql import SqlFilesystem, missing_database  # noqa: PLC0415 - needs the sql extra
 
     session = params.get("session")
     if not session:
         raise ValueError(f"SQL URLs need a session: add ?session=ID to {url!r}")
-    _check_options("a SQL filesystem", params, {"session", "read_only", "mount_point"})
-    return SqlFilesystem(
+    _check_options("a SQL filesystem", params, {"session", "read_only", "mount_point", "create"})
+    create = query_flag(params, "create", default=True)
+    if not create and (absent := missing_database(url)) is not None:
+        raise FileNotFoundError(errno.ENOENT, "No such database file", absent)
+    fs = SqlFilesystem(
         url,
         session,
         read_only=query_flag(params, "read_only"),
         mount_point=params.get("mount_point"),
+        create=create,
         quota=_quota(params),
     )
+    if not create and fs.store.session(session) is None:
+        fs.close()
+        raise FileNotFoundError(errno.ENOENT, "No such session in this database", session)
+    return fs
 
 
 def _open_container(url: str, params: dict[str, str]) -> Filesystem:
@@ -191,7 +209,18 @@ def _open_container(url: str, params: dict[str, str]) -> Filesystem:
     _check_options(
         f"{parts.scheme}://",
         params,
-        {"workdir", "host_dir", "network", "memory", "cpus", "pids_limit", "user", "snapshot_strategy", "snapshot_dir"},
+        {
+            "workdir",
+            "host_dir",
+            "network",
+            "memory",
+            "cpus",
+            "pids_limit",
+            "user",
+            "snapshot_strategy",
+            "snapshot_dir",
+            "create",
+        },
     )
     sandbox = ContainerSandbox(
         image,

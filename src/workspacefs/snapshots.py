@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 from uuid import UUID
 
-from workspacefs.errors import SnapshotNotFoundError
+from workspacefs.errors import AmbiguousSnapshotError, SnapshotNotFoundError
 from workspacefs.results import FilesystemSnapshot
 
 __all__ = [
@@ -25,8 +25,12 @@ __all__ = [
     "InMemorySnapshotStore",
     "SnapshotRetentionPolicy",
     "SnapshotStore",
+    "find_snapshot",
     "select_prunable",
 ]
+
+MIN_ID_PREFIX = 4
+"""The shortest id prefix :func:`find_snapshot` accepts (shorter ones match too much by chance)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +68,34 @@ def select_prunable(
         doomed += [s for s in candidates[: policy.max_count] if s.created_at < cutoff]
     doomed.sort(key=lambda s: s.created_at)
     return doomed
+
+
+def find_snapshot(
+    snapshots: Iterable[FilesystemSnapshot], wanted: str, *, min_prefix: int = MIN_ID_PREFIX
+) -> FilesystemSnapshot:
+    """The snapshot ``wanted`` names: its id, else its tag (the newest with that tag), else a unique id
+    prefix of at least ``min_prefix`` characters. One rule for the CLI, the REST API and the model's tools.
+
+    Raises:
+        SnapshotNotFoundError: nothing matches.
+        AmbiguousSnapshotError: the prefix matches several ids (the message lists them).
+    """
+    found = list(snapshots)
+    wanted = wanted.strip()
+    for snapshot in found:
+        if str(snapshot.snapshot_id) == wanted.lower():
+            return snapshot
+    tagged = sorted((s for s in found if s.tag == wanted), key=lambda s: s.created_at)
+    if tagged:
+        return tagged[-1]
+    prefix = wanted.lower()
+    prefixed = [s for s in found if str(s.snapshot_id).startswith(prefix)] if len(prefix) >= min_prefix else []
+    if len(prefixed) == 1:
+        return prefixed[0]
+    if prefixed:
+        names = ", ".join(str(s.snapshot_id) for s in prefixed[:5])
+        raise AmbiguousSnapshotError(f"{wanted!r} starts {len(prefixed)} snapshot ids ({names}); give more of it")
+    raise SnapshotNotFoundError(f"No snapshot {wanted!r} (by id, tag or id prefix of {min_prefix}+ characters)")
 
 
 @runtime_checkable

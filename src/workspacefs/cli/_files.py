@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import io
 import sys
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -22,7 +23,9 @@ from workspacefs.cli._output import (
     fs_option,
     json_option,
     open_fs,
+    reading_from_terminal,
     reported,
+    writing_fs_option,
 )
 from workspacefs.paths import DEFAULT_CHUNK_SIZE
 from workspacefs.results import FileStat, WriteMode
@@ -97,18 +100,22 @@ def cat(path: str, fs_url: str, as_json: bool) -> None:
 @click.argument("path")
 @click.option("--append", is_flag=True, help="Add to the end instead of replacing.")
 @click.option("--create", "create_only", is_flag=True, help="Fail (exit 4) if the file exists.")
-@fs_option
+@writing_fs_option
 @json_option
 @reported
 def write(path: str, append: bool, create_only: bool, fs_url: str, as_json: bool) -> None:
-    """Write stdin to a file (streamed, atomic: the old content stays if anything fails)."""
+    """Write stdin to a file (streamed, atomic: the old content stays if anything fails). Makes the workspace
+    (database, session or directory) if it does not exist."""
     if append and create_only:
         raise click.UsageError("--append and --create exclude each other")
-    fs = open_fs(fs_url)
+    fs = open_fs(fs_url, create=True)
     mode: WriteMode = "append" if append else "create" if create_only else "overwrite"
-    source = sys.stdin.buffer
+    source = cast(io.BufferedReader, sys.stdin.buffer)  # what Python gives stdin: it has read1
+    reading_from_terminal(path)
+    # at a terminal read what each line brings, so one Ctrl-D ends the input (read() would wait for a second)
+    read = source.read1 if sys.stdin.isatty() else source.read
     with fs.open_write(path, mode=mode) as writer:
-        while block := source.read(1024 * 1024):
+        while block := read(1024 * 1024):
             writer.write(block)
         written = writer.bytes_written
     stat = fs.stat(path)
@@ -125,7 +132,14 @@ def rm(paths: tuple[str, ...], recursive: bool, fs_url: str, as_json: bool) -> N
     """Delete files (and, with -r, directories)."""
     fs = open_fs(fs_url)
     for path in paths:
-        fs.delete(path, recursive=recursive)
+        try:
+            fs.delete(path, recursive=recursive)
+        except errors.DirectoryNotEmptyError:
+            fail(
+                EXIT_CONFLICT,
+                "directory_not_empty",
+                f"{path}: directory not empty; use -r to delete it and its contents",
+            )
     emit(as_json, {"deleted": list(paths)}, lambda: None)
 
 
@@ -231,13 +245,14 @@ _PATCH_EXIT_CODES = {
 
 
 @click.command("patch", short_help="Apply a '*** Begin Patch' patch from stdin, all or nothing.")
-@fs_option
+@writing_fs_option
 @json_option
 @reported
 def patch(fs_url: str, as_json: bool) -> None:
     """Apply a Codex-style patch (*** Begin Patch / *** Add File / *** Update File / *** Delete File /
     *** End Patch) read from stdin: every file changes, or none does (exit 4 when context does not match)."""
-    fs = open_fs(fs_url)
+    fs = open_fs(fs_url, create=True)
+    reading_from_terminal("the patch")
     text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     result = apply_patch_text(text, ToolContext(filesystem=fs, read_before_write=False, policy=current_policy()))
     if not result.success:

@@ -12,11 +12,12 @@ import json
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
 from workspacefs import errors
-from workspacefs.open import open_filesystem
+from workspacefs.cli._opening import EPHEMERAL_SCHEMES, open_workspace, path_hint
 from workspacefs.policy import ApprovalRequest, Policy
 from workspacefs.protocol import Filesystem
 
@@ -28,6 +29,7 @@ __all__ = [
     "EXIT_INVALID",
     "EXIT_NOT_FOUND",
     "classify",
+    "create_option",
     "current_policy",
     "emit",
     "fail",
@@ -35,8 +37,11 @@ __all__ = [
     "json_option",
     "load_policy",
     "open_fs",
+    "open_raw",
     "policy_option",
+    "reading_from_terminal",
     "reported",
+    "writing_fs_option",
 ]
 
 EXIT_FAILURE = 1
@@ -57,6 +62,7 @@ _fs_url_option = click.option(
     "(or set WORKSPACEFS_FS).",
 )
 _POLICY_KEY = "workspacefs.policy"
+_CREATE_KEY = "workspacefs.create"
 POLICY_HELP = (
     "The path policy: 'default' (asks before changing agent and tool configuration or touching secrets; "
     "at a terminal you are asked, elsewhere it refuses), 'none', or a JSON/TOML policy file "
@@ -83,7 +89,13 @@ policy_option = click.option(
 
 
 def fs_option(command: F) -> F:
-    """``--fs URL`` and ``--policy``: the workspace a command acts on, and the rules it acts under."""
+    """``--fs URL``, ``--create`` and ``--policy``: the workspace a command acts on (made only when asked),
+    and the rules it acts under."""
+    return _fs_url_option(policy_option(create_option(command)))
+
+
+def writing_fs_option(command: F) -> F:
+    """``--fs URL`` and ``--policy`` for a command that writes, and so makes a missing workspace itself."""
     return _fs_url_option(policy_option(command))
 
 
@@ -115,16 +127,62 @@ def current_policy() -> Policy:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 
 
-def open_fs(url: str) -> Filesystem:
-    """The filesystem at ``url``, seen through the command's ``--policy`` (a bad URL is exit code 6; a backend
-    whose extra is missing, 1)."""
+def _remember_create(context: click.Context, _param: click.Parameter, value: bool) -> bool:
+    context.meta[_CREATE_KEY] = value
+    return value
+
+
+create_option = click.option(
+    "--create",
+    "create_workspace",
+    is_flag=True,
+    expose_value=False,
+    callback=_remember_create,
+    help="Make the workspace if it does not exist (a SQL database and session, a file:// directory); "
+    "without it a missing one is exit 3 and nothing is written.",
+)
+
+
+def open_fs(url: str, *, create: bool | None = None) -> Filesystem:
+    """The filesystem at ``url``, seen through the command's ``--policy``. Reading never creates: a missing
+    workspace is exit 3 unless ``create`` (a writing command) or ``--create`` says to make it. A bad URL is
+    exit code 6; a backend whose extra is missing, 1."""
     policy = current_policy()
+    return policy.guard(open_raw(url, create=create))
+
+
+def open_raw(url: str, *, create: bool | None = None, **options: Any) -> Filesystem:
+    """As :func:`open_fs`, without the policy (for a caller that applies it itself, as the MCP server does)."""
+    context = click.get_current_context(silent=True)
+    creating = bool(context is not None and context.meta.get(_CREATE_KEY)) if create is None else create
+    hint = path_hint(url)
+    if hint is not None:
+        fail(EXIT_INVALID, "bad_url", hint)
     try:
-        return policy.guard(open_filesystem(url))
+        fs = open_workspace(url, create=creating, **options)
+    except FileNotFoundError as exc:
+        advice = "" if creating else "; add --create to make it (writing to it makes it too)"
+        fail(EXIT_NOT_FOUND, "not_found", f"{_describe(exc)}{advice}")
     except (ValueError, KeyError) as exc:
         fail(EXIT_INVALID, "bad_url", f"cannot open {url!r}: {exc}")
     except ImportError as exc:  # an extra that is not installed: the message names it
         fail(EXIT_FAILURE, "missing_dependency", str(exc))
+    except OSError as exc:  # the root is a file, the database server refused …
+        exit_code, code, message = classify(exc) or (EXIT_FAILURE, "os_error", _describe(exc))
+        fail(exit_code, code, f"cannot open {url!r}: {message}")
+    if urlsplit(url).scheme.lower() in EPHEMERAL_SCHEMES:
+        click.echo(
+            "workspacefs: memory:// keeps files only while this command runs (use file:///dir or "
+            "sqlite:///file.db?session=ID to keep them)",
+            err=True,
+        )
+    return fs
+
+
+def reading_from_terminal(what: str) -> None:
+    """Say so when a command waits for stdin typed at a terminal (a newcomer would take it for a hang)."""
+    if sys.stdin.isatty():
+        click.echo(f"workspacefs: reading {what} from the terminal; end with Ctrl-D (Ctrl-C cancels)", err=True)
 
 
 def fail(code: int, kind: str, message: str) -> NoReturn:
@@ -185,6 +243,7 @@ EXIT_CODES: Mapping[type[BaseException], int] = {
     errors.SnapshotRestoreError: EXIT_FAILURE,
     errors.SnapshotNotFoundError: EXIT_NOT_FOUND,
     errors.SnapshotIncompatibleError: EXIT_INVALID,
+    errors.AmbiguousSnapshotError: EXIT_INVALID,
 }
 """The exit code of each error type (looked up by the exception's MRO: most specific first)."""
 

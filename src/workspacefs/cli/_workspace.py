@@ -1,4 +1,4 @@
-"""Whole-workspace commands: ``snapshot create|list|restore|diff`` and ``export``/``import`` as tar.
+"""Whole-workspace commands: ``snapshot create|list|restore|diff|delete|prune`` and ``export``/``import`` as tar.
 
 ``workspacefs export --fs A | workspacefs import --fs B`` moves a workspace between any two backends,
 streamed. Snapshots persist where the backend keeps them (a host directory's snapshot dir, the SQL
@@ -14,9 +14,19 @@ from typing import IO, Any, cast
 import click
 
 from workspacefs.archive import ArchiveStats, export_tar, import_tar
-from workspacefs.cli._output import EXIT_INVALID, EXIT_NOT_FOUND, emit, fail, fs_option, json_option, open_fs, reported
+from workspacefs.cli._output import (
+    EXIT_INVALID,
+    emit,
+    fail,
+    fs_option,
+    json_option,
+    open_fs,
+    reported,
+    writing_fs_option,
+)
 from workspacefs.protocol import Filesystem, SnapshotableFilesystem
 from workspacefs.results import FilesystemSnapshot
+from workspacefs.snapshots import SnapshotRetentionPolicy, find_snapshot, select_prunable
 
 __all__ = ["register"]
 
@@ -32,15 +42,8 @@ def _stored(fs: SnapshotableFilesystem) -> list[FilesystemSnapshot]:
 
 
 def _find(fs: SnapshotableFilesystem, wanted: str) -> FilesystemSnapshot:
-    """A snapshot by id, unique id prefix, or tag (the newest with that tag)."""
-    found = _stored(fs)
-    exact = [s for s in found if str(s.snapshot_id) == wanted]
-    prefixed = [s for s in found if str(s.snapshot_id).startswith(wanted)] if len(wanted) >= 4 else []
-    tagged = [s for s in found if s.tag == wanted]
-    for candidates in (exact, prefixed if len(prefixed) == 1 else [], tagged[-1:]):
-        if candidates:
-            return candidates[0]
-    return fail(EXIT_NOT_FOUND, "snapshot_not_found", f"no snapshot {wanted!r} (workspacefs snapshot list shows them)")
+    """A snapshot by id, tag (the newest with it) or unique id prefix: the rule the REST API and tools share."""
+    return find_snapshot(_stored(fs), wanted)
 
 
 def _snapshot_json(snapshot: FilesystemSnapshot) -> dict[str, Any]:
@@ -53,9 +56,10 @@ def _snapshot_json(snapshot: FilesystemSnapshot) -> dict[str, Any]:
     }
 
 
-@click.group("snapshot", short_help="Create, list, restore and diff snapshots.")
+@click.group("snapshot", short_help="Create, list, restore, diff, delete and prune snapshots.")
 def snapshot() -> None:
-    """Take, list, restore and compare snapshots of a workspace."""
+    """Take, list, restore, compare and delete snapshots of a workspace. A snapshot is named by its id,
+    its tag (the newest with that tag) or a unique prefix of its id (4+ characters)."""
 
 
 @snapshot.command("create")
@@ -80,7 +84,8 @@ def snapshot_list(fs_url: str, as_json: bool) -> None:
     def text() -> None:
         for item in found:
             click.echo(
-                f"{item.snapshot_id}  {item.created_at:%Y-%m-%d %H:%M:%S}  {item.file_count:>6} files  {item.tag or ''}"
+                f"{item.snapshot_id}  {item.created_at:%Y-%m-%d %H:%M:%S}  {_count(item.file_count, 'file'):>11}  "
+                f"{item.tag or ''}".rstrip()
             )
 
     emit(as_json, [_snapshot_json(s) for s in found], text)
@@ -117,6 +122,54 @@ def snapshot_diff(snapshot_id: str, other: str | None, fs_url: str, as_json: boo
 
     value = {"added": list(changes.added), "modified": list(changes.modified), "deleted": list(changes.deleted)}
     emit(as_json, {**value, "unchanged_count": changes.unchanged_count}, text)
+
+
+@snapshot.command("delete")
+@click.argument("snapshot_ids", metavar="SNAPSHOT...", nargs=-1, required=True)
+@fs_option
+@json_option
+@reported
+def snapshot_delete(snapshot_ids: tuple[str, ...], fs_url: str, as_json: bool) -> None:
+    """Delete snapshots (by id, tag or id prefix); content only they held is freed. All are found before any
+    is deleted, so a typo deletes nothing."""
+    fs = _snapshotable(open_fs(fs_url))
+    doomed = {str(s.snapshot_id): s for s in (_find(fs, wanted) for wanted in snapshot_ids)}
+    for item in doomed.values():
+        fs.delete_snapshot(item)
+    emit(
+        as_json,
+        {"deleted": [_snapshot_json(s) for s in doomed.values()]},
+        lambda: click.echo(f"deleted {_count(len(doomed), 'snapshot')}", err=True),
+    )
+
+
+@snapshot.command("prune")
+@click.option("--keep", type=click.IntRange(min=0), required=True, help="How many of the newest snapshots to keep.")
+@click.option("--include-tagged", is_flag=True, help="Count and delete tagged snapshots too (kept by default).")
+@click.option("--dry-run", is_flag=True, help="Only list what would be deleted.")
+@fs_option
+@json_option
+@reported
+def snapshot_prune(keep: int, include_tagged: bool, dry_run: bool, fs_url: str, as_json: bool) -> None:
+    """Delete all but the newest --keep snapshots (tagged ones are kept and not counted, unless
+    --include-tagged); prints what it deleted, oldest first."""
+    fs = _snapshotable(open_fs(fs_url))
+    doomed = select_prunable(_stored(fs), SnapshotRetentionPolicy(max_count=keep, keep_tagged=not include_tagged))
+    if not dry_run:
+        for item in doomed:
+            fs.delete_snapshot(item)
+
+    def text() -> None:
+        for item in doomed:
+            click.echo(f"{item.snapshot_id}  {item.created_at:%Y-%m-%d %H:%M:%S}  {item.tag or ''}".rstrip())
+        verb = "would delete" if dry_run else "deleted"
+        click.echo(f"{verb} {_count(len(doomed), 'snapshot')}", err=True)
+
+    emit(as_json, {"deleted" if not dry_run else "would_delete": [_snapshot_json(s) for s in doomed]}, text)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 class _Progress:
@@ -175,13 +228,16 @@ def export(*, output: IO[bytes], path: str, gzip: bool, progress: bool | None, f
 @click.option("-i", "--input", "source", type=click.File("rb"), default="-", help="Tar file to read (default: stdin).")
 @click.option("--path", default="/", show_default=True, help="Import under this directory.")
 @click.option("--progress/--no-progress", default=None, help="Show progress on stderr (default: on a terminal).")
-@fs_option
+@writing_fs_option
 @json_option
 @reported
 def import_(source: IO[bytes], path: str, progress: bool | None, fs_url: str, as_json: bool) -> None:
-    """Unpack a tar stream into the workspace (all or nothing where the backend snapshots)."""
+    """Unpack a tar stream into the workspace (all or nothing where the backend snapshots); makes the workspace
+    if it does not exist."""
+    if source is sys.stdin.buffer and sys.stdin.isatty():
+        raise click.UsageError("refusing to read a tar from a terminal; pipe one in or use -i FILE")
     meter = _Progress(_progress_enabled(progress), "importing")
-    stats = import_tar(open_fs(fs_url), source, path=path, progress=meter)
+    stats = import_tar(open_fs(fs_url, create=True), source, path=path, progress=meter)
     meter.finish()
     summary = {"files": stats.files, "directories": stats.directories, "bytes": stats.bytes}
     emit(
@@ -192,10 +248,7 @@ def import_(source: IO[bytes], path: str, progress: bool | None, fs_url: str, as
 
 
 def _summary(stats: ArchiveStats) -> str:
-    def count(number: int, noun: str) -> str:
-        return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
-
-    return f"{count(stats.files, 'file')}, {count(stats.directories, 'folder')}, {count(stats.bytes, 'byte')}"
+    return f"{_count(stats.files, 'file')}, {_count(stats.directories, 'folder')}, {_count(stats.bytes, 'byte')}"
 
 
 def _dump(value: Any) -> str:

@@ -23,9 +23,11 @@ __all__ = [
     "HTTP_STATUS",
     "REFUSALS",
     "ApiError",
+    "BrowserHeaderRequiredError",
     "RateLimitedError",
     "ScopeDeniedError",
     "ServiceRefusal",
+    "SignInCodeError",
     "TokenExpiredError",
     "TokenRequiredError",
     "error_body",
@@ -71,6 +73,15 @@ class TokenExpiredError(TokenRequiredError):
     """A token past its ``expires_at``."""
 
 
+class SignInCodeError(TokenRequiredError):
+    """A browser sign-in code that is unknown, already used or expired (a code works once, for minutes)."""
+
+
+class BrowserHeaderRequiredError(ServiceRefusal, PermissionError):
+    """A cookie-signed-in request that changes something without ``X-Workspacefs: 1``, which the page sends and a
+    form on another site cannot (cross-site request forgery)."""
+
+
 class ScopeDeniedError(ServiceRefusal, PermissionError):
     """A valid token whose scope does not cover the request (a ``read`` token writing, …)."""
 
@@ -86,7 +97,9 @@ class RateLimitedError(ServiceRefusal, RuntimeError):
 REFUSALS: Mapping[type[BaseException], tuple[int, str]] = {
     TokenRequiredError: (401, "unauthorized"),
     TokenExpiredError: (401, "token_expired"),
+    SignInCodeError: (401, "invalid_signin_code"),
     ScopeDeniedError: (403, "insufficient_scope"),
+    BrowserHeaderRequiredError: (403, "browser_header_required"),
     RateLimitedError: (429, "rate_limited"),
 }
 """Status and code of each of the service's own refusals (looked up by type, most specific first)."""
@@ -144,6 +157,7 @@ HTTP_STATUS: Mapping[type[BaseException], int] = {
     errors.SnapshotRestoreError: 409,
     errors.SnapshotNotFoundError: 404,
     errors.SnapshotIncompatibleError: 400,
+    errors.AmbiguousSnapshotError: 400,
 }
 """The HTTP status of each error type (looked up by the exception's MRO: most specific first); the body's
 ``code`` is the type's shared code (``errors.ERROR_CODES``)."""

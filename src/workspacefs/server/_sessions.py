@@ -7,10 +7,9 @@ diffed, which the seed left out and agents need most.
 
 from __future__ import annotations
 
-import uuid
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 
 from workspacefs.errors import SnapshotNotFoundError
@@ -18,7 +17,6 @@ from workspacefs.results import FilesystemSnapshot
 from workspacefs.server._auth import Reader, Writer
 from workspacefs.server._errors import ApiError, error_responses
 from workspacefs.server._models import (
-    ID_PATTERN,
     AgentList,
     CreateSessionRequest,
     CreateSnapshotRequest,
@@ -38,13 +36,24 @@ from workspacefs.server._service import (
     uuid7,
 )
 from workspacefs.server._transfer import parse_json
+from workspacefs.snapshots import find_snapshot
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(known_query_only)])
 SESSION = "/agents/{agent_id}/sessions/{session_id}"
-SnapshotId = Annotated[str, "a snapshot id"]
-Against = Annotated[str | None, Query(pattern=ID_PATTERN, description="Compare with this snapshot (default: now)")]
+SnapshotId = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=200,
+        description="A snapshot's id, its tag (the newest with that tag), or a unique prefix of its id (4+ characters)",
+    ),
+]
+Against = Annotated[
+    str | None,
+    Query(min_length=1, max_length=200, description="Compare with this snapshot (id, tag or id prefix; default: now)"),
+]
 
 
 @router.get("/agents", response_model=AgentList, responses=error_responses(), summary="List agents")
@@ -128,15 +137,9 @@ def _snapshot_model(session_id: str, snapshot: FilesystemSnapshot) -> SnapshotMo
     )
 
 
-def _find(fs: ServedFilesystem, snapshot_id: str) -> FilesystemSnapshot:
-    try:
-        wanted = uuid.UUID(snapshot_id)
-    except ValueError:
-        wanted = None
-    for snapshot in fs.snapshots():
-        if snapshot.snapshot_id == wanted:
-            return snapshot
-    raise ApiError(404, "snapshot_not_found", f"No snapshot {snapshot_id!r} in this session")
+def _find(fs: ServedFilesystem, wanted: str) -> FilesystemSnapshot:
+    """A snapshot by id, tag or unique id prefix: the rule the CLI and the tools share (404 or 400)."""
+    return find_snapshot(fs.snapshots(), wanted)
 
 
 @router.post(
@@ -175,7 +178,7 @@ async def list_snapshots(*, agent_id: AgentId, session_id: SessionId, who: Reade
     return await running.run(work)
 
 
-@router.get(SESSION + "/snapshots/{snapshot_id}", response_model=SnapshotModel, responses=error_responses(404))
+@router.get(SESSION + "/snapshots/{snapshot_id}", response_model=SnapshotModel, responses=error_responses(400, 404))
 async def get_snapshot(
     *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep
 ) -> SnapshotModel:
@@ -187,7 +190,9 @@ async def get_snapshot(
     return await running.run(work)
 
 
-@router.post(SESSION + "/snapshots/{snapshot_id}/restore", response_model=SnapshotModel, responses=error_responses(404))
+@router.post(
+    SESSION + "/snapshots/{snapshot_id}/restore", response_model=SnapshotModel, responses=error_responses(400, 404)
+)
 async def restore_snapshot(
     *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep
 ) -> SnapshotModel:
@@ -202,7 +207,7 @@ async def restore_snapshot(
     return await running.run(work)
 
 
-@router.get(SESSION + "/snapshots/{snapshot_id}/diff", response_model=DiffResponse, responses=error_responses(404))
+@router.get(SESSION + "/snapshots/{snapshot_id}/diff", response_model=DiffResponse, responses=error_responses(400, 404))
 async def diff_snapshot(
     *,
     snapshot_id: SnapshotId,
@@ -223,8 +228,8 @@ async def diff_snapshot(
         except SnapshotNotFoundError:
             raise ApiError(404, "snapshot_not_found", "The snapshot was deleted meanwhile") from None
         return DiffResponse(
-            base=snapshot_id,
-            target=against,
+            base=str(base.snapshot_id),
+            target=str(target.snapshot_id) if target is not None else None,
             added=["/" + p for p in changes.added],
             modified=["/" + p for p in changes.modified],
             deleted=["/" + p for p in changes.deleted],
@@ -234,7 +239,7 @@ async def diff_snapshot(
     return await running.run(work)
 
 
-@router.delete(SESSION + "/snapshots/{snapshot_id}", status_code=204, responses=error_responses(404))
+@router.delete(SESSION + "/snapshots/{snapshot_id}", status_code=204, responses=error_responses(400, 404))
 async def delete_snapshot(
     *, snapshot_id: SnapshotId, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep
 ) -> Response:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workspacefs.errors import (
+    AmbiguousSnapshotError,
     ConcurrentChangeError,
     ContentTooLargeError,
     DirectoryNotEmptyError,
@@ -253,6 +254,7 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         f"{_reason(e)}. Name a snapshot by the id or tag that snapshot returned, or call snapshot to take a new one."
     ),
     SnapshotIncompatibleError: lambda e, _w: f"{_reason(e)}.",
+    AmbiguousSnapshotError: lambda e, _w: f"{_reason(e)}.",
 }
 """The message a model reads for each error type (looked up by the exception's MRO: most specific first)."""
 

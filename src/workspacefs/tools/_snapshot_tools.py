@@ -3,7 +3,7 @@
 Offered where the filesystem can snapshot (``SNAPSHOT_TOOLS``; see ``tools_for``). Snapshots the model
 takes are remembered in the context's ``snapshots`` ledger (an in-memory snapshot exists nowhere else);
 those a backend keeps (a host snapshot dir, the SQL database) are found there too. A snapshot is named
-by its id, a unique prefix of 8 or more characters, or its tag.
+by its id, its tag, or a unique prefix of 8 or more characters of its id.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from typing import Any, cast
 
 from pydantic import Field
 
-from workspacefs.errors import SnapshotError
+from workspacefs.errors import AmbiguousSnapshotError, SnapshotError, SnapshotNotFoundError
 from workspacefs.protocol import SnapshotableFilesystem
 from workspacefs.results import FilesystemSnapshot
+from workspacefs.snapshots import find_snapshot
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
 from workspacefs.tools._file_tools import _Params
 from workspacefs.tools._messages import failure, failure_from, human_size, plural
@@ -44,16 +45,12 @@ def _known(fs: SnapshotableFilesystem, context: ToolContext) -> list[FilesystemS
 
 def _find(fs: SnapshotableFilesystem, context: ToolContext, name: str) -> FilesystemSnapshot | ToolResult[Any]:
     known = _known(fs, context)
-    wanted = name.strip()
-    exact = [s for s in known if str(s.snapshot_id) == wanted]
-    prefixed = [s for s in known if len(wanted) >= _PREFIX_CHARACTERS and str(s.snapshot_id).startswith(wanted)]
-    tagged = [s for s in known if s.tag == wanted]
-    if exact:
-        return exact[0]
-    if len(prefixed) == 1:
-        return prefixed[0]
-    if tagged:
-        return tagged[-1]
+    try:
+        return find_snapshot(known, name, min_prefix=_PREFIX_CHARACTERS)
+    except AmbiguousSnapshotError as exc:
+        return failure(f"{exc}.", "snapshot_ambiguous")
+    except SnapshotNotFoundError:
+        pass
     if not known:
         return failure(
             f"There is no snapshot {name!r}: none has been taken yet. Call snapshot first.", "snapshot_not_found"

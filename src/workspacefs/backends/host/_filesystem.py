@@ -85,6 +85,8 @@ class HostFilesystem(BaseFilesystem):
     ) -> None:
         super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
         self._root = os.fspath(root)
+        if not os.path.lexists(self._root):
+            raise FileNotFoundError(errno.ENOENT, "Workspace root does not exist", self._root)
         if not os.path.isdir(self._root):
             raise NotADirectoryError(errno.ENOTDIR, "Workspace root is not a directory", self._root)
         self._tree = HostTree(self._root, durable=durable, use_openat2=use_openat2, use_tmpfile=use_tmpfile)

@@ -3,6 +3,13 @@ PostgreSQL). ``_store.py`` owns the database and the deduplicated content, ``_sc
 ``_filesystem.py`` one session's files, ``migrations/`` the schema's history (Alembic)."""
 
 from workspacefs.backends.sql._filesystem import SqlFilesystem
-from workspacefs.backends.sql._store import SessionInfo, SqlStore, default_database, engine_url, migrate
+from workspacefs.backends.sql._store import (
+    SessionInfo,
+    SqlStore,
+    default_database,
+    engine_url,
+    migrate,
+    missing_database,
+)
 
-__all__ = ["SessionInfo", "SqlFilesystem", "SqlStore", "default_database", "engine_url", "migrate"]
+__all__ = ["SessionInfo", "SqlFilesystem", "SqlStore", "default_database", "engine_url", "migrate", "missing_database"]

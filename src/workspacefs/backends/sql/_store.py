@@ -43,7 +43,7 @@ from workspacefs.protocol import BytesLike
 from workspacefs.quota import QUOTA_URL_PARAMETERS
 from workspacefs.streams import content_id_of_chunks
 
-__all__ = ["UPLOAD_GRACE", "SessionInfo", "SqlStore", "default_database", "engine_url", "migrate"]
+__all__ = ["UPLOAD_GRACE", "SessionInfo", "SqlStore", "default_database", "engine_url", "migrate", "missing_database"]
 
 UPLOAD_GRACE = timedelta(hours=1)
 """A streaming write silent for this long is taken for abandoned by :meth:`SqlStore.gc`."""
@@ -65,7 +65,7 @@ def engine_url(url: str) -> tuple[str, dict[str, str]]:
     Query parameters the database driver does not know (``session``, ``read_only`` …) are taken out.
     """
     parsed = sa.engine.make_url(url)
-    ours = {"session", "read_only", "agent", "mount_point", *QUOTA_URL_PARAMETERS}
+    ours = {"session", "read_only", "agent", "mount_point", "create", *QUOTA_URL_PARAMETERS}
     options = {k: str(v) for k, v in parsed.query.items() if k in ours}
     parsed = parsed.difference_update_query(list(ours))
     if parsed.drivername in ("postgresql", "postgres"):
@@ -171,7 +171,13 @@ class SqlStore:
         )
         with SqlStore._migrate_lock:
             if self.url not in SqlStore._migrated:
-                migrate(self.engine)
+                try:
+                    migrate(self.engine)
+                except sa.exc.OperationalError as exc:  # no server, no such database, a file it cannot open
+                    self.engine.dispose()
+                    shown = sa.engine.make_url(self.url).render_as_string(hide_password=True)
+                    reason = str(exc.orig).strip().splitlines()[0] if exc.orig is not None else str(exc)
+                    raise ConnectionError(f"Cannot use the database {shown}: {reason}") from exc
                 SqlStore._migrated.add(self.url)
 
     # --- transactions -------------------------------------------------------------------------------
@@ -478,6 +484,17 @@ def inline_blob_id(data: bytes) -> str:
 def blob_id_for(hashes: Sequence[str], size: int) -> str:
     """A blob's id: the hash of its size and chunk hashes (fixed chunking makes it a content id)."""
     return content_id_of_chunks(hashes, size)
+
+
+def missing_database(url: str) -> str | None:
+    """The file a ``sqlite:///`` URL names when it does not exist yet (``None``: it exists, or the URL is an
+    in-memory or server database, whose absence only connecting can tell). Lets a reader refuse before
+    :class:`SqlStore` would create the file."""
+    parsed = sa.engine.make_url(engine_url(url)[0])
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return None if Path(database).exists() else database
 
 
 def default_database() -> str:
