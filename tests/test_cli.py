@@ -72,7 +72,7 @@ def test_rm_mv_cp_grep_glob(fs_url: str) -> None:
         "src/a.py:1:def needle():",
     ]
     matches = json.loads(run(fs_url, "grep", "NEEDLE", "-i", "--json", "src").stdout)
-    assert matches == [{"path": "src/a.py", "line_number": 1, "line": "def needle():"}]
+    assert matches == [{"path": "src/a.py", "line_number": 1, "line_content": "def needle():", "line": "def needle():"}]
     nothing = run(fs_url, "grep", "absent")
     assert nothing.exit_code == 1 and nothing.stdout == ""
     assert run(fs_url, "rm", "moved").exit_code == 4  # a directory needs -r

@@ -272,3 +272,13 @@ def test_sigterm_mid_write_keeps_the_old_content_and_leaves_nothing_behind(backe
                 assert connection.exec_driver_sql("SELECT count(*) FROM wsfs_uploads").scalar() == 0
         finally:
             store.close()
+
+
+def test_token_commands_that_read_do_not_make_a_database(fast_tmp: Path) -> None:
+    database = fast_tmp / f"tokens-{uuid.uuid4().hex[:8]}" / "service.db"
+    for command in (["token", "list"], ["token", "revoke", "no-such-id"]):
+        result = run(*command, "--db", f"sqlite:///{database}")
+        assert result.exit_code == 3 and "No such database file" in result.stderr, result.stderr
+    assert not database.parent.exists()
+    assert run("token", "create", "--agent", "a", "--db", f"sqlite:///{database}").exit_code == 0
+    assert run("token", "list", "--db", f"sqlite:///{database}").exit_code == 0

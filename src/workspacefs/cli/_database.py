@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -11,13 +12,23 @@ __all__ = ["DB_HELP", "open_store", "redact"]
 DB_HELP = "Database URL: sqlite:///path/file.db or postgresql://user@host/db (default: a SQLite file in your data dir)."
 
 
-def open_store(url: str | None) -> Any:
-    """The service's database (``SqlStore``), importing the ``sql`` extra only when a command needs it."""
+def open_store(url: str | None, *, create: bool = True) -> Any:
+    """The service's database (``SqlStore``), importing the ``sql`` extra only when a command needs it.
+    A command that only reads passes ``create=False``: a SQLite file that does not exist is then exit 3, not
+    a new, empty database made from a typo."""
     try:
-        from workspacefs.backends.sql import SqlStore, default_database  # noqa: PLC0415 - the sql extra
+        from workspacefs.backends.sql import SqlStore, default_database, missing_database  # noqa: PLC0415
     except ImportError as exc:
         raise click.ClickException(f"{exc}; install the sql extra: pip install 'workspacefs[sql]'") from None
-    return SqlStore(url or default_database())
+    chosen = url or default_database()
+    if not create and (absent := missing_database(chosen)) is not None:
+        click.echo(f"workspacefs: {absent}: No such database file (workspacefs serve makes it)", err=True)
+        sys.exit(3)
+    try:
+        return SqlStore(chosen)
+    except ConnectionError as exc:
+        click.echo(f"workspacefs: {exc}", err=True)
+        sys.exit(1)
 
 
 def redact(url: str) -> str:

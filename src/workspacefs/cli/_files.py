@@ -186,7 +186,10 @@ def grep(
 
     emit(
         as_json,
-        [{"path": m.path, "line_number": m.line_number, "line": m.line_content} for m in matches],
+        [
+            {"path": m.path, "line_number": m.line_number, "line_content": m.line_content, "line": m.line_content}
+            for m in matches
+        ],
         text,
     )
     if not matches:

@@ -104,7 +104,7 @@ def token_list(db_url: str | None) -> None:
     """List tokens: id, agent (* for every agent), scope, created, expires, requests per minute, label."""
     from workspacefs.server import TokenStore  # noqa: PLC0415
 
-    store = open_store(db_url)
+    store = open_store(db_url, create=False)
     try:
         for info in TokenStore(store).list():
             expires = f"{info.expires_at:%Y-%m-%d %H:%M}" if info.expires_at else "never"
@@ -124,7 +124,7 @@ def token_revoke(token_id: str, db_url: str | None) -> None:
     """Revoke a token by id: every running service refuses it from its next request on."""
     from workspacefs.server import TokenStore  # noqa: PLC0415
 
-    store = open_store(db_url)
+    store = open_store(db_url, create=False)
     try:
         found = TokenStore(store).revoke(token_id)
     finally:

@@ -1,4 +1,4 @@
-"""The actions under the reserved ``/fs/_/``: ``stat``, ``move``, ``copy``, ``grep`` (seed 004) and ``glob``.
+"""The actions under the reserved ``/fs/_/``: ``stat``, ``move``, ``copy``, ``grep`` and ``glob``.
 
 ``grep``'s ``path_pattern`` is a glob over file paths (``*.rs`` matches names at any depth,
 ``src/**/*.rs`` paths below the searched directory), never a regex.

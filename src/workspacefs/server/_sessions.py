@@ -2,7 +2,7 @@
 
 ``/v1/agents`` lists the agents a caller may see; sessions are created, listed, read and deleted
 (their files and snapshots go with them); each session can be snapshotted with a tag, restored and
-diffed, which the seed left out and agents need most.
+diffed. A snapshot is named by its id, its tag or a unique id prefix (``snapshots.find_snapshot``).
 """
 
 from __future__ import annotations
