@@ -164,3 +164,51 @@ def test_the_snapshot_catalogue_never_keeps_a_state_alive() -> None:
     fs.write("a.txt", "b")
     fs.restore(kept)
     assert fs.read("a.txt").content == "a"
+
+
+def test_diff_compares_only_what_changed_since_the_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The states' shared history names the changed paths: no whole-workspace manifest is built."""
+    fs = InMemoryFilesystem()
+    for i in range(2000):
+        fs.write(f"d{i % 20}/f{i}.txt", f"file {i}\n")
+    base = fs.snapshot()
+    fs.write("d1/f1.txt", "changed\n")
+    fs.write("d2/f2.txt", "file 2\n")  # the same bytes again: not modified
+    fs.write("new/n.txt", "n\n")
+    fs.delete("d3", recursive=True)
+    fs.move("d4/f4.txt", "moved/f4.txt")
+    fs.write("tmp.txt", "gone again\n")
+    fs.delete("tmp.txt")
+    later = fs.snapshot()
+    built: list[object] = []
+    monkeypatch.setattr(fs, "_manifest", lambda snapshot: built.append(snapshot) or {})
+    changes = fs.diff(base)
+    assert changes.added == ("moved/f4.txt", "new/n.txt")
+    assert changes.modified == ("d1/f1.txt",)
+    assert changes.deleted == tuple(sorted([f"d3/f{i}.txt" for i in range(3, 2000, 20)] + ["d4/f4.txt"]))
+    assert changes.unchanged_count == 2000 - 100 - 1 - 1
+    assert fs.diff(later, base) == type(changes)(changes.deleted, changes.modified, changes.added, 1898)
+    fs.restore(base)
+    assert fs.diff(base) == type(changes)((), (), (), 2000)
+    assert fs.diff(later).added == changes.deleted  # current is an ancestor of ``later``
+    assert built == []
+    monkeypatch.undo()
+    assert super(InMemoryFilesystem, fs)._diff(base, later) == changes  # the whole comparison agrees
+
+
+def test_diff_across_a_new_history_chain_compares_whole_states(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workspacefs.backends import memory
+
+    monkeypatch.setattr(memory, "_LOG_STEPS", 8)  # the history restarts every 8 steps: memory stays bounded
+    fs = InMemoryFilesystem()
+    base = fs.snapshot()
+    for i in range(20):
+        fs.write(f"f{i}.txt", "x")
+    built: list[object] = []
+    whole = fs._manifest
+    monkeypatch.setattr(fs, "_manifest", lambda snapshot: built.append(snapshot) or whole(snapshot))
+    assert fs.diff(base).added == tuple(sorted(f"f{i}.txt" for i in range(20)))
+    assert len(built) == 2  # both states, compared whole
+    unrelated = InMemoryFilesystem()
+    unrelated.write("a.txt", "a")
+    assert fs.diff(unrelated.snapshot()).deleted == ("a.txt",)  # another history: compared whole too

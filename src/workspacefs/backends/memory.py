@@ -31,7 +31,7 @@ from workspacefs.errors import SnapshotNotFoundError, SnapshotRestoreError
 from workspacefs.paths import ROOT, ancestors, basename, parent
 from workspacefs.protocol import ByteReader, ByteWriter, VersionedContent
 from workspacefs.quota import Quota, Usage
-from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode
+from workspacefs.results import FileEntry, FileStat, FilesystemDiff, FilesystemSnapshot, WriteMode
 from workspacefs.streams import StreamReader, StreamWriter, content_id_of
 
 __all__ = ["InMemoryFilesystem"]
@@ -98,20 +98,55 @@ _BY_NAME = operator.attrgetter("name")
 _EMPTY_CHILDREN: immutables.Map[str, FileEntry] = immutables.Map()
 
 
+class _Log:
+    """One step of a state's history: the file paths a change touched, and the step before it. ``diff`` walks
+    these between two states instead of comparing every file, so its cost follows what changed."""
+
+    __slots__ = ("depth", "parent", "paths")
+
+    def __init__(self, parent: _Log | None, paths: tuple[str, ...]) -> None:
+        # a new chain every _LOG_STEPS steps bounds what the history holds; a diff across chains compares all
+        kept = parent if parent is not None and parent.depth < _LOG_STEPS else None
+        self.parent: _Log | None = kept
+        self.depth: int = 0 if kept is None else kept.depth + 1
+        self.paths = paths
+
+
+_LOG_STEPS = 65_536
+"""Steps in one history chain (a few MiB of paths at most)."""
+
+
+def _paths_between(older: _Log, newer: _Log, limit: int) -> set[str] | None:
+    """Every path changed on the way from ``older`` to ``newer`` (in either direction), or ``None`` when they
+    are not on one chain within ``limit`` steps (the caller then compares whole states)."""
+    for start, stop in ((newer, older), (older, newer)):
+        if start.depth - stop.depth > limit:
+            continue
+        touched: set[str] = set()
+        step: _Log | None = start
+        while step is not None and step is not stop and step.depth > stop.depth:
+            touched.update(step.paths)
+            step = step.parent
+        if step is stop:
+            return touched
+    return None
+
+
 class _State:
     """One immutable version of the whole filesystem (a plain slotted class: built on every write)."""
 
-    __slots__ = ("file_count", "nodes", "total_bytes")
+    __slots__ = ("file_count", "log", "nodes", "total_bytes")
 
-    def __init__(self, nodes: immutables.Map[str, _Node], file_count: int, total_bytes: int) -> None:
+    def __init__(self, nodes: immutables.Map[str, _Node], file_count: int, total_bytes: int, log: _Log) -> None:
         self.nodes = nodes
         self.file_count = file_count
         self.total_bytes = total_bytes
+        self.log = log
 
 
 def _empty_state() -> _State:
     now = time.time()
-    return _State(immutables.Map({ROOT: _Dir(ROOT, _EMPTY_CHILDREN, now, now)}), 0, 0)
+    return _State(immutables.Map({ROOT: _Dir(ROOT, _EMPTY_CHILDREN, now, now)}), 0, 0, _Log(None, ()))
 
 
 class _Edit:
@@ -121,6 +156,8 @@ class _Edit:
         self.nodes = state.nodes.mutate()
         self.file_count = state.file_count
         self.total_bytes = state.total_bytes
+        self.log = state.log
+        self.touched: list[str] = []
         self.now = time.time()
 
     def get(self, path: str) -> _Node | None:
@@ -142,6 +179,7 @@ class _Edit:
         else:
             self.file_count += 1
         node = _File(path, data, self.now if created is None else created, self.now if modified is None else modified)
+        self.touched.append(path)
         self.total_bytes += len(data)
         self.nodes[path] = node
         self._link(path, node.entry)
@@ -157,11 +195,13 @@ class _Edit:
         if isinstance(node, _File):
             self.file_count -= 1
             self.total_bytes -= len(node.data)
+            self.touched.append(path)
         del self.nodes[path]
         self._link(path, None)
 
     def finish(self) -> _State:
-        return _State(self.nodes.finish(), self.file_count, self.total_bytes)
+        log = _Log(self.log, tuple(self.touched)) if self.touched else self.log
+        return _State(self.nodes.finish(), self.file_count, self.total_bytes, log)
 
 
 class _MemoryWriter(StreamWriter):
@@ -219,13 +259,14 @@ class InMemoryFilesystem(BaseFilesystem):
     def _capture_state(self) -> _State:
         """The current version as one value (what snapshots and forks hold)."""
         with self._lock:
-            return _State(self._nodes, self._file_count, self._total_bytes)
+            return _State(self._nodes, self._file_count, self._total_bytes, self._log)
 
     def _set_state(self, state: _State) -> None:
         """Make ``state`` current (the live version is kept as three attributes: writes are hot)."""
         self._nodes = state.nodes
         self._file_count = state.file_count
         self._total_bytes = state.total_bytes
+        self._log = state.log
 
     def _node(self, path: str) -> _Node | None:
         return self._nodes.get(path)
@@ -327,6 +368,7 @@ class InMemoryFilesystem(BaseFilesystem):
             mutation[path] = node
             mutation[above_path] = above.with_children(above.children.set(entry.name, entry), now)
             self._nodes = mutation.finish()
+            self._log = _Log(self._log, (path,))
             self._file_count += old is None
             self._total_bytes += len(data) - replaced
 
@@ -503,6 +545,29 @@ class InMemoryFilesystem(BaseFilesystem):
         state = self._payload(snapshot)
         with self._lock:
             self._set_state(state)
+
+    def _diff(self, base: FilesystemSnapshot, target: FilesystemSnapshot | None) -> FilesystemDiff:
+        """Compare only the paths changed between the two states (their shared history says which); states
+        on different histories, or far apart, are compared whole."""
+        before = self._payload(base)
+        after = self._capture_state() if target is None else self._payload(target)
+        touched = _paths_between(before.log, after.log, max(1024, after.file_count + before.file_count))
+        if touched is None:
+            return super()._diff(base, target)
+        added: list[str] = []
+        modified: list[str] = []
+        deleted: list[str] = []
+        for path in touched:
+            old, new = before.nodes.get(path), after.nodes.get(path)
+            if not isinstance(new, _File):
+                if isinstance(old, _File):
+                    deleted.append(path)
+            elif not isinstance(old, _File):
+                added.append(path)
+            elif old.data is not new.data and old.data != new.data:
+                modified.append(path)
+        unchanged = after.file_count - len(added) - len(modified)
+        return FilesystemDiff(tuple(sorted(added)), tuple(sorted(modified)), tuple(sorted(deleted)), unchanged)
 
     def _manifest(self, snapshot: FilesystemSnapshot | None) -> Mapping[str, Fingerprint]:
         state = self._capture_state() if snapshot is None else self._payload(snapshot)
