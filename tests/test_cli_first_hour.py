@@ -282,3 +282,19 @@ def test_token_commands_that_read_do_not_make_a_database(fast_tmp: Path) -> None
     assert not database.parent.exists()
     assert run("token", "create", "--agent", "a", "--db", f"sqlite:///{database}").exit_code == 0
     assert run("token", "list", "--db", f"sqlite:///{database}").exit_code == 0
+
+
+def test_postgresql_reading_an_unknown_session_creates_nothing(postgres_url: str) -> None:
+    known = f"known-{uuid.uuid4().hex[:8]}"
+    open_filesystem(f"{postgres_url}?session={known}").write("a.txt", "x\n")
+    typo = f"{postgres_url}?session={known}-typo"
+    for command in (["ls"], ["cat", "a.txt"], ["snapshot", "list"]):
+        result = run(*command, "--fs", typo)
+        assert result.exit_code == 3 and "No such session" in result.stderr, result.stderr
+    store = SqlStore(postgres_url)
+    try:
+        assert store.session(f"{known}-typo") is None and store.session(known) is not None
+    finally:
+        store.close()
+    assert run("ls", "--create", "--fs", typo).exit_code == 0
+    assert run("cat", "a.txt", "--fs", f"{postgres_url}?session={known}&agent=default").stdout == "x\n"
