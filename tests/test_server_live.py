@@ -28,7 +28,7 @@ def test_first_start_creates_an_admin_token_and_later_starts_do_not(fast_tmp: Pa
     url = f"sqlite:///{fast_tmp / f'first-{uuid.uuid4().hex}.db'}"
     with running_service(url) as service:
         assert service.token is not None
-        assert "#token=" in "".join(service.output)
+        assert service.signin_link is not None and "#signin=wsfs_signin_" in service.signin_link
         assert httpx.get(service.url + "/v1/agents").status_code == 401
         agents = httpx.get(service.url + "/v1/agents", headers=service.headers())
         assert agents.status_code == 200

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from workspacefs.cli import _files, _tokens, _workspace
+from workspacefs.cli import _browser, _files, _tokens, _workspace
 from workspacefs.cli._database import DB_HELP, open_store, redact
 from workspacefs.cli._output import current_policy, load_policy, policy_option
 from workspacefs.quota import Quota
@@ -36,7 +36,8 @@ Examples:
 
 \b
 Exit codes: 0 ok; 1 failed (grep: no match); 2 bad usage; 3 not found;
-4 exists, not empty or wrong kind; 5 not allowed; 6 invalid input."""
+4 exists, not empty or wrong kind; 5 not allowed; 6 invalid input;
+7 address in use (serve: the port is taken)."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}, epilog=EPILOG)
@@ -93,21 +94,26 @@ def serve(
     quota_files: int | None,
     quota_file_bytes: int | None,
 ) -> None:
-    """Run the REST API and the web file browser."""
-    try:
-        import uvicorn  # noqa: PLC0415 - only this command needs the server extra
+    """Run the REST API and the web file browser.
 
-        from workspacefs.server import TokenStore, create_app  # noqa: PLC0415
+    Every start with authentication prints a one-time sign-in link for a browser (later: workspacefs open).
+    A port already in use exits 7 before anything starts."""
+    try:
+        from workspacefs.cli._browser import DEFAULT_URL, signin_link  # noqa: PLC0415
+        from workspacefs.cli._serving import browsable_host, listen, run_uvicorn  # noqa: PLC0415
+        from workspacefs.server import TokenStore, create_app  # noqa: PLC0415 - only this command needs the extra
         from workspacefs.server._app import DEFAULT_RATE_LIMIT  # noqa: PLC0415
     except ImportError as exc:
         raise click.ClickException(f"{exc}; install the server extra: pip install 'workspacefs[server]'") from None
 
     if no_auth and not is_loopback(host):
         raise click.UsageError(f"--no-auth is only allowed on a loopback host (127.0.0.1, ::1), not {host!r}")
+    sock = listen(host, port)  # first: a busy port is one line and exit 7, before anything else happens
+    port = int(sock.getsockname()[1])  # the port chosen for --port 0
     store = open_store(db_url)
     url = store.url
-    shown_host = f"[{host}]" if ":" in host else host
-    address = f"http://{shown_host}:{port}/"
+    reach = browsable_host(host)
+    address = f"http://{f'[{reach}]' if ':' in reach else reach}:{port}/"
     click.echo(f"workspacefs: storage {store.dialect} at {redact(url)}", err=True)
     if no_auth:
         click.secho(
@@ -121,11 +127,14 @@ def serve(
             secret, _ = tokens.create(agent_id=None, label="first start (admin)")
             click.echo("workspacefs: no tokens existed, so an admin token was created (shown only now):", err=True)
             click.echo(f"    {secret}", err=True)
-            click.echo(f"workspacefs: open {address}#token={secret}", err=True)
         else:
             click.echo(
                 "workspacefs: bearer tokens required (create one: workspacefs token create --agent ID)", err=True
             )
+        click.echo(f"workspacefs: sign in at {signin_link(address, tokens.mint_signin())}", err=True)
+        again = "workspacefs open" + (f" --db {redact(url)}" if db_url else "")
+        again += f" --url {address}" if address != DEFAULT_URL else ""
+        click.echo(f"workspacefs: that link works once, within 10 minutes; for another: {again}", err=True)
     click.echo(f"workspacefs: web file browser at {address}, API docs at {address}docs", err=True)
     policy = load_policy(policy_name).with_approver(None)  # the service asks its admins, not this terminal
     limits = (quota_bytes, quota_files, quota_file_bytes)
@@ -138,8 +147,10 @@ def serve(
         approval_timeout=approval_timeout,
         quota=quota,
     )
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug")
-    store.close()
+    try:
+        run_uvicorn(app, sock, host=host, log_level=log_level)
+    finally:
+        store.close()
 
 
 @main.command("mcp", short_help="Serve the file tools to an MCP client over stdio.")
@@ -196,6 +207,7 @@ def db_upgrade(db_url: str | None) -> None:
     click.echo(f"{redact(store.url)}: schema up to date", err=True)
 
 
+_browser.register(main)
 _files.register(main)
 _tokens.register(main)
 _workspace.register(main)

@@ -42,6 +42,7 @@ def token_model(info: TokenInfo) -> TokenModel:
         expires_at=info.expires_at,
         rate_limit=info.rate_limit,
         policy=PolicyView(rules=info.policy["rules"]) if info.policy is not None else None,
+        browser=info.browser,
     )
 
 

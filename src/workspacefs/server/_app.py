@@ -17,7 +17,7 @@ from workspacefs._version import __version__
 from workspacefs.backends.sql import SqlStore, default_database
 from workspacefs.policy import Policy
 from workspacefs.quota import Quota
-from workspacefs.server import _actions, _admin, _files, _policies, _sessions
+from workspacefs.server import _actions, _admin, _files, _policies, _sessions, _signin
 from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT
 from workspacefs.server._errors import ASGIApp, Message, Receive, Scope, Send, install_error_handlers
 from workspacefs.server._limits import DEFAULT_MAX_JSON_BYTES, DEFAULT_RATE_LIMIT, BodyLimit
@@ -46,8 +46,32 @@ secrets: a request an `ask` rule covers waits until an admin decides it (`GET /v
 `POST /v1/approvals/{id}`, or the browser's prompt)."""
 
 
+_DOCS_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+    "form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+)
+"""Swagger UI at ``/docs``: its bundle and our ``docs.js`` from this service, nothing inline, nothing remote."""
+_REDOC_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "font-src 'self' data:; connect-src 'self'; worker-src blob:; form-action 'none'; frame-ancestors 'none'; "
+    "base-uri 'none'"
+)
+"""Redoc at ``/redoc`` writes its styles into the page and parses in a worker made from a blob: only that."""
+
+
+def _page_policy(path: str) -> str | None:
+    """The content security policy of the page at ``path`` (``None``: an API answer, which is no page)."""
+    if path == "/" or path.startswith("/static/"):
+        return _UI_POLICY
+    if path == "/docs":
+        return _DOCS_POLICY
+    if path == "/redoc":
+        return _REDOC_POLICY
+    return None
+
+
 class _SecurityHeaders:
-    """Adds ``nosniff`` everywhere and the strict content security policy to the browser UI's pages."""
+    """Adds ``nosniff`` everywhere and a strict content security policy to the pages (the browser UI, the docs)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -56,16 +80,15 @@ class _SecurityHeaders:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path: str = scope.get("path", "")
-        ui = path == "/" or path.startswith("/static/")
+        policy = _page_policy(scope.get("path", ""))
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers.append((b"x-content-type-options", b"nosniff"))
                 headers.append((b"referrer-policy", b"no-referrer"))
-                if ui:
-                    headers.append((b"content-security-policy", _UI_POLICY.encode()))
+                if policy is not None:
+                    headers.append((b"content-security-policy", policy.encode()))
                     headers.append((b"x-frame-options", b"DENY"))
                 message["headers"] = headers
             await send(message)
@@ -99,6 +122,12 @@ def _static_dir() -> Path:
     return Path(str(resources.files("workspacefs.server") / "static"))
 
 
+def _docs_assets() -> Path:
+    """Swagger UI and Redoc as the ``fastapi-offline`` package ships them (the server extra installs it), so
+    ``/docs`` works without the internet; that package refreshes them from their projects' releases."""
+    return Path(str(resources.files("fastapi_offline") / "static"))
+
+
 def create_app(
     store: SqlStore | str | None = None,
     *,
@@ -129,12 +158,15 @@ def create_app(
         version=__version__,
         description=_DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served below from local assets: FastAPI's own pages load them from a CDN
+        redoc_url=None,
         openapi_tags=[
             {"name": "files", "description": "Read, create, update and delete by path"},
             {"name": "actions", "description": "stat, move, copy, grep, glob"},
             {"name": "sessions", "description": "Agents, sessions and snapshots"},
             {"name": "tokens", "description": "Token management (admin tokens)"},
             {"name": "policy", "description": "Path policies and the approvals their ask rules wait for"},
+            {"name": "sign-in", "description": "The web file browser's sign-in cookie"},
         ],
     )
     app.state.workspacefs = Service(
@@ -150,14 +182,24 @@ def create_app(
     app.include_router(_sessions.router)
     app.include_router(_admin.router)
     app.include_router(_policies.router)
+    app.include_router(_signin.router)
     app.include_router(_actions.router)  # before the files router: its catch-all would take /fs/_/…
     app.include_router(_files.router)
     static = _static_dir()
+    app.mount("/static/vendor", StaticFiles(directory=_docs_assets()), name="docs-assets")
     app.mount("/static", StaticFiles(directory=static), name="static")
 
     @app.get("/", include_in_schema=False)
     async def browser() -> Response:
         return FileResponse(static / "index.html", media_type="text/html")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> Response:
+        return FileResponse(static / "docs.html", media_type="text/html")
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc() -> Response:
+        return FileResponse(static / "redoc.html", media_type="text/html")
 
     if auth:
         _document_bearer_auth(app)

@@ -1,9 +1,14 @@
-"""Who is asking and what they may do: bearer tokens, their scopes, expiry and rate limits.
+"""Who is asking and what they may do: bearer tokens (or a browser's sign-in cookie), their scopes, expiry and
+rate limits.
 
 Every route declares the scope it needs by the type of its caller parameter — ``Reader``, ``Writer`` or
 ``Admin`` — so what a ``read`` token can reach is visible in each signature (and a test walks the routes).
 The agent a token acts for is checked where the session is looked up, with a 404 that never tells another
 agent's session from a missing one.
+
+A browser signs in once (``_signin.py``) and then sends a cookie instead of a bearer token. The cookie is
+``SameSite=Strict``, and a cookie-signed-in request that changes anything must also carry ``X-Workspacefs: 1``,
+a header a form or link on another site cannot add: together they keep cross-site request forgery out.
 """
 
 from __future__ import annotations
@@ -15,13 +20,32 @@ from typing import Annotated, Any, Protocol, TypeVar
 
 from fastapi import Depends, Header, Request
 
-from workspacefs.server._errors import RateLimitedError, ScopeDeniedError, TokenExpiredError, TokenRequiredError
+from workspacefs.server._errors import (
+    BrowserHeaderRequiredError,
+    RateLimitedError,
+    ScopeDeniedError,
+    TokenExpiredError,
+    TokenRequiredError,
+)
 from workspacefs.server._limits import RateLimiter
 from workspacefs.server.tokens import Scope, TokenInfo, TokenStore
 
-__all__ = ["Admin", "Caller", "Reader", "Writer", "authenticate", "caller"]
+__all__ = [
+    "BROWSER_HEADER",
+    "Admin",
+    "Caller",
+    "Reader",
+    "Writer",
+    "authenticate",
+    "caller",
+    "require_browser_header",
+    "signin_cookie",
+]
 
 _EXPIRED_CHALLENGE = 'Bearer error="invalid_token", error_description="The token expired"'
+BROWSER_HEADER = "X-Workspacefs"
+"""The header (value ``1``) the browser UI sends with every request; required with the cookie to change anything."""
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +53,8 @@ class Caller:
     """Who is asking: a token's record, or ``None`` when the service runs without auth (everything allowed)."""
 
     token: TokenInfo | None
+    cookie: bool = False
+    """True if the request was signed in by the browser's cookie rather than a bearer token."""
 
     def allows(self, agent_id: str) -> bool:
         """True if the caller may act for ``agent_id``."""
@@ -65,12 +91,32 @@ def _service(request: Request) -> Authenticating:
     return found
 
 
-def authenticate(running: Authenticating, info: TokenInfo | None) -> Caller:
+def signin_cookie(request: Request) -> str:
+    """The name of the sign-in cookie: one per port, since browsers share cookies between the ports of a host
+    and two services on one machine must not sign each other's browsers out."""
+    port = request.url.port or (443 if request.url.scheme == "https" else 80)
+    return f"wsfs_signin_{port}"
+
+
+def require_browser_header(request: Request) -> None:
+    """Refuse (403) a request without ``X-Workspacefs: 1``: what a page of another site cannot send."""
+    if request.headers.get(BROWSER_HEADER) != "1":
+        raise BrowserHeaderRequiredError(
+            f"A request signed in by the browser's cookie must send '{BROWSER_HEADER}: 1' to change anything "
+            "(the web file browser does; API clients send 'Authorization: Bearer <token>' instead)"
+        )
+
+
+def authenticate(running: Authenticating, info: TokenInfo | None, *, cookie: bool = False) -> Caller:
     """The caller a verified token makes, after its expiry and its rate limit are checked."""
     if info is None:
+        if cookie:
+            raise TokenRequiredError("This browser's sign-in was revoked; sign in again (workspacefs open)")
         raise TokenRequiredError("Unknown or revoked token")
     if info.expired(datetime.now(UTC)):
         assert info.expires_at is not None
+        if cookie:
+            raise TokenExpiredError("This browser's sign-in expired; sign in again (workspacefs open)")
         raise TokenExpiredError(
             f"This token expired at {info.expires_at:%Y-%m-%d %H:%M:%S} UTC; create a new one "
             "(workspacefs token create … --expires-in …)",
@@ -80,20 +126,28 @@ def authenticate(running: Authenticating, info: TokenInfo | None) -> Caller:
     if wait is not None:
         limit = running.rate_limits.default_per_minute if info.rate_limit is None else info.rate_limit
         raise RateLimitedError(f"This token may send {limit} requests per minute; retry in {wait} s", retry_after=wait)
-    return Caller(info)
+    return Caller(info, cookie)
 
 
 async def caller(
     request: Request,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> Caller:
-    """Authenticate the bearer token (a FastAPI dependency, run once per request): 401 without a valid one
-    (unless auth is off), 429 over its rate."""
+    """Authenticate the bearer token, or else the browser's sign-in cookie (a FastAPI dependency, run once per
+    request): 401 without a valid one (unless auth is off), 403 for a cookie's change without the browser's
+    header, 429 over its rate."""
     running = _service(request)
     if not running.auth:
         return Caller(None)
+    if authorization is None and (secret := request.cookies.get(signin_cookie(request))) is not None:
+        if request.method not in _SAFE_METHODS:
+            require_browser_header(request)
+        info = await running.run(running.tokens.verify, secret) if secret.isascii() else None
+        return authenticate(running, info if info is None or info.browser else None, cookie=True)
     if not authorization or not authorization.lower().startswith("bearer "):
-        raise TokenRequiredError("Send 'Authorization: Bearer <token>' (workspacefs token create)")
+        raise TokenRequiredError(
+            "Send 'Authorization: Bearer <token>' (workspacefs token create), or sign the browser in (workspacefs open)"
+        )
     secret = authorization[7:].strip()
     info = await running.run(running.tokens.verify, secret) if secret.isascii() else None
     return authenticate(running, info)

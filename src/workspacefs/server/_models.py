@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, model_validator
 
 from workspacefs.paths import strict_path_pattern
 
@@ -42,6 +42,8 @@ __all__ = [
     "SessionList",
     "SessionModel",
     "SessionPolicyModel",
+    "SignInModel",
+    "SignInRequest",
     "SnapshotList",
     "SnapshotModel",
     "TokenList",
@@ -219,6 +221,13 @@ class SessionModel(BaseModel):
     agent_id: str
     created_at: datetime
     updated_at: datetime
+    file_count: int | None = Field(
+        default=None, description="How many files (not folders) it holds; in the listing of sessions, else null"
+    )
+    changed_at: datetime | None = Field(
+        default=None,
+        description="When a file in it was last written (its creation if none was); in the listing, else null",
+    )
 
 
 class SessionList(BaseModel):
@@ -304,6 +313,9 @@ class TokenModel(BaseModel):
     rate_limit: int | None
     policy: PolicyView | None = None
     """The token's own policy (``null``: none; its session's policy applies either way)."""
+    browser: bool = Field(
+        default=False, description="A browser's sign-in (held in a cookie, short-lived), not an API token"
+    )
 
 
 class CreatedToken(TokenModel):
@@ -316,6 +328,30 @@ class TokenList(BaseModel):
     """Every token, oldest first."""
 
     data: list[TokenModel]
+
+
+class SignInRequest(_Request):
+    """Sign a browser in with a one-time ``code`` (from a link ``workspacefs serve`` or ``workspacefs open``
+    printed) or with a bearer ``token``: exactly one of them."""
+
+    code: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    token: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> SignInRequest:
+        if (self.code is None) == (self.token is None):
+            raise ValueError("send exactly one of code and token")
+        return self
+
+
+class SignInModel(BaseModel):
+    """Who a request is signed in as: the agent (``null``: every agent), the scope, when the sign-in ends
+    (``null``: never), and whether it came from the browser's sign-in cookie."""
+
+    agent_id: str | None
+    scope: ScopeName
+    expires_at: datetime | None
+    browser: bool
 
 
 class PolicyRuleModel(_Request):

@@ -226,9 +226,14 @@ def file_model(session_id: str, info: FileStat, content: bytes | None = None) ->
 
 
 def session_model(info: CatalogEntry) -> SessionModel:
-    """A session's JSON."""
+    """A session's JSON (its file count and last change where the catalogue counted them: in listings)."""
     return SessionModel(
-        id=info.session_id, agent_id=info.agent_id, created_at=info.created_at, updated_at=info.updated_at
+        id=info.session_id,
+        agent_id=info.agent_id,
+        created_at=info.created_at,
+        updated_at=info.updated_at,
+        file_count=info.file_count,
+        changed_at=info.changed_at,
     )
 
 

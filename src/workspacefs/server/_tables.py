@@ -21,6 +21,8 @@ __all__ = [
     "migrate_service",
     "session_owners",
     "session_policies",
+    "signin_codes",
+    "storage_files",
     "storage_sessions",
     "tokens",
 ]
@@ -40,9 +42,24 @@ tokens = sa.Table(
     sa.Column("expires_at", Stamp, nullable=True),
     sa.Column("rate_limit", sa.Integer, nullable=True),  # requests per minute; NULL: the service's default
     sa.Column("policy", sa.Text, nullable=True),  # the token's own path policy as JSON (s0004); NULL: none
+    sa.Column("browser", sa.Boolean, nullable=False, server_default=sa.false()),  # a browser's sign-in (s0005)
+    sa.Column("parent_id", sa.Text, nullable=True),  # the token a browser signed in with; revoked with it
+    sa.Index("wsfs_tokens_parent", "parent_id"),
 )
 """Bearer tokens, by SHA-256 of the secret (a unique index: verifying one is one indexed lookup);
 ``agent_id`` NULL means every agent."""
+
+signin_codes = sa.Table(
+    "wsfs_signin_codes",
+    metadata,
+    sa.Column("code_hash", sa.Text, primary_key=True),
+    sa.Column("agent_id", sa.Text, nullable=True),
+    sa.Column("scope", sa.Text, nullable=False),
+    sa.Column("created_at", Stamp, nullable=False),
+    sa.Column("expires_at", Stamp, nullable=False),
+)
+"""One-time browser sign-in codes (``workspacefs serve`` and ``workspacefs open`` print them in a link), by
+SHA-256 like tokens; redeeming one deletes its row, so it works once, in whichever process gets it first."""
 
 session_owners = sa.Table(
     "wsfs_session_owners",
@@ -94,6 +111,14 @@ storage_sessions = sa.table(
     sa.column("updated_at", Stamp),
 )
 """The storage's sessions, as far as the service joins them (the backend owns and migrates that table)."""
+
+storage_files = sa.table(
+    "wsfs_files",
+    sa.column("session_id", sa.Text),
+    sa.column("is_directory", sa.Boolean),
+    sa.column("updated_at", Stamp),
+)
+"""The storage's files, as far as the session listing counts them (the backend owns that table too)."""
 
 _migrated: set[str] = set()
 _lock = threading.Lock()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from workspacefs.backends.sql import SqlStore
-from workspacefs.server._tables import migrate_service, session_owners, storage_sessions
+from workspacefs.server._tables import migrate_service, session_owners, storage_files, storage_sessions
 
 __all__ = ["DEFAULT_AGENT", "CatalogEntry", "SessionCatalog", "storage_id_for"]
 
@@ -57,6 +57,10 @@ class CatalogEntry:
     updated_at: datetime
     storage_id: str
     """The storage's id (``SqlFilesystem(store, storage_id)``); not the id in the URL."""
+    file_count: int | None = None
+    """How many files (not folders) it holds: counted for listings (:meth:`SessionCatalog.sessions`) only."""
+    changed_at: datetime | None = None
+    """When a file in it was last written (its creation if none was): for listings only."""
 
 
 def _utc(stamp: datetime) -> datetime:
@@ -154,12 +158,22 @@ class SessionCatalog:
         return None if row is None else self._entry(agent_id, row)
 
     def sessions(self, agent_id: str) -> list[CatalogEntry]:
-        """An agent's sessions, oldest first."""
+        """An agent's sessions, oldest first, each with its file count and last change (what a person picks a
+        session by). Both are read from the files' rows through their primary key, one pass over each listed
+        session's files: the storage keeps no per-session counters a write would have to contend for."""
         query = self._query(agent_id, None).subquery()
-        ordered = sa.select(query).order_by(query.c.created_at, query.c.public_id)
+        files = storage_files.c
+        count = sa.select(sa.func.count()).where(files.session_id == query.c.id, ~files.is_directory)
+        changed = sa.select(sa.func.max(files.updated_at)).where(files.session_id == query.c.id)
+        ordered = sa.select(
+            query, count.scalar_subquery().label("file_count"), changed.scalar_subquery().label("changed_at")
+        ).order_by(query.c.created_at, query.c.public_id)
         with self.store.read() as connection:
             rows = connection.execute(ordered).all()
-        return [self._entry(agent_id, row) for row in rows]
+        return [
+            replace(self._entry(agent_id, row), file_count=row.file_count, changed_at=_utc(row.changed_at))
+            for row in rows
+        ]
 
     def agents(self) -> list[str]:
         """Every agent that has a session, sorted."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 __all__ = ["ServiceProcess", "free_port", "peak_rss_bytes", "running_service"]
 
 _TOKEN_LINE = re.compile(r"^\s+(wsfs_[A-Za-z0-9_-]+)\s*$")
+_SIGNIN_LINE = re.compile(r"^workspacefs: sign in at (\S+)\s*$")
 
 
 def free_port() -> int:
@@ -43,12 +44,14 @@ def peak_rss_bytes(pid: int) -> int:
 
 @dataclass
 class ServiceProcess:
-    """A running service: its base URL, the admin token it created (if it did), its process."""
+    """A running service: its base URL, the admin token it created (if it did), the one-time browser sign-in
+    link it printed (with auth), its process."""
 
     url: str
     process: subprocess.Popen[str]
     token: str | None = None
     output: list[str] = field(default_factory=list)
+    signin_link: str | None = None
 
     @property
     def pid(self) -> int:
@@ -97,6 +100,9 @@ def running_service(
             found = _TOKEN_LINE.match(line)
             if found:
                 service.token = found.group(1)
+            link = _SIGNIN_LINE.match(line)
+            if link:
+                service.signin_link = link.group(1)
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
