@@ -3,14 +3,21 @@
 // never through innerHTML, so nothing a file or a model wrote can become markup or script.
 "use strict";
 
+// Signing in: a link `#signin=CODE` (workspacefs serve / workspacefs open) or `#token=TOKEN` is posted to
+// /v1/signin, which answers with an HttpOnly cookie; the secret leaves the address bar at once. Every request
+// then carries the cookie, plus the X-Workspacefs header a page of another site cannot send.
+
 (() => {
   const MAX_LINES_SHOWN = 20000;
+  const SIGNIN_PREFIX = "wsfs_signin_";
+  const BROWSER_HEADER = { "X-Workspacefs": "1" };
+  const GENERATED_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
   const $ = (id) => document.getElementById(id);
 
   const state = {
-    token: sessionStorage.getItem("wsfs-token") || "",
     agent: "",
     session: "",
+    sessions: [], // the agent's sessions, most recently changed first
     cwd: "/",
     file: null, // {path, name, etag, readonly, encoding, text, size}
     editing: false,
@@ -43,8 +50,7 @@
 
   // `json` sends a (small) JSON body; `bytes` sends content raw, which the service streams whatever its size.
   async function api(method, url, { json, bytes, headers = {}, raw = false } = {}) {
-    const init = { method, headers: { ...headers } };
-    if (state.token) init.headers.Authorization = `Bearer ${state.token}`;
+    const init = { method, headers: { ...BROWSER_HEADER, ...headers } };
     if (json !== undefined) {
       init.headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(json);
@@ -61,7 +67,8 @@
         const body = await response.json();
         if (body && body.error) ({ code, message } = body.error);
       } catch (_) { /* not JSON */ }
-      if (response.status === 401) openTokenDialog();
+      // not signed in at all: the dialog says how; expired or revoked: it says that too
+      if (response.status === 401 && url !== SIGNIN_URL) openSignIn(code === "unauthorized" ? "" : message);
       throw new ApiError(response.status, code, message);
     }
     if (raw) return { blob: await response.blob(), response };
@@ -94,6 +101,7 @@
   }
 
   function fail(error) {
+    if (error instanceof ApiError && error.status === 401) return; // the sign-in dialog is the message
     status(error instanceof ApiError ? error.message : String(error), "error");
   }
 
@@ -108,6 +116,12 @@
 
   function when(stamp) { return stamp ? new Date(stamp).toLocaleString() : ""; }
 
+  function shortWhen(stamp) {
+    return stamp ? new Date(stamp).toLocaleString([], { dateStyle: "short", timeStyle: "short" }) : "";
+  }
+
+  function plural(count, noun) { return `${count} ${noun}${count === 1 ? "" : "s"}`; }
+
   function join(dir, name) { return dir === "/" ? `/${name}` : `${dir}/${name}`; }
 
   function parentOf(path) {
@@ -115,12 +129,23 @@
     return cut <= 0 ? "/" : path.slice(0, cut);
   }
 
-  // --- location: #agent/session/path so reloads and the back button work --------------------------
+  // --- location: #agent/session/path, one history entry per folder or file opened ----------------
+  // Back and Forward fire popstate (and hashchange), which render the entry without pushing another.
 
-  function saveLocation() {
+  let shownHash = ""; // the address the page shows: events that arrive for it are echoes, not navigation
+
+  function hashFor(path) {
     const parts = [state.agent, state.session].map(encodeURIComponent);
-    const target = state.file ? state.file.path : state.cwd;
-    history.replaceState(null, "", `#${parts.join("/")}/${encodePath(target)}`);
+    return `#${parts.join("/")}/${encodePath(path)}`;
+  }
+
+  function saveLocation({ push = false } = {}) {
+    const hash = hashFor(state.file ? state.file.path : state.cwd);
+    if (hash !== location.hash) {
+      if (push && shownHash) history.pushState(null, "", hash);
+      else history.replaceState(null, "", hash);
+    }
+    shownHash = location.hash;
   }
 
   function readLocation() {
@@ -146,31 +171,53 @@
     fillSelect($("agent"), agents, state.agent);
   }
 
+  // A session's name: its id when a person or program chose it, else when it started (a UUID says nothing).
+  function sessionName(session) {
+    return GENERATED_ID.test(session.id) ? `Started ${shortWhen(session.created_at)}` : session.id;
+  }
+
+  function sessionLabel(session) {
+    const count = session.file_count;
+    return count === null || count === undefined ? sessionName(session) : `${sessionName(session)} · ${plural(count, "file")}`;
+  }
+
+  function changed(session) { return Date.parse(session.changed_at || session.updated_at) || 0; }
+
+  function currentSession() { return state.sessions.find((s) => s.id === state.session); }
+
   async function loadSessions(wanted) {
     const { body } = await api("GET", `/v1/agents/${encodeURIComponent(state.agent)}/sessions`);
-    const ids = body.data.map((s) => s.id);
-    state.session = ids.includes(wanted) ? wanted : ids[ids.length - 1] || "";
-    fillSelect($("session"), ids, state.session);
+    // most recently changed first: that is the one to open, and the likeliest to be picked next
+    state.sessions = body.data.slice().sort((a, b) => changed(b) - changed(a) || b.created_at.localeCompare(a.created_at));
+    const ids = state.sessions.map((s) => s.id);
+    state.session = ids.includes(wanted) ? wanted : ids[0] || "";
+    const select = $("session");
+    select.replaceChildren(...state.sessions.map((s) => el("option", {
+      text: sessionLabel(s), attrs: { value: s.id, title: s.id },
+    })));
+    select.value = state.session;
+    select.title = state.session;
     $("delete-session").disabled = !state.session;
   }
 
   async function newSession() {
     const { body } = await api("POST", `/v1/agents/${encodeURIComponent(state.agent)}/sessions`, { json: {} });
     await loadSessions(body.id);
-    await openSession("/");
-    status(`Created session ${body.id}`);
+    await openSession("/", { push: true });
+    status(`Created session ${sessionName(body)}`);
   }
 
   async function deleteSession() {
-    if (!state.session) return;
-    if (!(await confirmAction(`Delete session ${state.session} with all its files and snapshots?`))) return;
+    const session = currentSession();
+    if (!session) return;
+    if (!(await confirmAction(`Delete session ${sessionName(session)} with all its files and snapshots?`))) return;
     await api("DELETE", sessionUrl(""));
-    status(`Deleted session ${state.session}`);
+    status(`Deleted session ${sessionName(session)}`);
     await loadSessions("");
     await openSession("/");
   }
 
-  async function openSession(path) {
+  async function openSession(path, { push = false } = {}) {
     closeFile();
     state.cwd = "/";
     const ready = Boolean(state.session);
@@ -182,7 +229,7 @@
       $("snapshot-list").replaceChildren();
       return;
     }
-    await Promise.all([openPath(path), loadSnapshots()]);
+    await Promise.all([openPath(path, { push }), loadSnapshots()]);
   }
 
   // --- directory listing --------------------------------------------------------------------------
@@ -190,12 +237,18 @@
   function renderCrumbs() {
     const nav = $("crumbs");
     const parts = state.cwd.split("/").filter(Boolean);
-    const items = [el("a", { text: state.session || "/", attrs: { href: "#", "data-path": "/" } })];
+    const session = currentSession();
+    const root = el("a", {
+      text: session ? sessionName(session) : "/",
+      cls: "root",
+      attrs: { href: hashFor("/"), "data-path": "/", title: state.session },
+    });
+    const items = [root];
     let path = "";
     for (const part of parts) {
       path += `/${part}`;
       items.push(el("span", { text: "/", cls: "sep" }));
-      items.push(el("a", { text: part, attrs: { href: "#", "data-path": path } }));
+      items.push(el("a", { text: part, attrs: { href: hashFor(path), "data-path": path } }));
     }
     nav.replaceChildren(...items);
   }
@@ -204,10 +257,12 @@
     // folders first, each group in the server's (bytewise) name order; Array.sort is stable
     const ordered = entries.slice().sort((a, b) => Number(b.is_directory) - Number(a.is_directory));
     const rows = ordered.map((entry) => {
+      const shown = entry.is_directory ? `${entry.name}/` : entry.name;
       const name = el("a", {
-        text: entry.is_directory ? `${entry.name}/` : entry.name,
+        text: shown,
         cls: entry.is_directory ? "dir" : "file",
-        attrs: { href: "#", "data-path": entry.path, "data-testid": "entry" },
+        // a real address: a middle click opens it in a new tab, which the sign-in cookie also reaches
+        attrs: { href: hashFor(entry.path), "data-path": entry.path, "data-testid": "entry", title: shown },
       });
       const badge = entry.is_readonly ? [el("span", { text: "read-only", cls: "badge" })] : [];
       const remove = el("button", {
@@ -217,36 +272,45 @@
         on: { click: (event) => { event.stopPropagation(); removePath(entry.path, entry.is_directory).catch(fail); } },
       });
       return el("tr", {}, [
-        el("td", {}, [name, ...badge]),
+        el("td", {}, [el("div", { cls: "name" }, [name, ...badge])]),
         el("td", { text: entry.is_directory ? "" : size(entry.size_bytes), cls: "num" }),
-        el("td", { text: when(entry.updated_at) }),
-        el("td", {}, [remove]),
+        el("td", { text: shortWhen(entry.updated_at), cls: "when", attrs: { title: when(entry.updated_at) } }),
+        el("td", { cls: "act" }, [remove]),
       ]);
     });
     $("entries").replaceChildren(...rows);
     show($("empty"), entries.length === 0);
   }
 
-  async function listDirectory(path) {
+  // `current()` says whether the answer is still wanted: a later navigation (quick Back clicks) wins.
+  async function listDirectory(path, current = () => true) {
     const { body } = await api("GET", fsUrl(path));
+    if (!current()) return;
     state.cwd = path;
     renderCrumbs();
     renderEntries(body.data);
   }
 
+  let navigations = 0;
+
   // Open a path: a directory lists, a file opens in the viewer (and its folder lists beside it).
-  async function openPath(path) {
+  // `push` makes it a new history entry (a person navigated); otherwise the current entry is kept.
+  async function openPath(path, { push = true } = {}) {
+    const mine = ++navigations;
+    const current = () => mine === navigations;
     const { body, response } = await api("GET", fsUrl(path));
+    if (!current()) return;
     if ("data" in body) {
       closeFile();
       state.cwd = path;
       renderCrumbs();
       renderEntries(body.data);
     } else {
-      await listDirectory(parentOf(path));
+      await listDirectory(parentOf(path), current);
+      if (!current()) return;
       showFile(body, response.headers.get("ETag"));
     }
-    saveLocation();
+    saveLocation({ push });
   }
 
   // --- viewer and editor --------------------------------------------------------------------------
@@ -339,7 +403,7 @@
   }
 
   async function reloadFile() {
-    if (state.file) await openPath(state.file.path);
+    if (state.file) await openPath(state.file.path, { push: false });
   }
 
   async function download() {
@@ -420,7 +484,7 @@
       status(`Created folder ${path}`);
     } else {
       showFile(body, response.headers.get("ETag"));
-      saveLocation();
+      saveLocation({ push: true });
       status(`Created ${path}`);
     }
   }
@@ -451,7 +515,7 @@
       });
       return el("li", { attrs: { "data-testid": "snapshot" } }, [
         el("span", { text: label, cls: "tag" }),
-        el("span", { text: `${snap.file_count} files · ${when(snap.created_at)}`, cls: "muted" }),
+        el("span", { text: `${plural(snap.file_count, "file")} · ${when(snap.created_at)}`, cls: "muted" }),
         diff, restore,
       ]);
     });
@@ -475,9 +539,9 @@
     show($("diff"), false);
     const keep = state.file ? state.file.path : state.cwd;
     try {
-      await openPath(keep);
+      await openPath(keep, { push: false });
     } catch (_) {
-      await openPath("/");
+      await openPath("/", { push: false });
     }
   }
 
@@ -496,30 +560,90 @@
     show($("diff"), true);
   }
 
-  // --- token --------------------------------------------------------------------------------------
+  // --- sign-in ------------------------------------------------------------------------------------
 
-  let tokenDialogOpen = false;
-  function openTokenDialog() {
-    if (tokenDialogOpen) return;
-    tokenDialogOpen = true;
+  const SIGNIN_URL = "/v1/signin";
+
+  // What a pasted text or an address fragment holds: a sign-in link or code, a #token= link, or a token.
+  function parseSecret(text) {
+    const value = text.trim();
+    const fragment = value.includes("#") ? value.slice(value.indexOf("#") + 1) : "";
+    const params = new URLSearchParams(fragment);
+    if (params.get("signin")) return { code: params.get("signin") };
+    if (params.get("token")) return { token: params.get("token") };
+    if (!value || value.includes("#")) return null;
+    return value.startsWith(SIGNIN_PREFIX) ? { code: value } : { token: value };
+  }
+
+  function secretInLocation() {
+    return /^#(signin|token)=/.test(location.hash) ? parseSecret(location.hash) : null;
+  }
+
+  // Trade a code or token for the sign-in cookie. The secret leaves the address bar (and this history
+  // entry) before anything else happens, whether or not it works.
+  async function signIn(secret, { fromLocation = false } = {}) {
+    if (fromLocation) {
+      history.replaceState(null, "", location.pathname + location.search + shownHash);
+      shownHash = location.hash;
+    }
+    try {
+      await api("POST", SIGNIN_URL, { json: secret });
+    } catch (error) {
+      openSignIn(error instanceof ApiError ? error.message : String(error));
+      return false;
+    }
+    closeSignIn();
+    status("Signed in");
+    return true;
+  }
+
+  async function signOut() {
+    await api("DELETE", SIGNIN_URL);
+    stopApprovals();
+    showSignedIn(false);
+    $("entries").replaceChildren();
+    $("snapshot-list").replaceChildren();
+    closeFile();
+    openSignIn("Signed out.");
+  }
+
+  // Show "Sign out" while the browser's cookie signs it in; "Sign in…" otherwise (never with auth off).
+  function showSignedIn(browser, authOff = false) {
+    show($("sign-out"), browser);
+    show($("sign-in"), !browser && !authOff);
+  }
+
+  async function refreshSignedIn() {
+    const { body } = await api("GET", SIGNIN_URL);
+    showSignedIn(body.browser, !body.browser); // this page never sends a token: without the cookie, auth is off
+  }
+
+  function openSignIn(message = "") {
     const dialog = $("token-dialog");
+    $("token-error").textContent = message;
+    show($("token-error"), Boolean(message));
+    showSignedIn(false);
+    if (dialog.open) return;
     $("token-input").value = "";
     dialog.showModal();
   }
 
-  function bindTokenDialog() {
+  function closeSignIn() {
     const dialog = $("token-dialog");
-    $("token-ok").addEventListener("click", (event) => {
+    if (dialog.open) dialog.close();
+  }
+
+  function bindSignInDialog() {
+    $("token-ok").addEventListener("click", guard(async (event) => {
       event.preventDefault();
-      state.token = $("token-input").value.trim();
-      sessionStorage.setItem("wsfs-token", state.token);
-      dialog.close();
-      tokenDialogOpen = false;
-      if (!approvalsAllowed) { approvalsAllowed = true; pollApprovals(); }
-      start().catch(fail);
-    });
-    $("token-cancel").addEventListener("click", () => { dialog.close(); tokenDialogOpen = false; });
-    dialog.addEventListener("cancel", () => { tokenDialogOpen = false; });
+      const secret = parseSecret($("token-input").value);
+      if (!secret) {
+        openSignIn("Paste a sign-in link (workspacefs open) or a token.");
+        return;
+      }
+      if (await signIn(secret)) await restart();
+    }));
+    $("token-cancel").addEventListener("click", closeSignIn);
   }
 
   // --- approvals ----------------------------------------------------------------------------------
@@ -527,14 +651,14 @@
   // admin's browser polls for such requests (its own saves included) and asks the person at the screen.
 
   const APPROVAL_POLL_MS = 1500;
-  let approvalsAllowed = true;
+  let approvalsAllowed = false;
   let approvalShown = "";
+  let pollRound = 0; // a new sign-in starts a new round of polling; an older round stops at its next turn
 
   async function pendingApprovals() {
-    const headers = state.token ? { Authorization: `Bearer ${state.token}` } : {};
-    const response = await fetch("/v1/approvals", { headers });
+    const response = await fetch("/v1/approvals", { headers: BROWSER_HEADER });
     if (response.status === 401 || response.status === 403) {
-      approvalsAllowed = false; // not an admin token: someone else decides
+      approvalsAllowed = false; // not an admin's sign-in: someone else decides
       return [];
     }
     if (!response.ok) return [];
@@ -562,15 +686,26 @@
     approvalShown = "";
   }
 
-  async function pollApprovals() {
-    if (!approvalsAllowed) return;
+  async function pollApprovals(round) {
+    if (!approvalsAllowed || round !== pollRound) return;
     try {
       if (!approvalShown) {
         const waiting = await pendingApprovals();
         if (waiting.length) showApproval(waiting[0]).catch(fail);
       }
     } catch (_) { /* the next poll tries again */ }
-    setTimeout(pollApprovals, APPROVAL_POLL_MS);
+    setTimeout(() => pollApprovals(round), APPROVAL_POLL_MS);
+  }
+
+  function startApprovals() {
+    approvalsAllowed = true;
+    pollRound += 1;
+    pollApprovals(pollRound);
+  }
+
+  function stopApprovals() {
+    approvalsAllowed = false;
+    pollRound += 1;
   }
 
   // --- wiring -------------------------------------------------------------------------------------
@@ -579,35 +714,38 @@
     return (event) => { Promise.resolve(handler(event)).catch(fail); };
   }
 
+  function followLink(event) {
+    const link = event.target.closest("a[data-path]");
+    if (!link || event.button !== 0 || event.ctrlKey || event.metaKey || event.shiftKey) return null;
+    event.preventDefault();
+    return link.dataset.path;
+  }
+
   function bind() {
     $("agent").addEventListener("change", guard(async () => {
       state.agent = $("agent").value;
       await loadSessions("");
-      await openSession("/");
+      await openSession("/", { push: true });
     }));
     $("session").addEventListener("change", guard(async () => {
       state.session = $("session").value;
+      $("session").title = state.session;
       show($("diff"), false);
-      await openSession("/");
+      await openSession("/", { push: true });
     }));
     $("new-session").addEventListener("click", guard(newSession));
     $("delete-session").addEventListener("click", guard(deleteSession));
-    $("sign-in").addEventListener("click", openTokenDialog);
-    $("crumbs").addEventListener("click", guard(async (event) => {
-      const link = event.target.closest("a[data-path]");
-      if (!link) return;
-      event.preventDefault();
-      await openPath(link.dataset.path);
-    }));
-    $("entries").addEventListener("click", guard(async (event) => {
-      const link = event.target.closest("a[data-path]");
-      if (!link) return;
-      event.preventDefault();
-      await openPath(link.dataset.path);
-    }));
+    $("sign-in").addEventListener("click", () => openSignIn());
+    $("sign-out").addEventListener("click", guard(signOut));
+    for (const id of ["crumbs", "entries"]) {
+      $(id).addEventListener("click", guard(async (event) => {
+        const path = followLink(event);
+        if (path !== null) await openPath(path);
+      }));
+    }
     $("new-file").addEventListener("click", guard(() => create(false)));
     $("new-folder").addEventListener("click", guard(() => create(true)));
-    $("refresh").addEventListener("click", guard(() => openPath(state.file ? state.file.path : state.cwd)));
+    $("refresh").addEventListener("click", guard(() => openPath(state.file ? state.file.path : state.cwd, { push: false })));
     $("edit").addEventListener("click", startEditing);
     $("cancel").addEventListener("click", guard(reloadFile));
     $("save").addEventListener("click", guard(() => save()));
@@ -617,15 +755,36 @@
     $("toggle-readonly").addEventListener("click", guard(toggleReadOnly));
     $("delete-file").addEventListener("click", guard(() => removePath(state.file.path, false)));
     $("snapshot-form").addEventListener("submit", guard(createSnapshot));
-    bindTokenDialog();
+    bindSignInDialog();
+    // Back, Forward, an edited address, or a sign-in link pasted into this tab
+    window.addEventListener("popstate", guard(followLocation));
+    window.addEventListener("hashchange", guard(followLocation));
   }
 
-  function takeTokenFromLocation() {
-    // `workspacefs serve` prints a URL ending in #token=…: keep it for this tab, then drop it from the bar.
-    if (!location.hash.startsWith("#token=")) return;
-    state.token = decodeURIComponent(location.hash.slice(7));
-    sessionStorage.setItem("wsfs-token", state.token);
-    history.replaceState(null, "", location.pathname);
+  // Render what the address names now, without adding a history entry (it is already there).
+  async function followLocation() {
+    if (location.hash === shownHash) return; // our own pushState, or the second event of one navigation
+    const secret = secretInLocation();
+    if (secret) {
+      if (await signIn(secret, { fromLocation: true })) await restart();
+      return;
+    }
+    shownHash = location.hash;
+    const wanted = readLocation();
+    try {
+      if (wanted.agent === state.agent && wanted.session === state.session) {
+        await openPath(wanted.path, { push: false });
+        return;
+      }
+      await loadAgents(wanted.agent);
+      await loadSessions(wanted.session);
+      show($("diff"), false);
+      await openSession(state.session === wanted.session ? wanted.path : "/");
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.status !== 404) throw error;
+      fail(error); // gone since: say so, and show the session's top
+      await openSession("/");
+    }
   }
 
   async function start() {
@@ -642,8 +801,19 @@
     document.body.dataset.ready = "true";
   }
 
-  bind();
-  takeTokenFromLocation();
-  start().catch(fail);
-  pollApprovals();
+  // After signing in: everything again, as the new sign-in sees it.
+  async function restart() {
+    await start();
+    await refreshSignedIn();
+    startApprovals();
+  }
+
+  async function boot() {
+    bind();
+    const secret = secretInLocation();
+    if (secret && !(await signIn(secret, { fromLocation: true }))) return;
+    await restart();
+  }
+
+  boot().catch(fail);
 })();
