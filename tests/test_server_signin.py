@@ -96,6 +96,15 @@ def test_a_code_signs_in_once_with_a_strict_httponly_cookie(client: TestClient, 
         assert error_of(other.get("/v1/agents")) == (401, "unauthorized")
 
 
+def test_over_https_the_cookie_is_secure(app: Any, store: SqlStore) -> None:
+    with TestClient(app, base_url="https://testserver") as secure:
+        answer = secure.post("/v1/signin", json={"code": TokenStore(store).mint_signin()}, headers=BROWSER)
+        assert answer.status_code == 200, answer.text
+        cookie = answer.headers["set-cookie"]
+        assert cookie.startswith("wsfs_signin_443=") and "; Secure" in cookie and "HttpOnly" in cookie
+        assert secure.get("/v1/signin").json()["browser"] is True
+
+
 def test_an_expired_or_unknown_code_is_refused(client: TestClient, store: SqlStore) -> None:
     code = TokenStore(store).mint_signin()
     with store.write() as connection:  # as if ten minutes had passed
@@ -247,6 +256,9 @@ def test_open_starts_the_web_browser_with_the_link(fast_tmp: Path) -> None:
         check=False,
     )
     assert refused.returncode == 2 and "http://" in refused.stderr
+    typo = fast_tmp / f"typo-{uuid.uuid4().hex}.db"
+    missing = open_link(f"sqlite:///{typo}", "http://127.0.0.1:8765/")
+    assert missing.returncode == 3 and "No such database" in missing.stderr and not typo.exists()
 
 
 def test_a_busy_port_exits_7_with_one_line_before_anything_starts(fast_tmp: Path) -> None:

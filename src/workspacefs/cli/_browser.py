@@ -47,7 +47,12 @@ def _answers(address: str) -> bool:
 @click.command("open", short_help="Sign a web browser in to the running service.")
 @click.option("--db", "db_url", metavar="URL", help=DB_HELP + " Give the --db the service runs on.")
 @click.option(
-    "--url", "url", default=DEFAULT_URL, show_default=True, help="The service's address (as workspacefs serve printed)."
+    "--url",
+    "url",
+    metavar="URL",
+    default=DEFAULT_URL,
+    show_default=True,
+    help="The service's address (as workspacefs serve printed).",
 )
 @click.option("--no-browser", is_flag=True, help="Print the link only (for a browser on another machine).")
 def open_command(db_url: str | None, url: str, no_browser: bool) -> None:
@@ -59,7 +64,7 @@ def open_command(db_url: str | None, url: str, no_browser: bool) -> None:
     address = service_address(url)
     from workspacefs.server.tokens import TokenStore  # noqa: PLC0415 - the sql extra
 
-    store = open_store(db_url)
+    store = open_store(db_url, create=False)  # a typo in --db is exit 3, not a new database nobody serves
     try:
         code = TokenStore(store).mint_signin()
     finally:
