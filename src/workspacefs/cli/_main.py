@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import ipaddress
+import signal
 import sys
+import threading
+from types import FrameType
+from typing import NoReturn
 
 import click
 
 from workspacefs.cli import _browser, _files, _tokens, _workspace
 from workspacefs.cli._database import DB_HELP, open_store, redact
-from workspacefs.cli._output import current_policy, load_policy, policy_option
+from workspacefs.cli._output import (
+    EXIT_INVALID,
+    create_option,
+    current_policy,
+    fail,
+    load_policy,
+    open_raw,
+    policy_option,
+)
 from workspacefs.quota import Quota
 
 __all__ = ["main"]
@@ -23,6 +35,11 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _terminated(signum: int, _frame: FrameType | None) -> NoReturn:
+    """SIGTERM unwinds like Ctrl-C does, so an unfinished write is rolled back and leaves no temporary file."""
+    raise SystemExit(128 + signum)
 
 
 EPILOG = """\b
@@ -46,8 +63,12 @@ def main() -> None:
     """workspacefs: one filesystem for the tools of LLM agents.
 
     File commands work on any backend given by --fs URL: memory://, file:///dir,
-    sqlite:///file.db?session=ID, postgresql://user@host/db?session=ID.
+    sqlite:///file.db?session=ID, postgresql://user@host/db?session=ID, podman://IMAGE
+    (docker://IMAGE). Add &agent=NAME to a SQL URL to open that agent's session of the service.
+    Reading never creates a workspace: writing does, or --create.
     """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)
 
 
 @main.command(short_help="Run the REST API and the web file browser.")
@@ -159,6 +180,7 @@ def serve(
 )
 @click.option("--read-only", is_flag=True, help="Offer only the tools that change nothing.")
 @click.option("--tools", "tool_names", metavar="NAMES", help="Comma-separated tools to offer (default: all that fit).")
+@create_option
 @policy_option
 def mcp_command(fs_url: str, read_only: bool, tool_names: str | None) -> None:
     """Serve the workspace's tools (ls, read_file, write_file, edit_file, glob, grep, rm, mkdir, mv, cp,
@@ -184,10 +206,11 @@ def mcp_command(fs_url: str, read_only: bool, tool_names: str | None) -> None:
     except ImportError as exc:
         raise click.ClickException(f"{exc}; install the mcp extra: pip install 'workspacefs[mcp]'") from None
     names = [name.strip() for name in tool_names.split(",") if name.strip()] if tool_names else None
+    fs = open_raw(fs_url, read_only="true") if read_only else open_raw(fs_url)  # one line and an exit code
     try:
-        run_stdio(fs_url, read_only=read_only, tool_names=names, policy=current_policy())
-    except (ValueError, ImportError) as exc:
-        raise click.UsageError(str(exc)) from None
+        run_stdio(fs, read_only=read_only, tool_names=names, policy=current_policy())
+    except ValueError as exc:  # a tool name that does not fit this workspace
+        fail(EXIT_INVALID, "bad_tools", str(exc))
 
 
 @main.group(short_help="Database maintenance.")
