@@ -298,6 +298,8 @@ def test_only_underscore_itself_is_reserved(api: Api) -> None:
     not_post = api.client.put(api.fs("/_/stat"), json={"content": ""})
     assert error_of(not_post) == (405, "method_not_allowed") and not_post.headers["allow"] == "POST"
     assert error_of(api.client.get(api.fs("/_/grep"))) == (405, "method_not_allowed")
+    sessions = api.client.patch(f"/v1/agents/{api.agent}/sessions", json={})  # a route of an included router
+    assert error_of(sessions) == (405, "method_not_allowed") and sessions.headers["allow"] == "GET, POST"
     assert error_of(api.action("move", src_path="/_config", dst_path="/_/x")) == (400, "reserved_path")
     assert error_of(api.action("nope", path="/")) == (400, "reserved_path")
 

@@ -8,7 +8,7 @@ are looked up by the exception's type, never by its message.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -218,11 +218,20 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(400, "bad_request", message)
 
 
+def _routes(routes: Iterable[Any]) -> Iterator[Any]:
+    """Every route, also those of included routers (newer FastAPI keeps an included router as one route)."""
+    for route in routes:
+        yield route
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from _routes(inner.routes)
+
+
 def _allowed_methods(request: Request) -> str:
     """Every method some route serves at this path (Starlette names only the first route's)."""
     path = request.url.path
     methods: set[str] = set()
-    for route in request.app.routes:
+    for route in _routes(request.app.routes):
         pattern = getattr(route, "path_regex", None)
         documented = getattr(route, "include_in_schema", True)
         if pattern is not None and documented and getattr(route, "methods", None) and pattern.match(path):
