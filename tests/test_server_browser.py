@@ -91,12 +91,16 @@ class Workspace:
         self.session = f"ui-{uuid.uuid4().hex[:10]}"
         assert self.api.post(f"/v1/agents/{AGENT}/sessions", json={"id": self.session}).status_code == 201
         self.dialogs: list[str] = []
+        self.accept_dialogs = False
         page.on("dialog", self._dialog)
         sign_in(page, service)
 
     def _dialog(self, dialog: object) -> None:
         self.dialogs.append(getattr(dialog, "message", "?"))
-        dialog.dismiss()  # type: ignore[attr-defined]
+        if self.accept_dialogs:
+            dialog.accept()  # type: ignore[attr-defined]
+        else:
+            dialog.dismiss()  # type: ignore[attr-defined]
 
     def fs(self, path: str) -> str:
         return f"/v1/agents/{AGENT}/sessions/{self.session}/fs/{quote(path.lstrip('/'), safe='/')}"
@@ -462,6 +466,44 @@ def test_back_and_forward_move_between_folders_and_files(ws: Workspace) -> None:
     assert ws.page.url.endswith(f"#{AGENT}/{ws.session}/")
     ws.page.go_forward()  # still in the app: the entries are all there
     expect(crumbs).to_have_text(f"{ws.session}/src")
+
+
+def test_leaving_unsaved_edits_asks_first(ws: Workspace) -> None:
+    ws.put_file("/notes.md", "saved\n")
+    ws.put_file("/other.md", "other\n")
+    ws.open()
+    ws.entry("notes.md").click()  # a history entry: Back stays in the app
+    ws.page.get_by_test_id("edit").click()
+    editor = ws.page.get_by_test_id("editor")
+    editor.fill("typed, not saved\n")
+    ws.entry("other.md").click()  # declined: the edits stay
+    expect(editor).to_have_value("typed, not saved\n")
+    ws.page.evaluate("history.back()")  # Back, declined: still on the file, still editing
+    for _ in range(600):  # the question comes with the popstate event (60 s: a budget only a hang reaches)
+        if len(ws.dialogs) == 2:
+            break
+        ws.page.wait_for_timeout(100)
+    expect(ws.page.get_by_test_id("file-name")).to_have_text("/notes.md")
+    expect(editor).to_have_value("typed, not saved\n")
+    assert ws.dialogs == ["Discard your unsaved changes to /notes.md?"] * 2
+    ws.accept_dialogs = True
+    ws.entry("other.md").click()
+    expect(ws.page.get_by_test_id("file-name")).to_have_text("/other.md")
+    assert len(ws.dialogs) == 3 and ws.content("/notes.md") == "saved\n"
+    ws.page.get_by_test_id("edit").click()
+    ws.page.get_by_test_id("cancel").click()  # Cancel discards without asking: that is what it means
+    ws.entry("notes.md").click()
+    expect(ws.page.get_by_test_id("file-name")).to_have_text("/notes.md")
+    assert len(ws.dialogs) == 3
+    ws.page.get_by_test_id("edit").click()
+    editor.fill("typed again\n")
+    ws.accept_dialogs = False
+    ws.page.evaluate("location.reload()")  # leaving the page: the browser's own question, declined
+    for _ in range(600):
+        if len(ws.dialogs) == 4:
+            break
+        ws.page.wait_for_timeout(100)
+    expect(editor).to_have_value("typed again\n")
 
 
 def test_the_most_recently_changed_session_opens_with_counted_files(service: ServiceProcess, browser: object) -> None:

@@ -293,9 +293,22 @@
 
   let navigations = 0;
 
+  // Edits not saved yet: leaving the file (a click, Back, another session, closing the tab) asks first.
+  function unsavedEdits() {
+    return Boolean(state.editing && state.file && $("editor").value !== state.file.text);
+  }
+
+  function mayLeave() {
+    if (!unsavedEdits()) return true;
+    if (!window.confirm(`Discard your unsaved changes to ${state.file.path}?`)) return false;
+    state.editing = false;
+    return true;
+  }
+
   // Open a path: a directory lists, a file opens in the viewer (and its folder lists beside it).
   // `push` makes it a new history entry (a person navigated); otherwise the current entry is kept.
   async function openPath(path, { push = true } = {}) {
+    if (!mayLeave()) return;
     const mine = ++navigations;
     const current = () => mine === navigations;
     const { body, response } = await api("GET", fsUrl(path));
@@ -402,7 +415,8 @@
     }
   }
 
-  async function reloadFile() {
+  async function reloadFile() {  // Cancel and the conflict's Reload: discarding the edits is what was asked
+    state.editing = false;
     if (state.file) await openPath(state.file.path, { push: false });
   }
 
@@ -723,11 +737,13 @@
 
   function bind() {
     $("agent").addEventListener("change", guard(async () => {
+      if (!mayLeave()) { $("agent").value = state.agent; return; }
       state.agent = $("agent").value;
       await loadSessions("");
       await openSession("/", { push: true });
     }));
     $("session").addEventListener("change", guard(async () => {
+      if (!mayLeave()) { $("session").value = state.session; return; }
       state.session = $("session").value;
       $("session").title = state.session;
       show($("diff"), false);
@@ -759,6 +775,7 @@
     // Back, Forward, an edited address, or a sign-in link pasted into this tab
     window.addEventListener("popstate", guard(followLocation));
     window.addEventListener("hashchange", guard(followLocation));
+    window.addEventListener("beforeunload", (event) => { if (unsavedEdits()) event.preventDefault(); });
   }
 
   // Render what the address names now, without adding a history entry (it is already there).
@@ -767,6 +784,10 @@
     const secret = secretInLocation();
     if (secret) {
       if (await signIn(secret, { fromLocation: true })) await restart();
+      return;
+    }
+    if (!mayLeave()) {  // stay with the edits: the address goes back to the file being edited
+      history.pushState(null, "", shownHash);
       return;
     }
     shownHash = location.hash;
