@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -136,6 +137,25 @@ def test_the_variables_of_the_cli_work_as_the_table_says(tmp_path: Path) -> None
     env["WORKSPACEFS_POLICY"] = str(tmp_path / "no-such-policy.toml")
     refused = subprocess.run([str(EXECUTABLE), "ls"], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert refused.returncode != 0 and "no-such-policy.toml" in refused.stderr
+    env["WORKSPACEFS_DB"] = f"sqlite:///{tmp_path / 'service.db'}"
+    made = subprocess.run(
+        [str(EXECUTABLE), "token", "create", "--agent", "a"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert made.returncode == 0 and (tmp_path / "service.db").is_file(), made.stderr
+    with socket.socket() as taken:  # WORKSPACEFS_HOST and _PORT reach serve: it finds this port busy
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env.update(WORKSPACEFS_HOST="127.0.0.1", WORKSPACEFS_PORT=str(port))
+        busy = subprocess.run(
+            [str(EXECUTABLE), "serve"], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+    assert busy.returncode == 7 and f"127.0.0.1:{port}" in busy.stderr, busy.stderr
 
 
 # --- shell completion -------------------------------------------------------------------------------------

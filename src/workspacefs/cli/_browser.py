@@ -45,7 +45,9 @@ def _answers(address: str) -> bool:
 
 
 @click.command("open", short_help="Sign a web browser in to the running service.")
-@click.option("--db", "db_url", metavar="URL", help=DB_HELP + " Give the --db the service runs on.")
+@click.option(
+    "--db", "db_url", metavar="URL", envvar="WORKSPACEFS_DB", help=DB_HELP + " Give the --db the service runs on."
+)
 @click.option(
     "--url",
     "url",

@@ -9,7 +9,10 @@ import click
 
 __all__ = ["DB_HELP", "open_store", "redact"]
 
-DB_HELP = "Database URL: sqlite:///path/file.db or postgresql://user@host/db (default: a SQLite file in your data dir)."
+DB_HELP = (
+    "Database URL: sqlite:///path/file.db or postgresql://user@host/db (or set WORKSPACEFS_DB; default: a SQLite "
+    "file in your data dir)."
+)
 
 
 def open_store(url: str | None, *, create: bool = True) -> Any:

@@ -72,9 +72,18 @@ def main() -> None:
 
 
 @main.command(short_help="Run the REST API and the web file browser.")
-@click.option("--db", "db_url", metavar="URL", help=DB_HELP)
-@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
+@click.option("--db", "db_url", metavar="URL", envvar="WORKSPACEFS_DB", help=DB_HELP)
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, envvar="WORKSPACEFS_HOST", help="Interface to listen on."
+)
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    envvar="WORKSPACEFS_PORT",
+    help="Port to listen on.",
+)
 @click.option("--no-auth", is_flag=True, help="Serve without bearer tokens (only allowed on a loopback host).")
 @click.option("--log-level", default="info", show_default=True, type=click.Choice(["warning", "info", "debug"]))
 @click.option(
@@ -219,7 +228,7 @@ def db() -> None:
 
 
 @db.command("upgrade")
-@click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+@click.option("--db", "db_url", metavar="URL", envvar="WORKSPACEFS_DB", help=DB_HELP)
 def db_upgrade(db_url: str | None) -> None:
     """Apply schema migrations (also done automatically when the database is first opened)."""
     from workspacefs.server._tables import migrate_service  # noqa: PLC0415

@@ -60,7 +60,7 @@ def token() -> None:
     type=click.Path(exists=True, dir_okay=False),
     help="The token's own path policy (JSON or TOML), checked after its session's: both must allow.",
 )
-@click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+@click.option("--db", "db_url", metavar="URL", envvar="WORKSPACEFS_DB", help=DB_HELP)
 def token_create(
     *,
     agent_id: str | None,
@@ -99,7 +99,7 @@ def token_create(
 
 
 @token.command("list")
-@click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+@click.option("--db", "db_url", metavar="URL", envvar="WORKSPACEFS_DB", help=DB_HELP)
 def token_list(db_url: str | None) -> None:
     """List tokens: id, agent (* for every agent), scope, created, expires, requests per minute, label."""
     from workspacefs.server import TokenStore  # noqa: PLC0415
@@ -119,7 +119,7 @@ def token_list(db_url: str | None) -> None:
 
 @token.command("revoke")
 @click.argument("token_id")
-@click.option("--db", "db_url", metavar="URL", help=DB_HELP)
+@click.option("--db", "db_url", metavar="URL", envvar="WORKSPACEFS_DB", help=DB_HELP)
 def token_revoke(token_id: str, db_url: str | None) -> None:
     """Revoke a token by id: every running service refuses it from its next request on."""
     from workspacefs.server import TokenStore  # noqa: PLC0415
