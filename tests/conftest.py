@@ -47,6 +47,21 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[object]:
+    """A real S3-compatible server (moto's, over HTTP on loopback) for the session, with one bucket made."""
+    from workspacefs.testing._s3 import moto_available, running_s3
+
+    if not moto_available():
+        missing("moto's S3 server is not installed (pip install 'moto[server]')")
+    try:
+        with running_s3() as server:
+            server.make_bucket("wsfs-tests")
+            yield server
+    except RuntimeError as exc:
+        missing(f"moto's S3 server could not start: {exc}")
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     """Async tests run on asyncio (anyio's pytest plugin)."""

@@ -45,6 +45,7 @@ BACKENDS = (
     "workspacefs.backends.host",
     "workspacefs.backends.sql",
     "workspacefs.backends.container",
+    "workspacefs.backends.objectstore",
 )
 """Backends proper: none imports another (they share only ``backends.base`` and its parts) …"""
 REUSES = {("workspacefs.backends.container", "workspacefs.backends.host")}

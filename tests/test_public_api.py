@@ -105,6 +105,7 @@ EXPECTED = {
     "SnapshotableFilesystem",
     "SqlFilesystem",
     "SqlStore",
+    "ObjectStoreFilesystem",
     "TextReader",
     "WriteMode",
     "WriteResult",

@@ -98,6 +98,7 @@ if TYPE_CHECKING:
     from workspacefs.archive import ArchiveStats, UnsafeArchiveError, export_tar, import_tar
     from workspacefs.asyncfs import AsyncFilesystem
     from workspacefs.backends.container import ContainerFilesystem, ContainerSandbox
+    from workspacefs.backends.objectstore import ObjectStoreFilesystem
     from workspacefs.backends.sql import SqlFilesystem, SqlStore
     from workspacefs.manager import FileManager, PathConstraints
     from workspacefs.server import create_app
@@ -146,6 +147,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "ContainerFilesystem": ("workspacefs.backends.container", None),
     "FileManager": ("workspacefs.manager", None),
     "PathConstraints": ("workspacefs.manager", None),
+    "ObjectStoreFilesystem": ("workspacefs.backends.objectstore", None),
     "SqlFilesystem": ("workspacefs.backends.sql", "pip install 'workspacefs[sql]'"),
     "SqlStore": ("workspacefs.backends.sql", "pip install 'workspacefs[sql]'"),
     "create_app": ("workspacefs.server._app", "pip install 'workspacefs[server]'"),
@@ -223,6 +225,7 @@ __all__ = [
     "MoveIntoSelfError",
     "NameTooLongError",
     "NotReadBeforeWriteError",
+    "ObjectStoreFilesystem",
     "PathConstraints",
     "PathEscapeError",
     "PathTooDeepError",

@@ -1,0 +1,12 @@
+"""The object-store backend: ``ObjectStoreFilesystem`` over any fsspec filesystem (S3 through s3fs).
+
+``_layout.py`` maps paths to keys (files are plain objects, directories marker objects), ``_client.py`` is
+what the backend asks of a store and ``_s3.py`` the S3 answer, ``_streams.py`` reads and writes in fixed
+memory, ``_manifests.py`` and ``_snapshots.py`` keep snapshots outside the workspace, ``_filesystem.py``
+puts them together.
+"""
+
+from workspacefs.backends.objectstore._filesystem import ObjectStoreFilesystem
+from workspacefs.backends.objectstore._opening import open_s3
+
+__all__ = ["ObjectStoreFilesystem", "open_s3"]

@@ -1,0 +1,107 @@
+"""What ``ObjectStoreFilesystem`` needs of an object store: a dozen calls on whole keys, and their errors.
+
+Keys are full ``bucket/key`` strings. A client maps its store's failures to built-in exceptions once, here
+at the boundary: a missing key or bucket is ``FileNotFoundError``, a refusal ``PermissionError``, an
+unreachable endpoint ``ConnectionError``, a failed ``If-Match``/``If-None-Match`` :class:`PreconditionFailed`
+(a signal the filesystem turns into the error that fits the operation). Nothing of the store's own
+exception types or tracebacks reaches a caller.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+__all__ = ["MIN_PART_BYTES", "ObjectClient", "ObjectInfo", "PreconditionFailed", "Upload"]
+
+MIN_PART_BYTES = 5 * 1024 * 1024
+"""The smallest part S3 accepts in a multipart upload (except the last): the writer's fixed memory."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One stored object: its key, size, version tag and time, and the content id written with it (if any)."""
+
+    key: str
+    size: int
+    etag: str
+    modified: datetime
+    content_id: str | None = None
+
+
+class PreconditionFailed(Exception):  # noqa: N818 - a signal the filesystem maps, never seen by callers
+    """A conditional request found another version (or none, or one already there)."""
+
+
+class Upload(ABC):
+    """A multipart upload in progress: parts go up as they fill, nothing is visible until :meth:`complete`."""
+
+    @abstractmethod
+    def upload_part(self, data: memoryview) -> None:
+        """Send the next part (every part but the last at least :data:`MIN_PART_BYTES`)."""
+
+    @abstractmethod
+    def complete(self, *, if_match: str | None = None, if_none_match: bool = False) -> str:
+        """Make the object visible in one step and return its ETag (``PreconditionFailed`` if the condition
+        does not hold)."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Drop the parts sent so far; never raises for an ordinary cleanup."""
+
+
+class ObjectClient(ABC):
+    """The calls the filesystem makes; one implementation per kind of store (S3 through ``s3fs``)."""
+
+    conditional_writes: bool = False
+    """True if the store enforces ``If-Match``/``If-None-Match`` on writes (compare-and-set across processes)."""
+    endpoint: str = ""
+    """Where the store is, for messages (an endpoint URL, or the store's name)."""
+
+    @abstractmethod
+    def head(self, key: str) -> ObjectInfo | None:
+        """The object at ``key``, or ``None``."""
+
+    @abstractmethod
+    def probe(self, heads: Sequence[str], prefixes: Sequence[str]) -> tuple[list[ObjectInfo | None], list[bool]]:
+        """Many questions in one round trip (concurrently where the store allows): the object at each of
+        ``heads`` (or ``None``), and whether any object's key starts with each of ``prefixes``."""
+
+    @abstractmethod
+    def list(self, prefix: str, *, recursive: bool, limit: int | None = None) -> Iterator[ObjectInfo | str]:
+        """Objects whose key starts with ``prefix``, in key order; without ``recursive``, each deeper level is
+        one ``str`` (the common prefix, ending in ``/``) instead of its objects."""
+
+    @abstractmethod
+    def get(self, key: str, start: int, length: int, *, if_match: str | None = None) -> tuple[bytes, ObjectInfo]:
+        """Bytes ``[start, start + length)`` and the object they come from (``FileNotFoundError`` if missing)."""
+
+    @abstractmethod
+    def put(
+        self,
+        key: str,
+        data: bytes | bytearray | memoryview,
+        *,
+        content_id: str | None = None,
+        if_match: str | None = None,
+        if_none_match: bool = False,
+    ) -> ObjectInfo:
+        """Store a whole object in one request (visible at once, atomically)."""
+
+    @abstractmethod
+    def start_upload(self, key: str) -> Upload:
+        """Begin a multipart upload to ``key``."""
+
+    @abstractmethod
+    def copy(self, source: ObjectInfo, key: str, *, content_id: str | None) -> None:
+        """Copy ``source`` (exactly that version: ``PreconditionFailed`` if it changed) to ``key``, in the store."""
+
+    @abstractmethod
+    def delete(self, keys: Iterable[str]) -> None:
+        """Delete objects (missing ones are no error)."""
+
+    @abstractmethod
+    def bucket_exists(self, bucket: str) -> bool:
+        """True if the bucket exists and can be reached."""

@@ -1,0 +1,544 @@
+"""``ObjectStoreFilesystem``: a workspace under one prefix of a bucket, through any fsspec filesystem.
+
+Files are plain objects and directories zero-byte markers (see ``_layout.py``). Object stores have no
+rename: a move copies inside the store, then deletes the source, file by file, so a reader of either path
+sees a whole object (old or new), never part of one. Whole writes are one ``PUT`` carrying the content id as
+metadata; streams go up in 5 MiB parts and appear when the upload completes. Where the store enforces
+``If-Match``/``If-None-Match`` (S3), create mode and compare-and-set are decided by the store itself, so
+they hold across processes; elsewhere ``write_bytes_if`` refuses instead of pretending.
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any, ClassVar, TypeVar
+
+from workspacefs import errors
+from workspacefs.backends._conditional import ANY_VERSION, hash_reader
+from workspacefs.backends._core import too_big
+from workspacefs.backends.base import BaseFilesystem
+from workspacefs.backends.objectstore._client import ObjectClient, ObjectInfo, PreconditionFailed
+from workspacefs.backends.objectstore._layout import Layout, Tree, split_root, usable_name
+from workspacefs.backends.objectstore._manifests import ManifestStore
+from workspacefs.backends.objectstore._snapshots import ObjectSnapshots
+from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, ObjectReader, ObjectWriter
+from workspacefs.capabilities import Capabilities
+from workspacefs.errors import (
+    ConcurrentChangeError,
+    PreconditionFailedError,
+    UnsupportedOperationError,
+)
+from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT, is_within, parent
+from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
+from workspacefs.quota import Quota
+from workspacefs.results import FileEntry, FileStat, WriteMode, WriteResult
+from workspacefs.streams import ContentHasher, StreamReader, content_id_of
+
+__all__ = ["ObjectStoreFilesystem", "client_for"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_PARALLEL = 16
+"""Requests in flight for bulk work (tree copies and deletes, snapshots, restores)."""
+
+
+def client_for(fsspec_fs: Any) -> ObjectClient:
+    """The client that speaks to the store behind an fsspec filesystem (S3 through s3fs).
+
+    Raises:
+        TypeError: a store no client speaks yet (one subclass of ``ObjectClient`` each: GCS, Azure …).
+    """
+    protocols = getattr(fsspec_fs, "protocol", ())
+    protocols = (protocols,) if isinstance(protocols, str) else tuple(protocols)
+    if "s3" in protocols and hasattr(fsspec_fs, "_call_s3"):
+        from workspacefs.backends.objectstore._s3 import S3Client  # noqa: PLC0415 - needs the s3 extra
+
+        return S3Client(fsspec_fs)
+    raise TypeError(
+        f"ObjectStoreFilesystem has no client for {type(fsspec_fs).__name__} (protocol {protocols!r}) yet; "
+        "S3 and S3-compatible stores work through s3fs.S3FileSystem"
+    )
+
+
+class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
+    """A workspace under ``root`` (``bucket/prefix``) of an object store reached through ``fsspec_fs``.
+
+    ``snapshot_dir`` (``bucket/prefix``, default ``<bucket>/.wsfs-store/<prefix>``) holds snapshots and must
+    lie outside the root; a root that is a whole bucket needs one in another bucket. Construction makes no
+    request: ``open_filesystem("s3://…")`` checks the bucket and, with ``create=false``, the root.
+    """
+
+    backend_name: ClassVar[str] = "objectstore"
+    declared_capabilities: ClassVar[Capabilities] = Capabilities(cheap_snapshots=False, fork=False)
+
+    def __init__(
+        self,
+        fsspec_fs: Any,
+        root: str,
+        *,
+        read_only: bool = False,
+        mount_point: str | None = None,
+        quota: Quota | None = None,
+        snapshot_dir: str | None = None,
+    ) -> None:
+        super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
+        self._fsspec = fsspec_fs
+        self._client = client_for(fsspec_fs)
+        self._layout = Layout(*split_root(root))
+        if snapshot_dir is None:
+            if not self._layout.prefix:
+                raise ValueError(
+                    f"The root {root!r} is a whole bucket: pass snapshot_dir='other-bucket/prefix', since snapshots "
+                    "never live inside the workspace"
+                )
+            snapshot_dir = f"{self._layout.bucket}/.wsfs-store/{self._layout.prefix}"
+        store = Layout(*split_root(snapshot_dir))
+        if _overlaps(store, self._layout):
+            raise ValueError(f"snapshot_dir {snapshot_dir!r} overlaps the workspace root {root!r}; choose one outside")
+        self._store = ManifestStore(self._client, store.base)
+        self._ids: dict[tuple[str, str], str] = {}
+        self._ids_lock = threading.Lock()
+        self._blobs_seen = set()
+        self._blobs_lock = threading.Lock()
+
+    # --- properties ----------------------------------------------------------------------------------
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """As declared, with compare-and-set only where the store enforces conditional writes."""
+        return replace(self.declared_capabilities, conditional_writes=self._client.conditional_writes)
+
+    @property
+    def location(self) -> str:
+        """``bucket/prefix`` of the workspace root in the store."""
+        return self._layout.base.rstrip("/")
+
+    @property
+    def fsspec_filesystem(self) -> Any:
+        """The fsspec filesystem this workspace goes through."""
+        return self._fsspec
+
+    def _snapshot_root(self) -> str:
+        return f"objectstore:{self.location}"
+
+    # --- helpers -------------------------------------------------------------------------------------
+
+    def _parallel(self, work: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``work`` over every item, several requests in flight (the store's latency, not its bandwidth, is
+        what bulk operations wait on)."""
+        todo = list(items)
+        if len(todo) <= 1:
+            return [work(item) for item in todo]
+        with ThreadPoolExecutor(max_workers=min(_PARALLEL, len(todo))) as pool:
+            return list(pool.map(work, todo))
+
+    def _no_parent(self, path: str) -> OSError:
+        """Why ``path``'s parent is unusable: a file on the way (``NotADirectoryError``) or nothing there."""
+        above = [a for a in [*_ancestors_of(path)] if a]
+        found, _ = self._client.probe([self._layout.key(a) for a in above], [])
+        if any(info is not None for info in found):
+            return errors.not_a_directory(path)
+        return errors.file_not_found(path)
+
+    def _check_target(self, path: str) -> None:
+        """Refuse to write a file at ``path`` when a directory is there, or when its parent is not a directory
+        (one round trip: both questions asked at once)."""
+        above = parent(path)
+        prefixes = [self._layout.dir_key(path)] + ([self._layout.dir_key(above)] if above else [])
+        _, occupied = self._client.probe([], prefixes)
+        if occupied[0]:
+            raise errors.is_a_directory(path)
+        if above and not occupied[1]:
+            raise self._no_parent(path)
+
+    def _directory_or_missing(self, path: str) -> OSError:
+        """The error for a file operation on ``path`` where no file is: a directory, or nothing."""
+        _, occupied = self._client.probe([], [self._layout.dir_key(path)])
+        return errors.is_a_directory(path) if occupied[0] or path == ROOT else errors.file_not_found(path)
+
+    def _head_file(self, path: str) -> ObjectInfo:
+        """The file object at ``path`` (``IsADirectoryError``/``FileNotFoundError`` where none is)."""
+        info = None if path == ROOT else self._client.head(self._layout.key(path))
+        if info is None:
+            raise self._directory_or_missing(path)
+        return info
+
+    def _tree(self, base: str) -> Tree:
+        return Tree.from_listing(self._layout, base, self._client.list(self._layout.dir_key(base), recursive=True))
+
+    # --- content ids ---------------------------------------------------------------------------------
+
+    def _known_id(self, info: ObjectInfo) -> str | None:
+        if info.content_id is not None:
+            return info.content_id
+        with self._ids_lock:
+            return self._ids.get((info.key, info.etag))
+
+    def _remember_id(self, info: ObjectInfo, content_id: str) -> None:
+        with self._ids_lock:
+            if len(self._ids) > 100_000:
+                self._ids.clear()  # a cache: losing it costs requests, never correctness
+            self._ids[(info.key, info.etag)] = content_id
+
+    def _id_of(self, info: ObjectInfo) -> str:
+        """The content id of one object version: from its metadata, this process's memory, the store's
+        record of multipart uploads, or (an object another tool wrote) by reading it once."""
+        known = self._known_id(info)
+        if known is not None:
+            return known
+        content_id = self._store.recorded_id(info.etag, info.size)
+        if content_id is None:
+            content_id = self._hash_object(info)
+            self._store.record_id(info.etag, info.size, content_id)
+        self._remember_id(info, content_id)
+        return content_id
+
+    def _hash_object(self, info: ObjectInfo) -> str:
+        hasher = ContentHasher()
+        for start in range(0, info.size, 4 * 1024 * 1024):
+            try:
+                data, _ = self._client.get(info.key, start, 4 * 1024 * 1024, if_match=info.etag)
+            except (PreconditionFailed, FileNotFoundError):
+                raise ConcurrentChangeError(info.key, "The file changed while its content id was computed") from None
+            hasher.update(data)
+        return hasher.content_id()
+
+    def _ids_of(self, infos: Sequence[ObjectInfo]) -> list[str]:
+        """Content ids of many objects: metadata fetched in one concurrent batch where not known already."""
+        unknown = [info for info in infos if self._known_id(info) is None]
+        if unknown:
+            heads, _ = self._client.probe([info.key for info in unknown], [])
+            for listed, head in zip(unknown, heads, strict=True):
+                if head is not None and head.etag == listed.etag and head.content_id is not None:
+                    self._remember_id(listed, head.content_id)
+        return self._parallel(self._id_of, infos)
+
+    def _recorded_multipart(self, key: str) -> Callable[[str, str, int], None]:
+        def record(etag: str, content_id: str, size: int) -> None:
+            self._store.record_id(etag, size, content_id)
+            with self._ids_lock:
+                self._ids[(key, etag)] = content_id
+
+        return record
+
+    # --- primitives ----------------------------------------------------------------------------------
+
+    def _stat(self, path: str) -> FileStat:
+        if path == ROOT:
+            return FileStat(ROOT, False, True, 0)
+        found, occupied = self._client.probe([self._layout.key(path)], [self._layout.dir_key(path)])
+        info = found[0]
+        if info is not None:
+            return FileStat(path, True, False, info.size, info.modified, info.modified)
+        if occupied[0]:
+            return FileStat(path, False, True, 0)
+        raise errors.file_not_found(path)
+
+    def _list_dir(self, path: str) -> Sequence[FileEntry]:
+        prefix = self._layout.dir_key(path)
+        files: dict[str, FileEntry] = {}
+        directories: dict[str, FileEntry] = {}
+        seen = False
+        for item in self._client.list(prefix, recursive=False):
+            seen = True
+            if isinstance(item, str):
+                name = item[len(prefix) : -1]
+                if usable_name(name):
+                    directories[name] = FileEntry(name, f"{path}/{name}" if path else name, False, True, None)
+                continue
+            name = item.key[len(prefix) :]
+            if name and usable_name(name):
+                files[name] = FileEntry(name, f"{path}/{name}" if path else name, True, False, item.size)
+        if not seen and path != ROOT:
+            if self._client.head(self._layout.key(path)) is not None:
+                raise errors.not_a_directory(path)
+            raise errors.file_not_found(path)
+        entries = {**directories, **files}  # a file shadows a directory of the same name
+        return tuple(entries[name] for name in sorted(entries))
+
+    def _walk(self, base: str) -> Iterator[FileEntry]:
+        """Every entry below ``base`` from one recursive listing (not one request per directory)."""
+        tree = self._tree(base)
+        entries = [FileEntry(_name(d), d, False, True, None) for d in tree.directories]
+        entries += [FileEntry(_name(p), p, True, False, info.size) for p, info in tree.files.items()]
+        entries.sort(key=lambda entry: entry.path)  # a parent's path is a prefix of its children's: first
+        return iter(entries)
+
+    def _open_reader(self, path: str) -> ByteReader:
+        if path == ROOT:
+            raise errors.is_a_directory(path)
+        info = self._open_first(path)
+        return StreamReader(path, ObjectReader(self._client, path, info[1], info[0]), info[1].size)
+
+    def _open_first(self, path: str) -> tuple[bytes, ObjectInfo]:
+        """The first block of the file at ``path`` and the version it belongs to."""
+        try:
+            return self._client.get(self._layout.key(path), 0, FIRST_BLOCK_BYTES)
+        except FileNotFoundError:
+            raise self._directory_or_missing(path) from None
+
+    def _writer(
+        self, path: str, *, if_match: str | None, if_none_match: bool, conflict: Callable[[], Exception]
+    ) -> ObjectWriter:
+        key = self._layout.key(path)
+        return ObjectWriter(
+            self._client,
+            path,
+            key,
+            if_match=if_match,
+            if_none_match=if_none_match,
+            conflict=conflict,
+            on_multipart=self._recorded_multipart(key),
+        )
+
+    def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:
+        self._check_target(path)
+        existing = self._client.head(self._layout.key(path)) if mode != "overwrite" else None
+        if existing is not None and mode == "create":
+            raise errors.file_exists(path)
+        if mode == "create" or (mode == "append" and existing is None):
+            return self._writer(path, if_match=None, if_none_match=True, conflict=lambda: errors.file_exists(path))
+        if mode == "overwrite" or existing is None:
+            return self._writer(path, if_match=None, if_none_match=False, conflict=lambda: errors.file_exists(path))
+        writer = self._writer(
+            path,
+            if_match=existing.etag,
+            if_none_match=False,
+            conflict=lambda: ConcurrentChangeError(path, "The file changed while it was being appended to"),
+        )
+        try:
+            for start in range(0, existing.size, 4 * 1024 * 1024):
+                data, _ = self._client.get(existing.key, start, 4 * 1024 * 1024, if_match=existing.etag)
+                writer.prefill(data)
+        except (PreconditionFailed, FileNotFoundError):
+            writer.abort()
+            raise ConcurrentChangeError(path, "The file changed while it was being appended to") from None
+        return writer
+
+    def _write_content(self, path: str, data: bytes, mode: WriteMode) -> None:
+        if mode == "append":
+            super()._write_content(path, data, mode)
+            return
+        self._check_target(path)
+        try:
+            self._client.put(
+                self._layout.key(path), data, content_id=content_id_of(data), if_none_match=mode == "create"
+            )
+        except PreconditionFailed:
+            raise errors.file_exists(path) from None
+
+    def _make_dir(self, path: str) -> None:
+        above = parent(path)
+        heads = [self._layout.key(path)]
+        prefixes = [self._layout.dir_key(path)] + ([self._layout.dir_key(above)] if above else [])
+        found, occupied = self._client.probe(heads, prefixes)
+        if found[0] is not None or occupied[0]:
+            raise errors.file_exists(path)
+        if above and not occupied[1]:
+            raise self._no_parent(path)
+        try:
+            self._client.put(self._layout.dir_key(path), b"", if_none_match=True)
+        except PreconditionFailed:
+            raise errors.file_exists(path) from None
+
+    def _remove_file(self, path: str) -> None:
+        info = self._head_file(path)
+        self._client.delete([info.key])
+
+    def _remove_empty_dir(self, path: str) -> None:
+        marker = self._layout.dir_key(path)
+        inside = [item for item in self._client.list(marker, recursive=False, limit=2)]
+        if not inside:
+            if self._client.head(self._layout.key(path)) is not None:
+                raise errors.not_a_directory(path)
+            raise errors.file_not_found(path)
+        if any(isinstance(item, str) or item.key != marker for item in inside):
+            raise errors.DirectoryNotEmptyError(path)
+        self._client.delete([marker])
+
+    def _remove_tree(self, path: str) -> None:
+        keys = [
+            item.key
+            for item in self._client.list(self._layout.dir_key(path), recursive=True)
+            if not isinstance(item, str)
+        ]
+        if not keys:
+            raise errors.file_not_found(path)
+        self._client.delete(keys)
+
+    def _copy_object(self, info: ObjectInfo, path: str) -> None:
+        try:
+            self._client.copy(info, self._layout.key(path), content_id=self._known_id(info))
+        except PreconditionFailed:
+            raise ConcurrentChangeError(path, "The source changed while it was being copied; copy it again") from None
+
+    def _copy_file(self, src: str, dst: str) -> None:
+        self._copy_object(self._head_file(src), dst)
+
+    def _copy_tree(self, src: str, dst: str) -> None:
+        """Copy every object below ``src`` inside the store (markers included), then make ``dst``'s marker."""
+        moved = self._relocated(src, dst)
+        self._parallel(lambda pair: self._copy_object(*pair), moved)
+        self._client.put(self._layout.dir_key(dst), b"")
+
+    def _relocated(self, src: str, dst: str) -> list[tuple[ObjectInfo, str]]:
+        """Every object below directory ``src`` with the path it gets below ``dst``."""
+        found: list[tuple[ObjectInfo, str]] = []
+        for item in self._client.list(self._layout.dir_key(src), recursive=True):
+            if isinstance(item, str):
+                continue
+            relative = self._layout.path_of(item.key)
+            if relative is not None and relative != src + "/":
+                found.append((item, dst + relative[len(src) :]))
+        return found
+
+    def _rename(self, src: str, dst: str, *, replace: bool) -> None:
+        """Copy inside the store, then delete the source: each file appears whole at ``dst`` before it goes from
+        ``src`` (object stores have no rename, so a directory moves file by file)."""
+        found, occupied = self._client.probe(
+            [self._layout.key(src), self._layout.key(dst)], [self._layout.dir_key(dst)]
+        )
+        source, target = found
+        if occupied[0] or (target is not None and not (replace and source is not None)):
+            raise errors.file_exists(dst)
+        if source is not None:
+            self._copy_object(source, dst)
+            self._client.delete([source.key])
+            return
+        moved = self._relocated(src, dst)
+        if not moved and not self._client.probe([], [self._layout.dir_key(src)])[1][0]:
+            raise errors.file_not_found(src)
+        self._parallel(lambda pair: self._copy_object(*pair), moved)
+        self._client.put(self._layout.dir_key(dst), b"")
+        self._client.delete([info.key for info, _ in moved] + [self._layout.dir_key(src)])
+
+    # --- conditional writes: the store compares, so the check holds across processes -------------------
+
+    def _content_id(self, path: str) -> str:
+        return self._id_of(self._head_file(path))
+
+    def _open_versioned(self, path: str) -> VersionedContent:
+        first, info = self._open_first(path)
+        reader = StreamReader(path, ObjectReader(self._client, path, info, first), info.size)
+        try:
+            content_id = self._known_id(info) or hash_reader(reader)
+        except BaseException:
+            reader.close()
+            raise
+        self._remember_id(info, content_id)
+        stat = FileStat(path, True, False, info.size, info.modified, info.modified)
+        return VersionedContent(stat, content_id, reader)
+
+    def _expected_version(self, path: str, expect: str) -> ObjectInfo:
+        """The file's current version if its content id is ``expect`` (``"*"``: any file); else refuse."""
+        if not self._client.conditional_writes:
+            raise UnsupportedOperationError(
+                f"{type(self._fsspec).__name__} does not enforce If-Match, so a compare-and-set write could "
+                "silently lose an update; see capabilities.conditional_writes"
+            )
+        info = self._client.head(self._layout.key(path))
+        if info is None:
+            raise PreconditionFailedError(path, "The file no longer exists")
+        if expect != ANY_VERSION and self._id_of(info) != expect:
+            raise PreconditionFailedError(path)
+        return info
+
+    def write_bytes_if(
+        self, path: str, content: BytesLike, *, expect: str, read_only: bool | None = None
+    ) -> WriteResult:
+        """As :meth:`BaseFilesystem.write_bytes_if`; the store applies the write only over the version checked
+        (``If-Match``), so a writer in another process cannot slip in between."""
+        self._no_flags(read_only)
+        data = bytes(content)
+        with self._conditional_target(path) as norm:
+            if len(data) > MAX_CONVENIENCE_BYTES:
+                raise too_big("Writing", path)
+            current = self._expected_version(norm, expect)
+            change = self._check_write(norm, len(data), "overwrite")
+            try:
+                self._client.put(current.key, data, content_id=content_id_of(data), if_match=current.etag)
+            except PreconditionFailed:
+                raise PreconditionFailedError(norm) from None
+            if change is not None:
+                self._apply(*change)
+        return WriteResult(norm, len(data), "overwrite")
+
+    def open_write_if(self, path: str, *, expect: str, read_only: bool | None = None) -> ByteWriter:
+        """As :meth:`BaseFilesystem.open_write_if`: checked when it opens, and at the commit by the store."""
+        self._no_flags(read_only)
+        with self._conditional_target(path) as norm:
+            current = self._expected_version(norm, expect)
+            writer = _CheckedWriter(self, norm, current)
+            return self._quota_writer(norm, "overwrite", writer)
+
+    def check_root(self, *, create: bool) -> None:
+        """Check that the bucket exists; then make the root's marker (``create``) or insist that something is at
+        the root. Never creates a bucket.
+
+        Raises:
+            FileNotFoundError: no such bucket, or (without ``create``) nothing at the root.
+        """
+        bucket = self._layout.bucket
+        if not self._client.bucket_exists(bucket):
+            raise FileNotFoundError(errno.ENOENT, "No such bucket", bucket)
+        if not self._layout.prefix:
+            return
+        if create:
+            if not self._read_only:
+                self._client.put(self._layout.base, b"")
+            return
+        if not self._client.probe([], [self._layout.base])[1][0]:
+            raise FileNotFoundError(errno.ENOENT, "No such workspace in the bucket", self.location)
+
+    def close(self) -> None:
+        """Nothing to release: the fsspec filesystem belongs to the caller."""
+
+    def __repr__(self) -> str:
+        flags = ", read_only=True" if self._read_only else ""
+        return f"ObjectStoreFilesystem({self.location!r}{flags})"
+
+
+class _CheckedWriter(ObjectWriter):
+    """A compare-and-set stream: ``If-Match`` on the version checked, and the version checked again just
+    before the commit (for stores that enforce ``If-Match`` only on single-request writes)."""
+
+    __slots__ = ("_expected", "_fs")
+
+    def __init__(self, fs: ObjectStoreFilesystem, path: str, current: ObjectInfo) -> None:
+        super().__init__(
+            fs._client,
+            path,
+            current.key,
+            if_match=current.etag,
+            if_none_match=False,
+            conflict=lambda: PreconditionFailedError(path),
+            on_multipart=fs._recorded_multipart(current.key),
+        )
+        self._fs = fs
+        self._expected = current
+
+    def check_before_commit(self) -> None:
+        now = self._fs._client.head(self._expected.key)
+        if now is None or now.etag != self._expected.etag:
+            raise PreconditionFailedError(self.path)
+
+
+def _overlaps(one: Layout, other: Layout) -> bool:
+    if one.bucket != other.bucket:
+        return False
+    return is_within(one.prefix, other.prefix) or is_within(other.prefix, one.prefix)
+
+
+def _ancestors_of(path: str) -> builtins.list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _name(path: str) -> str:
+    return path[path.rfind("/") + 1 :]
