@@ -75,7 +75,9 @@ class ObjectClient(ABC):
         one ``str`` (the common prefix, ending in ``/``) instead of its objects."""
 
     @abstractmethod
-    def get(self, key: str, start: int, length: int, *, if_match: str | None = None) -> tuple[bytes, ObjectInfo]:
+    def get(
+        self, key: str, start: int, length: int, *, if_match: str | None = None
+    ) -> tuple[bytes | bytearray, ObjectInfo]:
         """Bytes ``[start, start + length)`` and the object they come from (``FileNotFoundError`` if missing)."""
 
     @abstractmethod

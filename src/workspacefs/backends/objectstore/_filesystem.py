@@ -148,14 +148,29 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
 
     def _check_target(self, path: str) -> None:
         """Refuse to write a file at ``path`` when a directory is there, or when its parent is not a directory
-        (one round trip: both questions asked at once)."""
+        (one round trip: the questions asked at once; the parent's marker answers for directories made here,
+        a listing only for those other tools made without one)."""
         above = parent(path)
-        prefixes = [self._layout.dir_key(path)] + ([self._layout.dir_key(above)] if above else [])
-        _, occupied = self._client.probe([], prefixes)
+        heads = [self._layout.dir_key(above)] if above else []
+        found, occupied = self._client.probe(heads, [self._layout.dir_key(path)])
         if occupied[0]:
             raise errors.is_a_directory(path)
-        if above and not occupied[1]:
+        if above and found[0] is None and not self._client.probe([], [self._layout.dir_key(above)])[1][0]:
             raise self._no_parent(path)
+
+    def _ensure_parents(self, path: str) -> None:
+        """Make the missing directories above ``path`` in two round trips: ask about every ancestor at once
+        (a file on the way is ``NotADirectoryError``), then put the missing markers."""
+        above = _ancestors_of(path)
+        if not above:
+            return
+        found, occupied = self._client.probe(
+            [self._layout.key(a) for a in above], [self._layout.dir_key(a) for a in above]
+        )
+        if any(info is not None for info in found):
+            raise errors.not_a_directory(path)
+        missing = [a for a, there in zip(above, occupied, strict=True) if not there]
+        self._parallel(lambda directory: self._client.put(self._layout.dir_key(directory), b""), missing)
 
     def _directory_or_missing(self, path: str) -> OSError:
         """The error for a file operation on ``path`` where no file is: a directory, or nothing."""
@@ -276,7 +291,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         info = self._open_first(path)
         return StreamReader(path, ObjectReader(self._client, path, info[1], info[0]), info[1].size)
 
-    def _open_first(self, path: str) -> tuple[bytes, ObjectInfo]:
+    def _open_first(self, path: str) -> tuple[bytes | bytearray, ObjectInfo]:
         """The first block of the file at ``path`` and the version it belongs to."""
         try:
             return self._client.get(self._layout.key(path), 0, FIRST_BLOCK_BYTES)

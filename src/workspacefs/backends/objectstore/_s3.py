@@ -29,6 +29,7 @@ _MAX_COPY_BYTES = 5 * 1024**3
 """``CopyObject`` copies at most 5 GiB; larger objects are copied in parts."""
 _COPY_PART_BYTES = 512 * 1024**2
 _DELETE_BATCH = 1000
+_READ_PIECE_BYTES = 256 * 1024
 _NOT_FOUND = frozenset({"NoSuchKey", "NotFound", "404"})
 _DENIED = frozenset(
     {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled", "ExpiredToken"}
@@ -226,19 +227,31 @@ class S3Client(ObjectClient):
                 return
             request["ContinuationToken"] = token
 
-    def get(self, key: str, start: int, length: int, *, if_match: str | None = None) -> tuple[bytes, ObjectInfo]:
+    def get(
+        self, key: str, start: int, length: int, *, if_match: str | None = None
+    ) -> tuple[bytes | bytearray, ObjectInfo]:
         bucket, name = split_key(key)
         request: dict[str, Any] = {"Bucket": bucket, "Key": name, "Range": f"bytes={start}-{start + length - 1}"}
         if if_match is not None:
             request["IfMatch"] = if_match
 
-        async def fetch() -> tuple[bytes, dict[str, Any]]:
+        async def fetch() -> tuple[bytearray, dict[str, Any]]:
             response = await self._fs._call_s3("get_object", **request)
             body = response["Body"]
+            # filled in place, piece by piece: reading the body whole would hold it twice (pieces, then joined)
+            data = bytearray(int(response.get("ContentLength", 0)))
+            filled = 0
             try:
-                data = await body.read()
+                while filled < len(data):
+                    piece = await body.read(min(_READ_PIECE_BYTES, len(data) - filled))
+                    if not piece:
+                        break
+                    data[filled : filled + len(piece)] = piece
+                    filled += len(piece)
             finally:
                 body.close()
+            if filled < len(data):
+                raise ConnectionError(errno.EIO, f"The object store sent {filled} of {len(data)} bytes of {key}")
             return data, response
 
         try:

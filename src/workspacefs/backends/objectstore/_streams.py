@@ -25,7 +25,7 @@ __all__ = ["FIRST_BLOCK_BYTES", "ObjectReader", "ObjectWriter"]
 
 FIRST_BLOCK_BYTES = 1024 * 1024
 """Fetched when a reader opens: files up to this size are read in one request."""
-_READ_AHEAD_BYTES = 4 * 1024 * 1024
+_READ_AHEAD_BYTES = 8 * 1024 * 1024
 """Each later ``GET`` fetches at least this much (a sequential read costs one request per block)."""
 
 
@@ -34,7 +34,7 @@ class ObjectReader:
 
     __slots__ = ("_block", "_block_start", "_client", "_info", "_path", "_position")
 
-    def __init__(self, client: ObjectClient, path: str, info: ObjectInfo, first: bytes) -> None:
+    def __init__(self, client: ObjectClient, path: str, info: ObjectInfo, first: bytes | bytearray) -> None:
         self._client = client
         self._path = path
         self._info = info
@@ -144,9 +144,9 @@ class ObjectWriter(StreamWriter):
         """The content id of everything written so far."""
         return self._hasher.content_id()
 
-    def prefill(self, data: bytes) -> None:
+    def prefill(self, data: bytes | bytearray) -> None:
         """Start the object with ``data`` (an append's old content), not counted in ``bytes_written``."""
-        self._write_chunk(data)
+        self._write_chunk(bytes(data))
 
     def _write_chunk(self, data: bytes) -> None:
         self._size += len(data)
