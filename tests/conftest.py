@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,6 +61,16 @@ def s3_server() -> Iterator[object]:
             yield server
     except RuntimeError as exc:
         missing(f"moto's S3 server could not start: {exc}")
+
+
+@pytest.fixture
+def store(service_url: str) -> Iterator[Any]:
+    """The service's database on ``service_url`` (a ``SqlStore``), closed after the test."""
+    from workspacefs.backends.sql import SqlStore
+
+    opened = SqlStore(service_url)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import sys
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -298,3 +299,13 @@ def test_postgresql_reading_an_unknown_session_creates_nothing(postgres_url: str
         store.close()
     assert run("ls", "--create", "--fs", typo).exit_code == 0
     assert run("cat", "a.txt", "--fs", f"{postgres_url}?session={known}&agent=default").stdout == "x\n"
+
+
+def test_s3_reading_a_missing_prefix_creates_nothing(s3_server: Any) -> None:
+    prefix = f"cli-{uuid.uuid4().hex[:8]}"
+    url = s3_server.url("wsfs-tests", prefix)
+    missing = run("ls", "--fs", url)
+    assert missing.exit_code == 3 and "--create" in missing.stderr, missing.stderr
+    assert not s3_server.filesystem().exists(f"wsfs-tests/{prefix}")  # nothing was written
+    assert run("write", "a.txt", "--fs", url, stdin=b"in s3\n").exit_code == 0
+    assert run("cat", "a.txt", "--fs", url).stdout == "in s3\n"

@@ -304,3 +304,22 @@ class TestOpenS3:
         finally:
             s3.call_s3("delete_bucket_policy", Bucket=BUCKET)
         assert fs.read("secret.txt").content == "s"
+
+
+class TestS3Url:
+    """``open_filesystem("s3://bucket/prefix?…")``: the URL's options reach ``open_s3``."""
+
+    def test_open_with_options(self, s3_server: S3Server) -> None:
+        from workspacefs import open_filesystem
+
+        url = s3_server.url(BUCKET, "url/one", mount_point="/workspace", quota_files="2")
+        fs: Any = open_filesystem(url)
+        fs.write("/workspace/a.txt", "a")
+        assert isinstance(fs, ObjectStoreFilesystem) and fs.location == f"{BUCKET}/url/one"
+        assert fs.read("a.txt").content == "a" and fs.quota == Quota(max_files=2)
+        again: Any = open_filesystem(s3_server.url(BUCKET, "url/one", create="false", read_only="true"))
+        assert again.read_only and again.read("a.txt").content == "a"
+        with pytest.raises(FileNotFoundError):
+            open_filesystem(s3_server.url(BUCKET, "url/never", create="false"))
+        with pytest.raises(ValueError, match="Unknown option"):
+            open_filesystem(s3_server.url(BUCKET, "url/two", colour="blue"))

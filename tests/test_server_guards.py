@@ -40,13 +40,6 @@ def error_of(response: Any) -> tuple[int, str]:
 
 
 @pytest.fixture
-def store(service_url: str) -> Iterator[SqlStore]:
-    opened = SqlStore(service_url)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
 def client(store: SqlStore) -> Iterator[TestClient]:
     with TestClient(create_app(store, auth=False)) as test_client:
         yield test_client

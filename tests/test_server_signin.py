@@ -42,13 +42,6 @@ def _agent() -> str:
 
 
 @pytest.fixture
-def store(service_url: str) -> Iterator[SqlStore]:
-    opened = SqlStore(service_url)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
 def app(store: SqlStore) -> Any:
     return create_app(store, auth=True)
 

@@ -33,13 +33,6 @@ def bearer(secret: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def store(service_url: str) -> Iterator[SqlStore]:
-    opened = SqlStore(service_url)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
 def secured(store: SqlStore) -> Iterator[TestClient]:
     with TestClient(create_app(store, auth=True)) as client:
         yield client

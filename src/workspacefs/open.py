@@ -92,7 +92,8 @@ def query_flag(params: Mapping[str, str], name: str, default: bool = False) -> b
 
 
 def open_filesystem(url: str, **options: Any) -> Filesystem:
-    """Open the filesystem a URL names: ``memory://``, ``file:///dir``, ``sqlite:///f.db?session=…``, ``postgresql://…``.
+    """Open the filesystem a URL names: ``memory://``, ``file:///dir``, ``sqlite:///f.db?session=…``, ``postgresql://…``,
+    ``s3://bucket/prefix?endpoint_url=…``.
 
     Common query parameters: ``read_only=true``, ``mount_point=/workspace``, a quota (``quota_bytes=``,
     ``quota_files=``, ``quota_file_bytes=``), and ``create=``: whether to make a workspace that does not exist
@@ -240,6 +241,40 @@ def _open_container(url: str, params: dict[str, str]) -> Filesystem:
     return sandbox.filesystem
 
 
+def _open_s3(url: str, params: dict[str, str]) -> Filesystem:
+    """``s3://bucket/prefix?endpoint_url=…&key=…&secret=…&region=…&snapshot_dir=bucket/prefix&create=false``.
+
+    Credentials not given come from the usual AWS variables and files. ``create`` (default true, false when
+    ``read_only``) makes the prefix's marker; a missing bucket is never created and always refused.
+    """
+    from workspacefs.backends.objectstore import ObjectStoreFilesystem, open_s3  # noqa: PLC0415 - the s3 extra
+
+    parts = urlsplit(url)
+    root = unquote(parts.netloc + parts.path)
+    _check_options(
+        "s3://",
+        params,
+        {"endpoint_url", "key", "secret", "token", "region", "anon", "snapshot_dir"}
+        | {"read_only", "mount_point", "create"},
+    )
+    read_only = query_flag(params, "read_only")
+    fs: ObjectStoreFilesystem = open_s3(
+        root,
+        endpoint_url=params.get("endpoint_url"),
+        key=params.get("key"),
+        secret=params.get("secret"),
+        token=params.get("token"),
+        region=params.get("region"),
+        anon=query_flag(params, "anon"),
+        snapshot_dir=params.get("snapshot_dir"),
+        read_only=read_only,
+        mount_point=params.get("mount_point"),
+        create=query_flag(params, "create", default=not read_only),
+        quota=_quota(params),
+    )
+    return fs
+
+
 register_backend("memory", _open_memory)
 register_backend("podman", _open_container)
 register_backend("docker", _open_container)
@@ -247,3 +282,4 @@ register_backend("file", _open_host)
 _SQL_HINT = "pip install 'workspacefs[sql]' (and 'workspacefs[postgres]' for PostgreSQL)"
 for _scheme in ("sqlite", "postgresql", "postgres"):
     register_backend(_scheme, _open_sql, install_hint=_SQL_HINT)
+register_backend("s3", _open_s3, install_hint="pip install 'workspacefs[s3]'")

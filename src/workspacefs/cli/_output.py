@@ -58,8 +58,8 @@ _fs_url_option = click.option(
     metavar="URL",
     envvar="WORKSPACEFS_FS",
     required=True,
-    help="The workspace: memory://, file:///dir, sqlite:///file.db?session=ID, postgresql://…?session=ID "
-    "(or set WORKSPACEFS_FS).",
+    help="The workspace: memory://, file:///dir, sqlite:///file.db?session=ID, postgresql://…?session=ID, "
+    "s3://bucket/prefix (or set WORKSPACEFS_FS).",
 )
 _POLICY_KEY = "workspacefs.policy"
 _CREATE_KEY = "workspacefs.create"
