@@ -47,7 +47,8 @@ BACKENDS = (
     "workspacefs.backends.container",
     "workspacefs.backends.objectstore",
 )
-"""Backends proper: none imports another (they share only ``backends.base`` and its parts) …"""
+"""Backends proper: none imports another (they share only ``backends.base``, ``backends._objects`` — the
+object-store client of ``ObjectStoreFilesystem`` and of the SQL backend's content store — and their parts) …"""
 REUSES = {("workspacefs.backends.container", "workspacefs.backends.host")}
 """… except that a container workspace is a ``HostFilesystem`` on its bind mount (DESIGN §1)."""
 

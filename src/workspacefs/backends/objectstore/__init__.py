@@ -1,8 +1,8 @@
 """The object-store backend: ``ObjectStoreFilesystem`` over any fsspec filesystem (S3 through s3fs).
 
-``_layout.py`` maps paths to keys (files are plain objects, directories marker objects), ``_client.py`` is
-what the backend asks of a store and ``_s3.py`` the S3 answer, ``_streams.py`` reads and writes in fixed
-memory, ``_manifests.py`` and ``_snapshots.py`` keep snapshots outside the workspace, ``_filesystem.py``
+``_layout.py`` maps paths to keys (files are plain objects, directories marker objects), the object client
+(what the backend asks of a store, and the S3 answer) lives in ``workspacefs.backends._objects`` because the
+SQL backend's content store shares it, ``_streams.py`` reads and writes in fixed memory, ``_manifests.py`` and ``_snapshots.py`` keep snapshots outside the workspace, ``_filesystem.py``
 puts them together.
 """
 

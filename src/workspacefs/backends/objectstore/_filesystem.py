@@ -22,7 +22,7 @@ from workspacefs import errors
 from workspacefs.backends._conditional import ANY_VERSION, hash_reader
 from workspacefs.backends._core import too_big
 from workspacefs.backends.base import BaseFilesystem
-from workspacefs.backends.objectstore._client import ObjectClient, ObjectInfo, PreconditionFailed
+from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed
 from workspacefs.backends.objectstore._layout import Layout, Tree, split_root, usable_name
 from workspacefs.backends.objectstore._manifests import ManifestStore
 from workspacefs.backends.objectstore._snapshots import ObjectSnapshots
@@ -57,7 +57,7 @@ def client_for(fsspec_fs: Any) -> ObjectClient:
     protocols = getattr(fsspec_fs, "protocol", ())
     protocols = (protocols,) if isinstance(protocols, str) else tuple(protocols)
     if "s3" in protocols and hasattr(fsspec_fs, "_call_s3"):
-        from workspacefs.backends.objectstore._s3 import S3Client  # noqa: PLC0415 - needs the s3 extra
+        from workspacefs.backends._objects._s3 import S3Client  # noqa: PLC0415 - needs the s3 extra
 
         return S3Client(fsspec_fs)
     raise TypeError(

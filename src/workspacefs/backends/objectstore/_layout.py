@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from workspacefs.backends.objectstore._client import ObjectInfo
+from workspacefs.backends._objects._client import ObjectInfo
 from workspacefs.paths import MAX_PATH_DEPTH, ROOT, ancestors, name_problem
 
 __all__ = ["Layout", "Tree", "split_root", "usable_name"]

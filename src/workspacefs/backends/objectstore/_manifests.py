@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from workspacefs.backends.objectstore._client import ObjectClient, ObjectInfo
+from workspacefs.backends._objects._client import ObjectClient, ObjectInfo
 from workspacefs.errors import SnapshotNotFoundError
 from workspacefs.results import FilesystemSnapshot
 

@@ -18,7 +18,7 @@ from typing import TypeVar
 
 from workspacefs.backends._core import Fingerprint
 from workspacefs.backends._snapshotting import SnapshotMixin
-from workspacefs.backends.objectstore._client import ObjectClient, ObjectInfo, PreconditionFailed
+from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed
 from workspacefs.backends.objectstore._layout import Layout, Tree
 from workspacefs.backends.objectstore._manifests import Entry, Manifest, ManifestStore
 from workspacefs.errors import SnapshotCreationError, SnapshotNotFoundError, SnapshotRestoreError

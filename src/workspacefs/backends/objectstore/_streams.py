@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from workspacefs.backends.objectstore._client import (
+from workspacefs.backends._objects._client import (
     MIN_PART_BYTES,
     ObjectClient,
     ObjectInfo,

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from fsspec.asyn import sync
 
-from workspacefs.backends.objectstore._client import ObjectClient, ObjectInfo, PreconditionFailed, Upload
+from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed, Upload
 
 __all__ = ["S3Client", "split_key"]
 
