@@ -2,8 +2,8 @@
 
 ``_layout.py`` maps paths to keys (files are plain objects, directories marker objects), the object client
 (what the backend asks of a store, and the S3 answer) lives in ``workspacefs.backends._objects`` because the
-SQL backend's content store shares it, ``_streams.py`` reads and writes in fixed memory, ``_manifests.py`` and ``_snapshots.py`` keep snapshots outside the workspace, ``_filesystem.py``
-puts them together.
+SQL backend's content store shares it, ``_streams.py`` reads and writes in fixed memory, ``_manifests.py``
+and ``_snapshots.py`` keep snapshots outside the workspace, ``_filesystem.py`` puts them together.
 """
 
 from workspacefs.backends.objectstore._filesystem import ObjectStoreFilesystem

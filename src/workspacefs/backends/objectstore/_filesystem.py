@@ -21,8 +21,8 @@ from typing import Any, ClassVar, TypeVar
 from workspacefs import errors
 from workspacefs.backends._conditional import ANY_VERSION, hash_reader
 from workspacefs.backends._core import too_big
-from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed
+from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.objectstore._layout import Layout, Tree, split_root, usable_name
 from workspacefs.backends.objectstore._manifests import ManifestStore
 from workspacefs.backends.objectstore._snapshots import ObjectSnapshots

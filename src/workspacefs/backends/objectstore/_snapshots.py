@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from workspacefs.backends._core import Fingerprint
-from workspacefs.backends._snapshotting import SnapshotMixin
 from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed
+from workspacefs.backends._snapshotting import SnapshotMixin
 from workspacefs.backends.objectstore._layout import Layout, Tree
 from workspacefs.backends.objectstore._manifests import Entry, Manifest, ManifestStore
 from workspacefs.errors import SnapshotCreationError, SnapshotNotFoundError, SnapshotRestoreError
