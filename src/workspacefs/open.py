@@ -174,13 +174,18 @@ def _open_host(url: str, params: dict[str, str]) -> Filesystem:
 
 
 def _open_sql(url: str, params: dict[str, str]) -> Filesystem:
-    """``sqlite:///file.db?session=ID`` and ``postgresql://…?session=ID``."""
+    """``sqlite:///file.db?session=ID`` and ``postgresql://…?session=ID``; ``&content_store=s3%3A%2F%2F…``
+    (percent-encoded) keeps chunks of ``content_store_min_bytes`` (default 256 KiB) or more in an object store."""
     from workspacefs.backends.sql import SqlFilesystem, missing_database  # noqa: PLC0415 - needs the sql extra
 
     session = params.get("session")
     if not session:
         raise ValueError(f"SQL URLs need a session: add ?session=ID to {url!r}")
-    _check_options("a SQL filesystem", params, {"session", "read_only", "mount_point", "create"})
+    _check_options(
+        "a SQL filesystem",
+        params,
+        {"session", "read_only", "mount_point", "create", "content_store", "content_store_min_bytes"},
+    )
     create = query_flag(params, "create", default=True)
     if not create and (absent := missing_database(url)) is not None:
         raise FileNotFoundError(errno.ENOENT, "No such database file", absent)

@@ -12,7 +12,7 @@ from typing import NoReturn
 import click
 
 from workspacefs.cli import _browser, _files, _tokens, _workspace
-from workspacefs.cli._database import DB_HELP, open_store, redact
+from workspacefs.cli._database import CONTENT_STORE_HELP, DB_HELP, open_store, redact
 from workspacefs.cli._output import (
     EXIT_INVALID,
     create_option,
@@ -74,6 +74,9 @@ def main() -> None:
 @main.command(short_help="Run the REST API and the web file browser.")
 @click.option("--db", "db_url", metavar="URL", envvar="WORKSPACEFS_DB", help=DB_HELP)
 @click.option(
+    "--content-store", "content_store", metavar="URL", envvar="WORKSPACEFS_CONTENT_STORE", help=CONTENT_STORE_HELP
+)
+@click.option(
     "--host", default="127.0.0.1", show_default=True, envvar="WORKSPACEFS_HOST", help="Interface to listen on."
 )
 @click.option(
@@ -113,6 +116,7 @@ def main() -> None:
 def serve(
     *,
     db_url: str | None,
+    content_store: str | None,
     host: str,
     port: int,
     no_auth: bool,
@@ -140,11 +144,13 @@ def serve(
         raise click.UsageError(f"--no-auth is only allowed on a loopback host (127.0.0.1, ::1), not {host!r}")
     sock = listen(host, port)  # first: a busy port is one line and exit 7, before anything else happens
     port = int(sock.getsockname()[1])  # the port chosen for --port 0
-    store = open_store(db_url)
+    store = open_store(db_url, content_store=content_store)
     url = store.url
     reach = browsable_host(host)
     address = f"http://{f'[{reach}]' if ':' in reach else reach}:{port}/"
     click.echo(f"workspacefs: storage {store.dialect} at {redact(url)}", err=True)
+    if store.content is not None:
+        click.echo(f"workspacefs: chunks of {store.content.min_bytes} bytes or more in {store.content.root}", err=True)
     if no_auth:
         click.secho(
             f"WARNING: authentication is OFF. Anyone who can connect to {address} can read and change every session.",
@@ -238,6 +244,44 @@ def db_upgrade(db_url: str | None) -> None:
     migrate_service(store)  # then the service's own tables
     store.close()
     click.echo(f"{redact(store.url)}: schema up to date", err=True)
+
+
+@main.command("gc", short_help="Delete stored content no file or snapshot refers to.")
+@click.option("--db", "db_url", metavar="URL", envvar="WORKSPACEFS_DB", help=DB_HELP)
+@click.option(
+    "--content-store", "content_store", metavar="URL", envvar="WORKSPACEFS_CONTENT_STORE", help=CONTENT_STORE_HELP
+)
+@click.option("--dry-run", is_flag=True, help="List what would be deleted; delete nothing.")
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=3600,
+    show_default=True,
+    help="Seconds: content written more recently is kept (a writer may be about to refer to it).",
+)
+def gc_command(db_url: str | None, content_store: str | None, dry_run: bool, grace: float) -> None:
+    """Delete stored content that no file and no snapshot of any session refers to: chunk rows of the
+    database, uploads abandoned longer than the grace period ago, and (with --content-store) chunk objects
+    that no row names and that were written before the grace period.
+
+    Safe while the service runs: objects are deleted under a lock every writer takes before it writes one,
+    after checking again that nothing names them. Prints each object deleted (or, with --dry-run, each that
+    would be) and a summary line."""
+    from datetime import timedelta  # noqa: PLC0415
+
+    store = open_store(db_url, create=False, content_store=content_store)
+    try:
+        report = store.collect(grace=timedelta(seconds=grace), dry_run=dry_run)
+    except (ConnectionError, PermissionError, OSError) as exc:
+        click.echo(f"workspacefs: gc: {exc}", err=True)
+        sys.exit(1)
+    finally:
+        store.close()
+    for key in report.objects:
+        click.echo(key)
+    verb = "would delete" if dry_run else "deleted"
+    where = "" if store.content is None else f" and {len(report.objects)} object(s) from {store.content.root}"
+    click.echo(f"workspacefs: gc {verb} {report.chunks} chunk row(s){where}", err=True)
 
 
 _browser.register(main)

@@ -117,12 +117,24 @@ class SqlFilesystem(BaseFilesystem):
         mount_point: str | None = None,
         create: bool = True,
         quota: Quota | None = None,
+        content_store: str | None = None,
+        content_store_min_bytes: int | None = None,
     ) -> None:
+        """A session of ``store`` (a :class:`SqlStore`, or a URL this filesystem then opens and closes).
+
+        ``content_store`` / ``content_store_min_bytes`` configure the store opened from a URL (see
+        :class:`SqlStore`); a store passed in keeps the content store it was opened with."""
+        if not isinstance(store, str) and (content_store is not None or content_store_min_bytes is not None):
+            raise ValueError("content_store is an option of the SqlStore; pass it when opening the store")
         super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
         if not isinstance(session_id, str) or not session_id or len(session_id) > 200 or not session_id.isprintable():
             raise ValueError(f"session_id must be a short printable string, got {session_id!r}")
         self._owns_store = isinstance(store, str)
-        self._store = SqlStore(store) if isinstance(store, str) else store
+        self._store = (
+            SqlStore(store, content_store=content_store, content_store_min_bytes=content_store_min_bytes)
+            if isinstance(store, str)
+            else store
+        )
         self._session = session_id
         self._sql = self._store.sql
         if create:  # a caller that knows the session exists (the service) skips this write
@@ -297,7 +309,8 @@ class SqlFilesystem(BaseFilesystem):
             return row, None
         if row[7] is not None:  # inline
             return row, bytes(row[7])
-        return row, b"".join(bytes(r[8]) for r in rows if r[8] is not None)
+        chunk = self._store.chunk_bytes  # a chunk in the content store comes from there
+        return row, b"".join(chunk(r[9], r[8], r[10], r[11]) for r in rows if r[9] is not None)
 
     def _open_row_reader(self, path: str) -> tuple[Sequence[Any], ByteReader]:
         """A file's row (:data:`_hot.ROW`) and a reader of exactly the content that row names: both from
@@ -322,7 +335,9 @@ class SqlFilesystem(BaseFilesystem):
             scope.__exit__(None, None, None)
             return row, StreamReader(path, io.BytesIO(bytes(row[7])), row[4])
         prefetch = 8 if driver.postgres else 1
-        blob = BlobReader(scope, tx, self._sql.chunk, hashes=hashes, size=row[4], prefetch=prefetch)
+        blob = BlobReader(
+            scope, tx, self._sql.chunk, hashes=hashes, size=row[4], prefetch=prefetch, fetch=self._store.chunk_bytes
+        )
         return row, StreamReader(path, blob, row[4])
 
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
@@ -368,7 +383,7 @@ class SqlFilesystem(BaseFilesystem):
     def _write_content(
         self, path: str, data: bytes, mode: WriteMode, *, expect: str | None = None, read_only: bool | None = None
     ) -> None:
-        if mode != "append" and len(data) <= CHUNK_SIZE:
+        if mode != "append" and self._store.inline(len(data)):
             self._write_small(path, data, mode, expect, read_only)
             return
         for attempt in range(_RETRIES):

@@ -13,6 +13,7 @@ as UTF-8 with replacement, which keeps every valid UTF-8 literal the bytes conta
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -40,7 +41,8 @@ SQLite)."""
 _MAX_TRIGRAMS = 64
 
 _QUEUED_BATCH = (
-    "SELECT q.blob_id, coalesce(b.data, c.data) FROM wsfs_grep_queue q JOIN wsfs_blobs b ON b.id = q.blob_id"
+    "SELECT q.blob_id, coalesce(b.data, c.data), c.hash, c.stored, c.size"
+    " FROM wsfs_grep_queue q JOIN wsfs_blobs b ON b.id = q.blob_id"
     " LEFT JOIN wsfs_blob_chunks bc ON bc.blob_id = b.id AND bc.seq = 0"
     " LEFT JOIN wsfs_chunks c ON c.hash = bc.chunk_hash ORDER BY q.blob_id LIMIT 500"
 )
@@ -102,11 +104,19 @@ def anything_queued(connection: Connection) -> bool:
     return connection.exec_driver_sql("SELECT 1 FROM wsfs_grep_queue LIMIT 1").first() is not None
 
 
-def index_pending(connection: Connection, dialect: str) -> int:
+def index_pending(
+    connection: Connection, dialect: str, fetch: Callable[[str, Any, str | None, int], bytes] | None = None
+) -> int:
     """Index one batch of queued content in the caller's write transaction; returns how many it took.
 
-    Text content gets a key and an index row; binary content (which grep skips) only leaves the queue."""
-    rows = [(blob_id, indexed_text(_bytes(data))) for blob_id, data in connection.exec_driver_sql(_QUEUED[dialect])]
+    Text content gets a key and an index row; binary content (which grep skips) only leaves the queue.
+    ``fetch(hash, data, stored, size)`` gives a chunk's bytes when its row does not hold them (a chunk in the
+    store's content store): without it such content would be indexed as nothing, and grep would miss it."""
+    rows = []
+    for blob_id, held, digest, stored, size in connection.exec_driver_sql(_QUEUED[dialect]):
+        outside = fetch is not None and digest is not None and not held  # the blob's one chunk, kept elsewhere
+        data = fetch(digest, held, stored, size) if outside and fetch is not None else held
+        rows.append((blob_id, indexed_text(_bytes(data))))
     texts = {blob_id: text for blob_id, text in rows if text is not None}
     if texts:
         connection.exec_driver_sql(_ADD_KEY[dialect], [(blob_id,) for blob_id in texts])

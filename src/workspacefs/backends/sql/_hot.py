@@ -47,13 +47,14 @@ CHILDREN = (
 
 READ = (
     "SELECT f.path, f.is_directory, f.is_readonly, f.blob_id, f.size_bytes, f.created_at, f.updated_at,"
-    " b.data, c.data FROM wsfs_files f"
+    " b.data, c.data, c.hash, c.stored, c.size FROM wsfs_files f"
     " LEFT JOIN wsfs_blobs b ON b.id = f.blob_id"
     " LEFT JOIN wsfs_blob_chunks bc ON bc.blob_id = f.blob_id AND b.data IS NULL AND f.size_bytes <= ?"
     " LEFT JOIN wsfs_chunks c ON c.hash = bc.chunk_hash"
     " WHERE f.session_id = ? AND f.path = ? ORDER BY bc.seq"
 )
-"""A file's row and, when it is at most the given size, its content (inline, or its chunks in order)."""
+"""A file's row and, when it is at most the given size, its content (inline, or its chunks in order, each with
+its hash, where it is stored and its size: a chunk in the content store has empty ``data``)."""
 
 ROWS_FOR_WRITE = {
     "sqlite": (  # two lookups by key (an IN list or OR may be planned as a scan)
@@ -89,7 +90,8 @@ CHUNK_LIST = (
 )
 """The file's chunks in order (a streaming read takes them with the row, in one snapshot)."""
 
-CHUNK = "SELECT data FROM wsfs_chunks WHERE hash = ?"
+CHUNK = "SELECT data, stored, size FROM wsfs_chunks WHERE hash = ?"
+"""One chunk: its bytes, or where they are (``stored``) and how many."""
 
 PUT_INLINE = {
     "sqlite": "INSERT INTO wsfs_blobs (id, size, chunk_count, data) VALUES (?, ?, 0, ?) ON CONFLICT (id) DO NOTHING",

@@ -61,7 +61,10 @@ chunks = sa.Table(
     sa.Column("size", sa.Integer, nullable=False),
     sa.Column("data", sa.LargeBinary, nullable=False),
     sa.Column("touched_at", Stamp, nullable=False),
+    sa.Column("stored", sa.Text, nullable=False, server_default="sql"),
 )
+"""``stored`` says where a chunk's bytes are (migration ``0005``): ``'sql'`` in ``data``, or ``'object'`` in the
+store's content store (an object store; ``data`` is then empty, see :mod:`._content`)."""
 
 blobs = sa.Table(
     "wsfs_blobs",

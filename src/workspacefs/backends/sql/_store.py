@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, InternalError, OperationalError
 
 from workspacefs.backends.sql import _grep_index as grep_index
+from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORED_SQL, ContentStore
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
 from workspacefs.backends.sql._schema import (
@@ -43,11 +44,32 @@ from workspacefs.protocol import BytesLike
 from workspacefs.quota import QUOTA_URL_PARAMETERS
 from workspacefs.streams import content_id_of_chunks
 
-__all__ = ["UPLOAD_GRACE", "SessionInfo", "SqlStore", "default_database", "engine_url", "migrate", "missing_database"]
+__all__ = [
+    "UPLOAD_GRACE",
+    "GcReport",
+    "SessionInfo",
+    "SqlStore",
+    "default_database",
+    "engine_url",
+    "migrate",
+    "missing_database",
+]
 
+CONTENT_STORE_URL_PARAMETERS = ("content_store", "content_store_min_bytes")
+"""Options of a SQL URL that configure its store's content store (``content_store`` percent-encoded)."""
 UPLOAD_GRACE = timedelta(hours=1)
 """A streaming write silent for this long is taken for abandoned by :meth:`SqlStore.gc`."""
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class GcReport:
+    """What a collection removed (or, in a dry run, would remove): chunk rows of the database and chunk
+    objects of the content store (their keys)."""
+
+    chunks: int
+    objects: list[str]
+    dry_run: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +87,8 @@ def engine_url(url: str) -> tuple[str, dict[str, str]]:
     Query parameters the database driver does not know (``session``, ``read_only`` …) are taken out.
     """
     parsed = sa.engine.make_url(url)
-    ours = {"session", "read_only", "agent", "mount_point", "create", *QUOTA_URL_PARAMETERS}
+    ours = {"session", "read_only", "agent", "mount_point", "create", *CONTENT_STORE_URL_PARAMETERS}
+    ours |= set(QUOTA_URL_PARAMETERS)
     options = {k: str(v) for k, v in parsed.query.items() if k in ours}
     parsed = parsed.difference_update_query(list(ours))
     if parsed.drivername in ("postgresql", "postgres"):
@@ -78,7 +101,8 @@ def engine_url(url: str) -> tuple[str, dict[str, str]]:
 _HASH: Any = sa.bindparam("b_hash")
 _BLOB: Any = sa.bindparam("b_blob")
 _CHUNK_EXISTS = sa.select(chunks.c.hash).where(chunks.c.hash == _HASH)
-_CHUNK_DATA = sa.select(chunks.c.data).where(chunks.c.hash == _HASH)
+_CHUNK_DATA = sa.select(chunks.c.data, chunks.c.stored, chunks.c.size).where(chunks.c.hash == _HASH)
+_CHUNK_STORED = sa.select(chunks.c.stored).where(chunks.c.hash == _HASH)
 _CHUNK_HASHES = sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.blob_id == _BLOB).order_by(blob_chunks.c.seq)
 _INLINE_DATA = sa.select(blobs.c.data).where(blobs.c.id == _BLOB)
 _INSERT_BLOB_CHUNKS = sa.insert(blob_chunks)
@@ -140,8 +164,24 @@ class SqlStore:
     _migrated: ClassVar[set[str]] = set()
     _migrate_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, url: str, *, pool_size: int = 10) -> None:
-        self.url, _ = engine_url(url)
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 10,
+        content_store: str | ContentStore | None = None,
+        content_store_min_bytes: int | None = None,
+    ) -> None:
+        """Open (and migrate) the database at ``url``.
+
+        ``content_store`` (or the URL's ``content_store`` option, percent-encoded) is an
+        ``s3://bucket/prefix?endpoint_url=…`` URL: chunks of at least ``content_store_min_bytes`` (default
+        one whole chunk, 256 KiB; the URL option of that name too) are kept there instead of in the database,
+        content-addressed, and collected by :meth:`gc`. Without it every byte stays in the database.
+        """
+        self.url, options = engine_url(url)
+        self.content = _content_store(content_store, content_store_min_bytes, options)
+        """Where large chunks are kept (``None``: in the database)."""
         self.dialect = sa.engine.make_url(self.url).get_backend_name()
         if self.dialect == "sqlite":
             database = sa.engine.make_url(self.url).database
@@ -283,6 +323,17 @@ class SqlStore:
         """Store chunks of a streaming write (numbered from ``first_seq``) in one short transaction (one
         round trip on PostgreSQL); the upload rows keep them from collection until the write commits
         (or is abandoned and collected by :meth:`gc`). Their hashes, in order."""
+        content = self.content
+        if content is not None and any(content.goes_out(len(piece)) for piece in pieces):
+            with self.write() as connection:  # chunk objects are written under the content lock (see put_chunk)
+                now = datetime.now(UTC)
+                hashes = []
+                for seq, piece in enumerate(pieces, first_seq):
+                    hashes.append(self.put_chunk(connection, bytes(piece)))
+                    connection.execute(
+                        sa.insert(uploads).values(upload_id=upload_id, seq=seq, chunk_hash=hashes[-1], created_at=now)
+                    )
+                return hashes
         digests = [hashlib.sha256(piece).hexdigest() for piece in pieces]
         driver = self.driver
         with driver.transaction(write=True) as tx:
@@ -314,12 +365,49 @@ class SqlStore:
         deleting content this transaction is about to use. SQLite writers are serialised already.
         """
         digest = hashlib.sha256(data).hexdigest()
-        row = {"hash": digest, "size": len(data), "data": data, "touched_at": datetime.now(UTC)}
+        row = {"hash": digest, "size": len(data), "data": data, "touched_at": datetime.now(UTC), "stored": STORED_SQL}
+        if self.content is not None and self.content.goes_out(len(data)):
+            self._put_object_chunk(connection, digest, data, row)
+            return digest
         if self.dialect == "postgresql":
             connection.execute(self._upsert_chunk, row)
         elif connection.execute(_CHUNK_EXISTS, {"b_hash": digest}).first() is None:
             connection.execute(self._insert_chunk, row)
         return digest
+
+    def lock_content(self, connection: Connection, *, exclusive: bool = False) -> None:
+        """Take the content lock for the rest of the transaction (see :mod:`._content`): shared by a writer
+        before it writes a chunk object, exclusive while :meth:`gc` deletes objects. SQLite: every write
+        transaction already holds the database's one write lock."""
+        if self.dialect == "postgresql":
+            function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+            connection.exec_driver_sql(f"SELECT {function}({CONTENT_LOCK})")
+
+    def _put_object_chunk(self, connection: Connection, digest: str, data: bytes, row: dict[str, Any]) -> None:
+        """Store a chunk in the content store: its object first, then its row, both under the content lock.
+
+        A chunk row that exists names bytes that exist (in ``data``, or as an object the collector cannot
+        delete while this transaction holds the lock), so only a new chunk costs a PUT: identical content is
+        one object however many files hold it."""
+        assert self.content is not None
+        self.lock_content(connection)
+        stored = connection.execute(_CHUNK_STORED, {"b_hash": digest}).scalar()
+        if stored is None:
+            self.content.put(digest, data)  # before the row: a crash leaves an object without a row, never the reverse
+        if stored != STORED_SQL:  # a chunk already in the database keeps its row (and bytes) as they are
+            row = {**row, "data": b"", "stored": STORED_OBJECT}
+        if self.dialect == "postgresql":
+            connection.execute(self._upsert_chunk, row)
+        elif stored is None:
+            connection.execute(self._insert_chunk, row)
+
+    def chunk_bytes(self, digest: str, data: Any, stored: str | None, size: int) -> bytes:
+        """A chunk's bytes from its row's ``data``, ``stored`` and ``size``: the row's own, or its object's."""
+        if stored == STORED_OBJECT:
+            if self.content is None:
+                raise OSError(5, "This chunk is in a content store; open the store with content_store=…", digest)
+            return self.content.get(digest, size)
+        return bytes(data)
 
     def register_blob(self, connection: Connection, hashes: Sequence[str], size: int) -> str:
         """The blob made of ``hashes`` (stored chunks), created if new; its id names its content."""
@@ -334,7 +422,7 @@ class SqlStore:
 
     def put_content(self, connection: Connection, data: bytes) -> str:
         """Store whole content and return its blob id: inline up to one chunk, else cut at fixed offsets."""
-        if len(data) <= CHUNK_SIZE:
+        if self.inline(len(data)):
             blob_id = inline_blob_id(data)
             connection.exec_driver_sql(self.sql.put_inline, (blob_id, len(data), data))
             return blob_id
@@ -345,11 +433,17 @@ class SqlStore:
         """The chunk hashes of a blob, in order."""
         return [r[0] for r in connection.execute(_CHUNK_HASHES, {"b_blob": blob_id})]
 
+    def inline(self, size: int) -> bool:
+        """Whether whole content of ``size`` bytes is stored in its blob row (at most one chunk, and not
+        bound for the content store)."""
+        return size <= CHUNK_SIZE and (size == 0 or self.content is None or not self.content.goes_out(size))
+
     def read_chunk(self, connection: Connection, digest: str) -> bytes:
-        data = connection.execute(_CHUNK_DATA, {"b_hash": digest}).scalar()
-        if data is None:
+        """One chunk's bytes, from the database or the content store."""
+        row = connection.execute(_CHUNK_DATA, {"b_hash": digest}).first()
+        if row is None:
             raise OSError(5, "Content is missing from the store", digest)
-        return bytes(data)
+        return self.chunk_bytes(digest, row.data, row.stored, row.size)
 
     def blob_parts(self, connection: Connection, blob_id: str) -> tuple[list[str], bytes | None]:
         """A blob's chunk hashes in order, or its inline content (then no hashes)."""
@@ -411,22 +505,69 @@ class SqlStore:
 
     def gc(self, *, grace: timedelta = UPLOAD_GRACE) -> int:
         """Collect everything nothing refers to: blobs, chunks, and uploads abandoned longer than
-        ``grace`` ago (a writer that crashed mid-stream). Returns the chunks deleted."""
-        cutoff = datetime.now(UTC) - grace
+        ``grace`` ago (a writer that crashed mid-stream). Returns the chunks deleted.
+
+        Chunk objects of a content store are collected by :meth:`collect` (which calls this first)."""
         with self.write() as connection:
-            connection.execute(sa.delete(uploads).where(uploads.c.created_at < cutoff))
-            unreferenced = sa.select(blobs.c.id).where(
-                ~sa.exists().where(session_files.c.blob_id == blobs.c.id),
-                ~sa.exists().where(snapshot_entries.c.blob_id == blobs.c.id),
-            )
-            self.release(connection, [r[0] for r in connection.execute(unreferenced)])
-            orphaned = sa.delete(chunks).where(
-                ~sa.exists().where(blob_chunks.c.chunk_hash == chunks.c.hash),
-                ~sa.exists().where(uploads.c.chunk_hash == chunks.c.hash),
-            )
-            collected = len(connection.execute(orphaned.returning(chunks.c.hash)).all())
-            grep_index.rebuild_if_stale(connection, self.dialect)
-            return collected
+            return self._gc_rows(connection, datetime.now(UTC) - grace)
+
+    def collect(self, *, grace: timedelta = UPLOAD_GRACE, dry_run: bool = False) -> GcReport:
+        """:meth:`gc`, then delete the content store's chunk objects that no chunk row names and that were
+        written more than ``grace`` ago (``workspacefs gc``).
+
+        Safe against concurrent writers: objects are deleted inside a transaction that holds the content
+        lock exclusively and has re-checked, after taking it, that no row names them (see :mod:`._content`).
+        ``dry_run`` does the same work in one transaction that is rolled back, and deletes no object: the
+        report lists what a real run would remove now."""
+        cutoff = datetime.now(UTC) - grace
+        content = self.content
+        if dry_run:
+            candidates = content.older_than(cutoff) if content is not None else []
+            with self.engine.connect().execution_options(wsfs_write=True) as connection:
+                transaction = connection.begin()
+                try:
+                    collected = self._gc_rows(connection, cutoff)
+                    doomed = self._unreferenced(connection, candidates)
+                finally:
+                    transaction.rollback()
+            return GcReport(collected, doomed, dry_run=True)
+        collected = self.gc(grace=grace)
+        if content is None:
+            return GcReport(collected, [])
+        candidates = content.older_than(cutoff)  # listed before the lock: a writer's newer object is not among them
+        with self.write() as connection:
+            self.lock_content(connection, exclusive=True)
+            doomed = self._unreferenced(connection, candidates)
+            content.client.delete(doomed)  # while the lock is held: no writer can be about to name them
+        return GcReport(collected, doomed)
+
+    def _unreferenced(self, connection: Connection, candidates: Sequence[Any]) -> list[str]:
+        """The keys among ``candidates`` (chunk objects) whose chunk has no row that keeps it in the store."""
+        assert self.content is not None or not candidates
+        by_digest = {self.content.digest_of(item.key): item.key for item in candidates} if self.content else {}
+        wanted = sorted(d for d in by_digest if d)
+        kept: set[str] = set()
+        for start in range(0, len(wanted), 500):
+            batch = wanted[start : start + 500]
+            query = sa.select(chunks.c.hash).where(chunks.c.hash.in_(batch), chunks.c.stored == STORED_OBJECT)
+            kept.update(connection.execute(query).scalars())
+        return sorted(by_digest[d] for d in wanted if d not in kept)
+
+    def _gc_rows(self, connection: Connection, cutoff: datetime) -> int:
+        """The database's part of :meth:`gc`, in the caller's write transaction."""
+        connection.execute(sa.delete(uploads).where(uploads.c.created_at < cutoff))
+        unreferenced = sa.select(blobs.c.id).where(
+            ~sa.exists().where(session_files.c.blob_id == blobs.c.id),
+            ~sa.exists().where(snapshot_entries.c.blob_id == blobs.c.id),
+        )
+        self.release(connection, [r[0] for r in connection.execute(unreferenced)])
+        orphaned = sa.delete(chunks).where(
+            ~sa.exists().where(blob_chunks.c.chunk_hash == chunks.c.hash),
+            ~sa.exists().where(uploads.c.chunk_hash == chunks.c.hash),
+        )
+        collected = len(connection.execute(orphaned.returning(chunks.c.hash)).all())
+        grep_index.rebuild_if_stale(connection, self.dialect)
+        return collected
 
     def index_for_grep(self) -> int:
         """Bring the grep index up to date (batches of its own transactions); returns the blobs taken.
@@ -440,7 +581,7 @@ class SqlStore:
         try:
             while True:
                 with self.write() as connection:
-                    taken = grep_index.index_pending(connection, self.dialect)
+                    taken = grep_index.index_pending(connection, self.dialect, self.chunk_bytes)
                 done += taken
                 if taken < grep_index.BATCH:
                     break
@@ -484,6 +625,31 @@ def inline_blob_id(data: bytes) -> str:
 def blob_id_for(hashes: Sequence[str], size: int) -> str:
     """A blob's id: the hash of its size and chunk hashes (fixed chunking makes it a content id)."""
     return content_id_of_chunks(hashes, size)
+
+
+def _content_store(
+    given: str | ContentStore | None, min_bytes: int | None, options: dict[str, str]
+) -> ContentStore | None:
+    """The content store a store is opened with: the argument, else the URL's ``content_store`` option."""
+    url = given if given is not None else options.get("content_store")
+    if min_bytes is None and "content_store_min_bytes" in options:
+        try:
+            min_bytes = int(options["content_store_min_bytes"])
+        except ValueError:
+            raise ValueError("content_store_min_bytes must be a whole number of bytes") from None
+    if url is None or url == "":
+        if min_bytes is not None:
+            raise ValueError("content_store_min_bytes needs a content_store")
+        return None
+    threshold = CHUNK_SIZE if min_bytes is None else min_bytes
+    if threshold < 1:
+        raise ValueError("content_store_min_bytes must be at least 1")
+    if isinstance(url, ContentStore):
+        return url if min_bytes is None else ContentStore(url.client, url.root, threshold, url.url)
+    from workspacefs.backends._objects._opening import client_from_url  # noqa: PLC0415 - needs the s3 extra
+
+    client, root = client_from_url(url)
+    return ContentStore(client, root, threshold, url)
 
 
 def missing_database(url: str) -> str | None:

@@ -7,6 +7,7 @@ import io
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from workspacefs.backends.sql._driver import Scope, Tx
 from workspacefs.backends.sql._schema import CHUNK_SIZE
@@ -44,8 +45,21 @@ class BlobReader(io.RawIOBase):
     """Reads a blob chunk by chunk inside a snapshot transaction held for the reader's life; on
     PostgreSQL the next few chunks are asked for in one round trip (memory: ``prefetch`` chunks)."""
 
-    def __init__(self, scope: Scope, tx: Tx, sql_chunk: str, *, hashes: list[str], size: int, prefetch: int) -> None:
+    def __init__(
+        self,
+        scope: Scope,
+        tx: Tx,
+        sql_chunk: str,
+        *,
+        hashes: list[str],
+        size: int,
+        prefetch: int,
+        fetch: Callable[[str, Any, str | None, int], bytes],
+    ) -> None:
+        """``fetch(hash, data, stored, size)`` turns a chunk row into its bytes (``SqlStore.chunk_bytes``:
+        a chunk kept in the content store comes from there)."""
         super().__init__()
+        self._fetch = fetch
         self._scope = scope
         self._tx = tx
         self._sql_chunk = sql_chunk
@@ -75,7 +89,7 @@ class BlobReader(io.RawIOBase):
                 row = cursor.fetchone()
                 if row is None:
                     raise OSError(5, "Content is missing from the store", self._hashes[i])
-                self._ready[i] = bytes(row[0])
+                self._ready[i] = self._fetch(self._hashes[i], row[0], row[1], row[2])
         return self._ready[index]
 
     def read(self, size: int = -1) -> bytes:

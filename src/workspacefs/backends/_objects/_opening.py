@@ -1,0 +1,53 @@
+"""An object client from an ``s3://bucket/prefix?endpoint_url=…&key=…&secret=…&token=…&region=…&anon=…`` URL.
+
+The options are those of ``open_filesystem``'s ``s3://`` URLs; credentials not given come from the usual
+AWS variables and files. Opening checks that the bucket exists (a typo fails here, not at the first write)
+and never creates one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from workspacefs.backends._objects._client import ObjectClient
+
+__all__ = ["CLIENT_URL_OPTIONS", "client_from_url"]
+
+CLIENT_URL_OPTIONS = frozenset({"endpoint_url", "key", "secret", "token", "region", "anon"})
+"""The query options an ``s3://`` URL may carry to reach its store."""
+
+
+def client_from_url(url: str) -> tuple[ObjectClient, str]:
+    """The client for ``url`` and its root key (``bucket/prefix``, without a trailing ``/``).
+
+    Raises:
+        ValueError: not an ``s3://`` URL, no bucket, or an option this URL cannot take.
+        FileNotFoundError: the bucket does not exist. ConnectionError: the endpoint cannot be reached.
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "s3":
+        raise ValueError(f"A content store is an s3://bucket/prefix URL, not {url.split('?', maxsplit=1)[0]!r}")
+    root = unquote(parts.netloc + parts.path).strip("/")
+    if not root:
+        raise ValueError("A content store URL names a bucket: s3://bucket/prefix")
+    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = sorted(set(params) - CLIENT_URL_OPTIONS)
+    if unknown:
+        raise ValueError(f"Unknown option(s) for a content store: {', '.join(unknown)}")
+    import s3fs  # noqa: PLC0415 - the s3 extra
+
+    from workspacefs.backends._objects._s3 import S3Client, split_key  # noqa: PLC0415 - needs the s3 extra
+
+    options: dict[str, Any] = {"skip_instance_cache": True, "anon": params.get("anon", "").lower() in ("1", "true")}
+    if params.get("endpoint_url"):
+        options["endpoint_url"] = params["endpoint_url"]
+    if params.get("key") or params.get("secret"):
+        options.update(key=params.get("key"), secret=params.get("secret"), token=params.get("token"))
+    if params.get("region"):
+        options["client_kwargs"] = {"region_name": params["region"]}
+    client = S3Client(s3fs.S3FileSystem(**options))
+    bucket = split_key(root)[0]
+    if not client.bucket_exists(bucket):
+        raise FileNotFoundError(2, "No such bucket", bucket)
+    return client, root

@@ -1,0 +1,85 @@
+"""Chunks kept in an object store instead of the database (``SqlStore(url, content_store="s3://…")``).
+
+A chunk of at least ``min_bytes`` is written to ``<root>/chunks/<sha256>`` and its ``wsfs_chunks`` row keeps
+only its hash, size and ``stored = 'object'`` (``data`` is empty: the column stays ``NOT NULL`` so that
+SQLite needs no table rebuild). Smaller chunks, and small files stored inline, stay in the database.
+
+Why nothing is ever lost:
+
+- The object is written before the row that names it commits, inside the writer's transaction: a crash
+  leaves at most an object no row names, which :func:`collect` removes later; never a row without its
+  object.
+- Objects are deleted only by :func:`collect` (``workspacefs gc``), never by an ordinary write or delete
+  (those drop rows only). A writer holds the *content lock* from before it writes an object until its
+  rows commit: on SQLite that is the database's write lock every write transaction takes, on PostgreSQL a
+  shared transaction-level advisory lock. The collector takes the same lock exclusively, re-checks in that
+  transaction that no row names an object, and deletes it while still holding the lock; so a writer either
+  committed its row before the check (the object is kept) or writes its object after the delete.
+- Only objects older than a grace period are candidates at all, a second guard for writers that do not
+  take the lock (an older version of this library, a tool run by hand).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from workspacefs.backends._objects._client import ObjectClient, ObjectInfo
+
+__all__ = ["CONTENT_LOCK", "STORED_OBJECT", "STORED_SQL", "ContentStore"]
+
+STORED_SQL = "sql"
+"""``wsfs_chunks.stored``: the chunk's bytes are in ``data``."""
+STORED_OBJECT = "object"
+"""``wsfs_chunks.stored``: the chunk's bytes are the object ``<root>/chunks/<hash>``; ``data`` is empty."""
+CONTENT_LOCK = 0x77736673_6F626A
+"""The PostgreSQL advisory lock key of the content lock ("wsfsobj"): shared by writers, exclusive in gc."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContentStore:
+    """Where large chunks go: an object client, the root key under which chunks live, and the threshold."""
+
+    client: ObjectClient
+    root: str
+    min_bytes: int
+    url: str = ""
+
+    def key(self, digest: str) -> str:
+        """The object key of a chunk (content-addressed: the same bytes always have the same key)."""
+        return f"{self.root}/chunks/{digest}"
+
+    def digest_of(self, key: str) -> str | None:
+        """The chunk hash an object key names, or ``None`` for a key that is not a chunk's."""
+        prefix = f"{self.root}/chunks/"
+        if not key.startswith(prefix):
+            return None
+        digest = key[len(prefix) :]
+        return digest if len(digest) == 64 and all(c in "0123456789abcdef" for c in digest) else None
+
+    def goes_out(self, size: int) -> bool:
+        """Whether a chunk of ``size`` bytes is kept in the object store."""
+        return size >= self.min_bytes
+
+    def put(self, digest: str, data: bytes | bytearray | memoryview) -> None:
+        """Write a chunk's object (again, if it exists: that renews its time, which the grace period reads)."""
+        self.client.put(self.key(digest), data)
+
+    def get(self, digest: str, size: int) -> bytes:
+        """A chunk's bytes (``OSError`` EIO if its object is missing: content the store has lost)."""
+        try:
+            data, _ = self.client.get(self.key(digest), 0, size)
+        except FileNotFoundError:
+            raise OSError(5, "Content is missing from the object store", digest) from None
+        if len(data) != size:
+            raise OSError(5, f"The object store holds {len(data)} of {size} bytes of a chunk", digest)
+        return bytes(data)
+
+    def objects(self) -> list[ObjectInfo]:
+        """Every chunk object under the root."""
+        found = self.client.list(f"{self.root}/chunks/", recursive=True)
+        return [item for item in found if isinstance(item, ObjectInfo) and self.digest_of(item.key)]
+
+    def older_than(self, cutoff: datetime) -> list[ObjectInfo]:
+        """Chunk objects last written before ``cutoff`` (candidates for collection)."""
+        return [item for item in self.objects() if item.modified < cutoff]
