@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import os
 import threading
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
@@ -18,9 +19,10 @@ import pytest
 import sqlalchemy as sa
 
 from workspacefs import SqlFilesystem, SqlStore, open_filesystem
-from workspacefs.backends.sql._content import STORED_OBJECT, STORED_SQL
+from workspacefs.backends._objects._s3 import S3Client as S3ClientBase
+from workspacefs.backends.sql._content import STORED_OBJECT, STORED_SQL, ContentStore
 from workspacefs.backends.sql._schema import CHUNK_SIZE
-from workspacefs.backends.sql._store import migration_config
+from workspacefs.backends.sql._store import engine_url, migration_config
 from workspacefs.protocol import Filesystem
 from workspacefs.quota import Quota
 from workspacefs.testing import FilesystemValidationSuite
@@ -51,12 +53,22 @@ def chunk_rows(store: SqlStore) -> dict[str, tuple[str, int]]:
     return {row[0]: (row[1], int(row[2])) for row in rows}
 
 
+def fresh_postgres(server_url: str) -> str:
+    """A new, empty database on the test server. One database has one content store: sharing the session's
+    database would let these chunks (kept in objects) meet stores opened without a content store."""
+    name = f"wsfs_content_{os.getpid()}_{next(_ids)}"
+    engine = sa.create_engine(engine_url(server_url)[0], isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    engine.dispose()
+    return sa.engine.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def database(request: pytest.FixtureRequest, fast_tmp: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{fast_tmp / f'content-{next(_ids)}.db'}"
-    url: str = request.getfixturevalue("postgres_url")
-    return url
+    return fresh_postgres(request.getfixturevalue("postgres_url"))
 
 
 @pytest.fixture
@@ -212,6 +224,69 @@ def test_a_crashed_writer_leaves_an_object_without_a_row_never_a_row_without_its
     store.close()
 
 
+def test_an_abandoned_stream_keeps_the_old_content_and_gc_removes_its_objects(database: str, server: S3Server) -> None:
+    store = open_store(database, server, min_bytes=1)
+    fs = session(store)
+    old = b"the old content\n" * 100
+    fs.write_bytes("file.bin", old)
+    before = object_keys(store)
+    with pytest.raises(RuntimeError), fs.open_write("file.bin") as writer:
+        for index in range(3):  # three whole chunks uploaded, then the writer dies
+            writer.write(bytes([index + 1]) * CHUNK_SIZE)
+        raise RuntimeError("the writer dies mid-stream")
+    assert fs.read_bytes("file.bin").content == old
+    assert len(object_keys(store) - before) == 3  # its objects were written, no file names them
+    removed = store.collect(grace=timedelta(0)).objects
+    assert len(removed) == 3 and object_keys(store) == before
+    assert fs.read_bytes("file.bin").content == old
+    store.close()
+
+
+class CountingClient(S3ClientBase):
+    """The real S3 client, counting the objects it writes."""
+
+    def __init__(self, fs: Any) -> None:
+        super().__init__(fs)
+        self.puts = 0
+
+    def put(self, key: str, data: Any, **options: Any) -> Any:
+        self.puts += 1
+        return super().put(key, data, **options)
+
+
+def test_identical_content_is_written_to_the_object_store_once(database: str, server: S3Server) -> None:
+    client = CountingClient(server.filesystem())
+    root = f"{BUCKET}/{new_prefix('counted')}"
+    store = SqlStore(database, content_store=ContentStore(client, root, 1))
+    first, second = session(store), session(store)
+    content = b"written by two sessions, stored once\n" * 50
+    first.write_bytes("a.txt", content)
+    second.write_bytes("b.txt", content)
+    with second.open_write("c.txt") as writer:
+        writer.write(content)
+    assert client.puts == 1 and len(object_keys(store)) == 1
+    assert second.read_bytes("c.txt").content == content
+    store.close()
+
+
+def test_a_store_opened_without_its_content_store_says_so_and_grep_still_works(
+    fast_tmp: Path, server: S3Server
+) -> None:
+    url = f"sqlite:///{fast_tmp / f'mixed-{next(_ids)}.db'}"
+    with_objects = open_store(url, server, min_bytes=1)
+    outside = session(with_objects)
+    outside.write("notes.txt", "a needle kept in an object\n")
+    plain = SqlStore(url)  # a misconfigured process: the same database, no content store
+    mine = session(plain)
+    mine.write("mine.txt", "a needle of its own\n")
+    assert [m.path for m in mine.grep("needle")] == ["mine.txt"]  # the other session's queued blob waits
+    with pytest.raises(OSError, match="content store"):
+        SqlFilesystem(plain, outside.session_id).read("notes.txt")
+    assert [m.path for m in outside.grep("needle")] == ["notes.txt"]  # indexed by the store that can read it
+    plain.close()
+    with_objects.close()
+
+
 def test_open_filesystem_takes_the_content_store_from_the_url(fast_tmp: Path, server: S3Server) -> None:
     prefix = new_prefix("url")
     encoded = quote(content_url(server, prefix), safe="")
@@ -273,6 +348,12 @@ class ContentStoreFactory:
     @pytest.fixture(autouse=True)
     def _store(self, request: pytest.FixtureRequest, s3_server: Any) -> Iterator[None]:
         url = request.getfixturevalue(self.url_fixture)
+        if url.startswith("postgresql") and url not in ContentStoreFactory.stores:
+            ContentStoreFactory.stores[url] = SqlStore(
+                fresh_postgres(url),
+                content_store=content_url(s3_server, new_prefix("suite-pg")),
+                content_store_min_bytes=64,
+            )
         if url not in ContentStoreFactory.stores:
             where = content_url(s3_server, new_prefix(f"suite-{self.url_fixture}"))
             ContentStoreFactory.stores[url] = SqlStore(url, content_store=where, content_store_min_bytes=64)
@@ -366,4 +447,3 @@ def test_the_service_keeps_large_uploads_in_the_content_store(fast_tmp: Path, se
 class TestPostgresWithContentStore(ContentStoreFactory, FilesystemValidationSuite):
     url_fixture = "postgres_url"
     model_examples = 15
-

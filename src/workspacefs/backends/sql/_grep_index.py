@@ -111,11 +111,20 @@ def index_pending(
 
     Text content gets a key and an index row; binary content (which grep skips) only leaves the queue.
     ``fetch(hash, data, stored, size)`` gives a chunk's bytes when its row does not hold them (a chunk in the
-    store's content store): without it such content would be indexed as nothing, and grep would miss it."""
+    store's content store): without it such content would be indexed as nothing, and grep would miss it.
+    Content that cannot be fetched here stays queued (queued content is always a grep candidate), and ends
+    this catch-up, so unreadable content is not asked for again and again."""
     rows = []
-    for blob_id, held, digest, stored, size in connection.exec_driver_sql(_QUEUED[dialect]):
-        outside = fetch is not None and digest is not None and not held  # the blob's one chunk, kept elsewhere
-        data = fetch(digest, held, stored, size) if outside and fetch is not None else held
+    found = connection.exec_driver_sql(_QUEUED[dialect]).all()
+    for blob_id, held, digest, stored, size in found:
+        data = held
+        if digest is not None and not held:  # the blob's one chunk, kept in a content store
+            try:
+                data = fetch(digest, held, stored, size) if fetch is not None else None
+            except OSError:
+                data = None
+            if data is None:  # not readable here: it stays queued, so grep keeps reading the file itself
+                continue
         rows.append((blob_id, indexed_text(_bytes(data))))
     texts = {blob_id: text for blob_id, text in rows if text is not None}
     if texts:
@@ -125,7 +134,7 @@ def index_pending(
         connection.exec_driver_sql(_ADD_TEXT[dialect], [(key, texts[blob_id]) for key, blob_id in keys])
     if rows:
         connection.exec_driver_sql(_DEQUEUE[dialect], [(blob_id,) for blob_id, _ in rows])
-    return len(rows)
+    return len(rows) if len(rows) == len(found) else min(len(rows), BATCH - 1)  # a skipped blob ends the catch-up
 
 
 def _bytes(data: Any) -> bytes | None:
