@@ -17,11 +17,17 @@ Why nothing is ever lost:
   committed its row before the check (the object is kept) or writes its object after the delete.
 - Only objects older than a grace period are candidates at all, a second guard for writers that do not
   take the lock (an older version of this library, a tool run by hand).
+
+One database has one content store: every process that opens it must pass the same ``content_store``. A
+process without it still reads and writes what the database holds, and refuses (``OSError``, naming the
+content store) to read a chunk kept outside. A streaming reader reads its chunks' objects as it goes, so a
+reader held open across a ``gc`` that collects the file it reads (deleted meanwhile, its object older than
+the grace period) can fail with ``OSError``; the database's own chunks stay readable in its snapshot.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from workspacefs.backends._objects._client import ObjectClient, ObjectInfo
@@ -43,7 +49,8 @@ class ContentStore:
     client: ObjectClient
     root: str
     min_bytes: int
-    url: str = ""
+    url: str = field(default="", repr=False)
+    """The ``s3://`` URL it was opened from (kept out of ``repr``: it may carry a secret)."""
 
     def key(self, digest: str) -> str:
         """The object key of a chunk (content-addressed: the same bytes always have the same key)."""
