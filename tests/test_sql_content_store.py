@@ -301,16 +301,16 @@ def test_open_filesystem_takes_the_content_store_from_the_url(fast_tmp: Path, se
         SqlStore(f"sqlite:///{fast_tmp / 'opened.db'}?content_store_min_bytes=5")
 
 
-def test_the_migration_adds_stored_and_downgrades_only_without_outside_chunks(fast_tmp: Path, server: S3Server) -> None:
+def test_the_migration_adds_stored_and_downgrades_only_without_outside_chunks(database: str, server: S3Server) -> None:
     from alembic import command
 
-    url = f"sqlite:///{fast_tmp / f'migration-{next(_ids)}.db'}"
+    url = database
     plain = SqlStore(url)
     fs = session(plain)
     fs.write_bytes("big.bin", b"b" * (CHUNK_SIZE + 10))
     plain.close()
     config = migration_config()
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(engine_url(url)[0])
     with engine.connect() as connection, connection.begin():
         config.attributes["connection"] = connection
         assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0005"
@@ -326,7 +326,7 @@ def test_the_migration_adds_stored_and_downgrades_only_without_outside_chunks(fa
     assert reopened.read_bytes("big.bin").content == b"b" * (CHUNK_SIZE + 10)
     reopened.write_bytes("out.bin", b"o" * CHUNK_SIZE)  # one chunk now lives outside
     with_objects.close()
-    engine = sa.create_engine(url)
+    engine = sa.create_engine(engine_url(url)[0])
     with engine.connect() as connection:
         transaction = connection.begin()
         config.attributes["connection"] = connection
