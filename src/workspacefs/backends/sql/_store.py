@@ -177,7 +177,8 @@ class SqlStore:
         ``content_store`` (or the URL's ``content_store`` option, percent-encoded) is an
         ``s3://bucket/prefix?endpoint_url=…`` URL: chunks of at least ``content_store_min_bytes`` (default
         one whole chunk, 256 KiB; the URL option of that name too) are kept there instead of in the database,
-        content-addressed, and collected by :meth:`gc`. Without it every byte stays in the database.
+        content-addressed, and collected by :meth:`collect` (``workspacefs gc``). Without it every byte stays
+        in the database.
         """
         self.url, options = engine_url(url)
         self.content = _content_store(content_store, content_store_min_bytes, options)
