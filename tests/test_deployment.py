@@ -1,0 +1,196 @@
+"""The deployment of issue 18, on loopback: several ``workspacefs serve`` processes over one PostgreSQL
+database and one S3 content store (moto's server), exercised through real sockets by concurrent clients.
+
+Every process here is a real one (``python -m workspacefs serve``, PostgreSQL's binaries, ``moto.server``)
+and is stopped by the fixture that started it. Nothing is timed: waits are bounded by budgets only a hang
+reaches, and outcomes are checked by counting (statuses, bytes, objects, rows).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+from workspacefs import SqlStore
+from workspacefs.backends.sql._store import engine_url
+from workspacefs.server.tokens import TokenStore
+from workspacefs.testing._s3 import S3Server
+from workspacefs.testing._service import ServiceProcess, running_service
+
+BUCKET = "wsfs-tests"
+MIN_BYTES = 1024
+"""Chunks of at least this many bytes go to the content store: small enough that the tests' files land in S3."""
+HANG_BUDGET = 60.0
+"""Seconds a single request may take before the test calls it a hang (only a hang reaches it)."""
+_ids = itertools.count()
+
+
+def fresh_database(server_url: str) -> str:
+    """A new, empty database on the test PostgreSQL server: one database has one content store."""
+    name = f"wsfs_deploy_{os.getpid()}_{next(_ids)}"
+    engine = sa.create_engine(engine_url(server_url)[0], isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    engine.dispose()
+    return sa.engine.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+@dataclass
+class Deployment:
+    """Service processes over one database and one content store, an admin token, and a store to look inside."""
+
+    db_url: str
+    content_url: str
+    services: list[ServiceProcess]
+    auth: dict[str, str]
+    store: SqlStore
+
+    def client(self, index: int) -> httpx.Client:
+        """A client of the ``index``-th process (modulo their number), with the admin token."""
+        service = self.services[index % len(self.services)]
+        return httpx.Client(base_url=service.url, headers=self.auth, timeout=HANG_BUDGET)
+
+    def serve_args(self) -> tuple[str, ...]:
+        """The extra ``serve`` arguments every process of this deployment runs with."""
+        return ("--content-store", self.content_url, "--rate-limit", "0")
+
+
+@contextmanager
+def deployment_over(postgres_url: str, server: S3Server, processes: int) -> Iterator[Deployment]:
+    """``processes`` serve processes over a fresh database and a fresh prefix of ``server``'s test bucket.
+
+    The database is migrated and the admin token made before any process starts (no two processes race
+    to migrate a new database); every process is stopped on the way out."""
+    db = fresh_database(postgres_url)
+    db_url = f"{db}?content_store_min_bytes={MIN_BYTES}"
+    content = server.url(BUCKET, f"deploy-{uuid.uuid4().hex[:12]}")
+    store = SqlStore(db, content_store=content, content_store_min_bytes=MIN_BYTES)
+    secret, _ = TokenStore(store).create(agent_id=None, label="deployment test")
+    with ExitStack() as stack:
+        stack.callback(store.close)
+        deployment = Deployment(db_url, content, [], {"Authorization": f"Bearer {secret}"}, store)
+        for _ in range(processes):
+            deployment.services.append(stack.enter_context(running_service(db_url, extra_args=deployment.serve_args())))
+        yield deployment
+
+
+@pytest.fixture(scope="module")
+def deployment(postgres_url: str, s3_server: Any) -> Iterator[Deployment]:
+    """Three serve processes over one PostgreSQL database and one S3 content store (the session's server)."""
+    assert isinstance(s3_server, S3Server)
+    with deployment_over(postgres_url, s3_server, 3) as made:
+        yield made
+
+
+def new_session(client: httpx.Client, agent: str) -> str:
+    """A new session of ``agent``; its files' URL prefix."""
+    created = client.post(f"/v1/agents/{agent}/sessions")
+    assert created.status_code in (200, 201), created.text
+    return f"/v1/agents/{agent}/sessions/{created.json()['id']}/fs"
+
+
+def object_keys(store: SqlStore) -> set[str]:
+    """Every chunk object under the deployment's content-store prefix (listed in the bucket itself)."""
+    assert store.content is not None
+    return {info.key for info in store.content.objects()}
+
+
+def object_rows(store: SqlStore) -> set[str]:
+    """The object keys the database's chunk rows marked ``object`` name."""
+    assert store.content is not None
+    with store.read() as connection:
+        hashes = connection.exec_driver_sql("SELECT hash FROM wsfs_chunks WHERE stored = 'object'").scalars().all()
+    return {store.content.key(digest) for digest in hashes}
+
+
+# --- read-your-writes across processes ------------------------------------------------------------------
+
+
+CLIENTS = 30
+FILES_PER_CLIENT = 3
+
+
+def test_every_write_is_readable_from_every_process_at_once(deployment: Deployment) -> None:
+    with deployment.client(0) as admin:
+        fs = new_session(admin, "ryw")
+    start = threading.Barrier(CLIENTS, timeout=HANG_BUDGET)
+
+    def one_client(number: int) -> int:
+        """Write through one process, read back through the other two at once; returns the reads checked."""
+        writer = deployment.client(number)
+        readers = [deployment.client(number + 1), deployment.client(number + 2)]
+        checked = 0
+        try:
+            start.wait()
+            for index in range(FILES_PER_CLIENT):
+                path = f"{fs}/client-{number}/file-{index}.txt"
+                body = f"client {number} file {index} " * (40 + number)  # above MIN_BYTES: content in S3
+                written = writer.post(path, json={"content": body})
+                assert written.status_code == 201, written.text
+                for reader in readers:
+                    read = reader.get(path)
+                    assert read.status_code == 200, read.text
+                    assert read.json()["content"] == body
+                    assert read.headers["etag"] == written.headers["etag"]
+                    checked += 1
+        finally:
+            for client in (writer, *readers):
+                client.close()
+        return checked
+
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        checked = list(pool.map(one_client, range(CLIENTS), timeout=4 * HANG_BUDGET))
+    assert sum(checked) == CLIENTS * FILES_PER_CLIENT * 2
+    assert object_keys(deployment.store)  # the content really is in the object store
+    assert object_rows(deployment.store) <= object_keys(deployment.store)
+
+
+# --- If-Match races -------------------------------------------------------------------------------------
+
+RACERS = 6
+ROUNDS = 4
+
+
+def test_if_match_writers_racing_through_different_processes_one_wins(deployment: Deployment) -> None:
+    with deployment.client(0) as admin:
+        fs = new_session(admin, "race")
+        created = admin.post(f"{fs}/doc.txt", json={"content": "round 0 " * 200})
+        assert created.status_code == 201, created.text
+        etag = created.headers["etag"]
+    clients = [deployment.client(index) for index in range(RACERS)]
+    try:
+        for round_number in range(1, ROUNDS + 1):
+            start = threading.Barrier(RACERS, timeout=HANG_BUDGET)
+
+            def race(
+                index: int, tag: str = etag, number: int = round_number, gate: threading.Barrier = start
+            ) -> tuple[int, str, str | None]:
+                body = f"round {number} racer {index} " * 100
+                gate.wait()
+                answer = clients[index].put(f"{fs}/doc.txt", json={"content": body}, headers={"If-Match": tag})
+                return answer.status_code, body, answer.headers.get("etag")
+
+            with ThreadPoolExecutor(RACERS) as pool:
+                outcomes = list(pool.map(race, range(RACERS), timeout=2 * HANG_BUDGET))
+            statuses = sorted(status for status, _, _ in outcomes)
+            assert statuses == [200] + [412] * (RACERS - 1), outcomes
+            winner = next(outcome for outcome in outcomes if outcome[0] == 200)
+            for index in range(len(deployment.services)):  # every process sees the winner's content, nothing else
+                read = clients[index].get(f"{fs}/doc.txt")
+                assert read.json()["content"] == winner[1] and read.headers["etag"] == winner[2]
+            assert winner[2] is not None
+            etag = winner[2]
+    finally:
+        for client in clients:
+            client.close()
