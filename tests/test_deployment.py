@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -194,3 +198,85 @@ def test_if_match_writers_racing_through_different_processes_one_wins(deployment
     finally:
         for client in clients:
             client.close()
+
+
+# --- kill -9 in the middle of an upload -----------------------------------------------------------------
+
+MIB = 1024 * 1024
+UPLOAD_BYTES = 64 * MIB
+KILL_AFTER_BYTES = 16 * MIB
+
+
+def test_kill_9_mid_upload_keeps_the_old_content_and_gc_leaves_no_orphan(deployment: Deployment) -> None:
+    old = os.urandom(300 * 1024)  # two chunks above MIN_BYTES: the old content lives in S3
+    with deployment.client(0) as admin:
+        fs = new_session(admin, "killed")
+        created = admin.post(f"{fs}/big.bin", content=old, headers={"content-type": "application/octet-stream"})
+        assert created.status_code == 201, created.text
+    objects_before = object_keys(deployment.store)
+    with running_service(deployment.db_url, extra_args=deployment.serve_args()) as victim:
+        sent = 0
+        killed = threading.Event()
+
+        def body() -> Iterator[bytes]:
+            """64 MiB of fresh bytes; once 16 MiB are sent and the server has stored some of them as new
+            objects (so it has received part of the body), the server is killed and the rest still offered."""
+            nonlocal sent
+            while sent < UPLOAD_BYTES:
+                if sent >= KILL_AFTER_BYTES and not killed.is_set():
+                    deadline = time.monotonic() + HANG_BUDGET
+                    while len(object_keys(deployment.store) - objects_before) == 0:
+                        assert time.monotonic() < deadline, "the server stored nothing of the upload"
+                        time.sleep(0.05)
+                    os.kill(victim.pid, signal.SIGKILL)
+                    victim.process.wait(timeout=HANG_BUDGET)
+                    killed.set()
+                piece = os.urandom(MIB)
+                sent += len(piece)
+                yield piece
+
+        with (
+            httpx.Client(base_url=victim.url, headers=deployment.auth, timeout=HANG_BUDGET) as client,
+            pytest.raises(httpx.TransportError),
+        ):
+            client.put(f"{fs}/big.bin", content=body(), headers={"content-type": "application/octet-stream"})
+        assert killed.is_set() and victim.process.returncode == -signal.SIGKILL
+        assert KILL_AFTER_BYTES <= sent < UPLOAD_BYTES
+    left_behind = object_keys(deployment.store) - objects_before
+    assert left_behind  # the dead writer's objects (fresh random bytes: nothing else can name them)
+    for index in range(len(deployment.services)):  # the survivors: the old content, whole, and nothing else
+        with deployment.client(index) as client:
+            read = client.get(f"{fs}/big.bin", headers={"accept": "application/octet-stream"})
+            assert read.status_code == 200 and read.content == old
+            assert read.headers["etag"] == created.headers["etag"]
+            listed = client.get(fs)
+            assert listed.status_code == 200
+            assert [entry["name"] for entry in listed.json()["data"]] == ["big.bin"], listed.json()
+    collected = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "workspacefs",
+            "gc",
+            "--db",
+            deployment.db_url,
+            *deployment.serve_args()[:2],
+            "--grace",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_BUDGET,
+        check=False,
+    )
+    assert collected.returncode == 0, collected.stderr
+    remaining = object_keys(deployment.store)
+    assert not remaining & left_behind  # the dead writer's objects are collected
+    assert remaining == object_rows(deployment.store)  # no orphan, and no row without its object
+    for index in range(len(deployment.services)):  # still serving: the old file, and a new write everywhere
+        with deployment.client(index) as client:
+            assert client.get(f"{fs}/big.bin", headers={"accept": "application/octet-stream"}).content == old
+            fresh = f"after-kill-{index} " * 200
+            assert client.post(f"{fs}/after-{index}.txt", json={"content": fresh}).status_code == 201
+            with deployment.client(index + 1) as other:
+                assert other.get(f"{fs}/after-{index}.txt").json()["content"] == fresh
