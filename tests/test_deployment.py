@@ -29,8 +29,8 @@ import sqlalchemy as sa
 from workspacefs import SqlStore
 from workspacefs.backends.sql._store import engine_url
 from workspacefs.server.tokens import TokenStore
-from workspacefs.testing._s3 import S3Server
-from workspacefs.testing._service import ServiceProcess, running_service
+from workspacefs.testing._s3 import S3Server, moto_available
+from workspacefs.testing._service import ServiceProcess, free_port, running_service
 
 BUCKET = "wsfs-tests"
 MIN_BYTES = 1024
@@ -280,3 +280,77 @@ def test_kill_9_mid_upload_keeps_the_old_content_and_gc_leaves_no_orphan(deploym
             assert client.post(f"{fs}/after-{index}.txt", json={"content": fresh}).status_code == 201
             with deployment.client(index + 1) as other:
                 assert other.get(f"{fs}/after-{index}.txt").json()["content"] == fresh
+
+
+# --- the object store goes away, and comes back ---------------------------------------------------------
+
+
+@contextmanager
+def moto_on(port: int) -> Iterator[S3Server]:
+    """moto's S3 server on ``port`` (a fixed one, so a restart comes back where the clients look), with the
+    test bucket made; stopped on the way out. Its objects live in its memory: a restart starts empty."""
+    endpoint = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + HANG_BUDGET
+        while True:
+            assert process.poll() is None, "moto's S3 server exited at start"
+            try:
+                httpx.get(endpoint + "/", timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, f"moto's S3 server did not answer on {endpoint}"
+                time.sleep(0.1)
+        server = S3Server(endpoint)
+        server.make_bucket(BUCKET)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def test_an_unreachable_object_store_is_a_503_and_service_resumes_when_it_returns(postgres_url: str) -> None:
+    if not moto_available():
+        pytest.skip("moto's S3 server is not installed (pip install 'moto[server]')")
+    port = free_port()
+    large = "needs the object store " * 200  # above MIN_BYTES: its chunk is an object
+    small = "kept in the database"  # below MIN_BYTES: no object at all
+    with ExitStack() as stack:
+        first_life = ExitStack()
+        stack.callback(first_life.close)
+        server = first_life.enter_context(moto_on(port))
+        deployment = stack.enter_context(deployment_over(postgres_url, server, 2))
+        first, second = deployment.client(0), deployment.client(1)
+        stack.callback(first.close)
+        stack.callback(second.close)
+        fs = new_session(first, "outage")
+        assert first.post(f"{fs}/large.txt", json={"content": large}).status_code == 201
+        assert first.post(f"{fs}/small.txt", json={"content": small}).status_code == 201
+        assert second.get(f"{fs}/large.txt").json()["content"] == large
+
+        first_life.close()  # the object store goes away
+        for client in (first, second):
+            read = client.get(f"{fs}/large.txt")  # bounded by HANG_BUDGET: only a hang fails here
+            assert read.status_code == 503, read.text
+            assert read.json()["error"]["code"] == "storage_unavailable"
+            assert "object store" in read.json()["error"]["message"]
+            wrote = client.put(f"{fs}/large.txt", json={"content": large + "changed"})
+            assert wrote.status_code == 503, wrote.text
+            assert client.get(f"{fs}/small.txt").json()["content"] == small  # the database alone still serves
+
+        back = stack.enter_context(moto_on(port))  # the same port; moto comes back empty (its objects were in memory)
+        assert back.endpoint_url == server.endpoint_url
+        for number, client in enumerate((first, second)):
+            fresh = f"written after the outage {number} " * 200
+            assert client.post(f"{fs}/after-{number}.txt", json={"content": fresh}).status_code == 201
+            for reader in (first, second):
+                assert reader.get(f"{fs}/after-{number}.txt").json()["content"] == fresh
+        assert first.get(f"{fs}/small.txt").json()["content"] == small

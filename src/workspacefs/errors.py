@@ -339,6 +339,7 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     QuotaExceededError: "quota_exceeded",
     FileTooLargeError: "file_too_large",
     OSError: "os_error",
+    ConnectionError: "storage_unavailable",
     UnicodeDecodeError: "not_text",
     InvalidPathError: "invalid_path",
     UnsafeNameError: "unsafe_name",

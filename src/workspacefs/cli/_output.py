@@ -223,6 +223,7 @@ EXIT_CODES: Mapping[type[BaseException], int] = {
     errors.QuotaExceededError: EXIT_DENIED,
     errors.FileTooLargeError: EXIT_DENIED,
     OSError: EXIT_FAILURE,
+    ConnectionError: EXIT_FAILURE,
     UnicodeDecodeError: EXIT_INVALID,
     errors.InvalidPathError: EXIT_INVALID,
     errors.UnsafeNameError: EXIT_INVALID,

@@ -137,6 +137,7 @@ HTTP_STATUS: Mapping[type[BaseException], int] = {
     errors.QuotaExceededError: 507,
     errors.FileTooLargeError: 413,
     OSError: 500,
+    ConnectionError: 503,
     UnicodeDecodeError: 400,
     errors.InvalidPathError: 400,
     errors.UnsafeNameError: 400,

@@ -210,6 +210,10 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
     QuotaExceededError: _quota_refusal,
     FileTooLargeError: _quota_refusal,
     OSError: lambda e, w: f"'{w.shown}' could not be {w.verb}: {_reason(e)}.",
+    ConnectionError: lambda e, w: (
+        f"'{w.shown}' could not be {w.verb} because storage cannot be reached right now ({_reason(e)}); "
+        "try again later."
+    ),
     UnicodeDecodeError: lambda _, w: (
         f"'{w.shown}' is not UTF-8 text (it looks binary), so it cannot be shown as lines."
     ),

@@ -16,6 +16,10 @@ __all__ = ["CLIENT_URL_OPTIONS", "client_from_url"]
 
 CLIENT_URL_OPTIONS = frozenset({"endpoint_url", "key", "secret", "token", "region", "anon"})
 """The query options an ``s3://`` URL may carry to reach its store."""
+BOUNDED_RETRIES: dict[str, Any] = {"connect_timeout": 5, "retries": {"max_attempts": 3, "mode": "standard"}}
+"""botocore's settings for a content store: a store that cannot be reached fails a request within seconds
+(``ConnectionError``: 503 from the service) instead of after botocore's legacy five attempts and a minute's
+connect timeout, while a brief blip still gets two more tries."""
 
 
 def client_from_url(url: str) -> tuple[ObjectClient, str]:
@@ -39,7 +43,11 @@ def client_from_url(url: str) -> tuple[ObjectClient, str]:
 
     from workspacefs.backends._objects._s3 import S3Client, split_key  # noqa: PLC0415 - needs the s3 extra
 
-    options: dict[str, Any] = {"skip_instance_cache": True, "anon": params.get("anon", "").lower() in ("1", "true")}
+    options: dict[str, Any] = {
+        "skip_instance_cache": True,
+        "anon": params.get("anon", "").lower() in ("1", "true"),
+        "config_kwargs": BOUNDED_RETRIES,
+    }
     if params.get("endpoint_url"):
         options["endpoint_url"] = params["endpoint_url"]
     if params.get("key") or params.get("secret"):
