@@ -118,6 +118,13 @@ def object_rows(store: SqlStore) -> set[str]:
     return {store.content.key(digest) for digest in hashes}
 
 
+def sizes(client: httpx.Client, fs: str) -> dict[str, int]:
+    """Name -> size of the files at the root of a session (metadata only: the database answers it)."""
+    listed = client.get(fs)
+    assert listed.status_code == 200, listed.text
+    return {entry["name"]: entry["size_bytes"] for entry in listed.json()["data"]}
+
+
 # --- read-your-writes across processes ------------------------------------------------------------------
 
 
@@ -345,6 +352,8 @@ def test_an_unreachable_object_store_is_a_503_and_service_resumes_when_it_return
             wrote = client.put(f"{fs}/large.txt", json={"content": large + "changed"})
             assert wrote.status_code == 503, wrote.text
             assert client.get(f"{fs}/small.txt").json()["content"] == small  # the database alone still serves
+            # metadata still answers, and the refused write changed nothing
+            assert sizes(client, fs) == {"large.txt": len(large), "small.txt": len(small)}
 
         back = stack.enter_context(moto_on(port))  # the same port; moto comes back empty (its objects were in memory)
         assert back.endpoint_url == server.endpoint_url
@@ -354,3 +363,4 @@ def test_an_unreachable_object_store_is_a_503_and_service_resumes_when_it_return
             for reader in (first, second):
                 assert reader.get(f"{fs}/after-{number}.txt").json()["content"] == fresh
         assert first.get(f"{fs}/small.txt").json()["content"] == small
+        assert sizes(second, fs)["large.txt"] == len(large)
