@@ -283,9 +283,11 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         422: "Invalid request body",
         429: "Too many requests for this token (see the Retry-After header)",
         501: "Not offered by this session's storage",
+        503: "The storage (database or object store) cannot be reached now; retry later",
     }
-    # any request can be malformed, unauthenticated, beyond its token's scope or rate, or lost
-    every = sorted({400, 401, 403, 404, 422, 429, *statuses})
+    # any request can be malformed, unauthenticated, beyond its token's scope or rate, or lost, and any
+    # request needs its storage
+    every = sorted({400, 401, 403, 404, 422, 429, 503, *statuses})
     return {s: {"model": _error_model(), "description": descriptions[s]} for s in every}
 
 
