@@ -25,11 +25,12 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
+from conftest import missing
 
 from workspacefs import SqlStore
 from workspacefs.backends.sql._store import engine_url
 from workspacefs.server.tokens import TokenStore
-from workspacefs.testing._s3 import S3Server, moto_available
+from workspacefs.testing._s3 import S3Server, moto_available, running_s3
 from workspacefs.testing._service import ServiceProcess, free_port, running_service
 
 BUCKET = "wsfs-tests"
@@ -296,37 +297,14 @@ def test_kill_9_mid_upload_keeps_the_old_content_and_gc_leaves_no_orphan(deploym
 def moto_on(port: int) -> Iterator[S3Server]:
     """moto's S3 server on ``port`` (a fixed one, so a restart comes back where the clients look), with the
     test bucket made; stopped on the way out. Its objects live in its memory: a restart starts empty."""
-    endpoint = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + HANG_BUDGET
-        while True:
-            assert process.poll() is None, "moto's S3 server exited at start"
-            try:
-                httpx.get(endpoint + "/", timeout=2)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, f"moto's S3 server did not answer on {endpoint}"
-                time.sleep(0.1)
-        server = S3Server(endpoint)
+    with running_s3(port) as server:
         server.make_bucket(BUCKET)
         yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def test_an_unreachable_object_store_is_a_503_and_service_resumes_when_it_returns(postgres_url: str) -> None:
     if not moto_available():
-        pytest.skip("moto's S3 server is not installed (pip install 'moto[server]')")
+        missing("moto's S3 server is not installed (pip install 'moto[server]')")
     port = free_port()
     large = "needs the object store " * 200  # above MIN_BYTES: its chunk is an object
     small = "kept in the database"  # below MIN_BYTES: no object at all

@@ -88,11 +88,12 @@ def _answers(url: str) -> bool:
 
 
 @contextmanager
-def running_s3() -> Iterator[S3Server]:
-    """Start moto's S3 server on a free 127.0.0.1 port, yield it, and stop it."""
+def running_s3(port: int | None = None) -> Iterator[S3Server]:
+    """Start moto's S3 server on ``port`` (default: a free one) of 127.0.0.1, yield it, and stop it. A fixed
+    port lets a test stop the server and bring it back where its clients look (it comes back empty)."""
     if not moto_available():
         raise FileNotFoundError("moto's server is not installed (pip install 'moto[server]')")
-    port = _free_port()
+    port = _free_port() if port is None else port
     endpoint = f"http://127.0.0.1:{port}"
     # the server logs every request: a pipe nobody reads would fill up and block it, so it logs to a file
     with tempfile.TemporaryFile() as log:
