@@ -7,8 +7,7 @@ without, a root that holds nothing is refused.
 
 from __future__ import annotations
 
-from typing import Any
-
+from workspacefs.backends._objects._opening import s3_filesystem
 from workspacefs.backends.objectstore._filesystem import ObjectStoreFilesystem
 from workspacefs.quota import Quota
 
@@ -37,17 +36,9 @@ def open_s3(
         FileNotFoundError: the bucket does not exist, or ``create`` is false and nothing is at the root.
         ConnectionError: the endpoint cannot be reached. PermissionError: the store refuses the credentials.
     """
-    import s3fs  # noqa: PLC0415 - the s3 extra
-
-    options: dict[str, Any] = {"anon": anon, "skip_instance_cache": True}
-    if endpoint_url:
-        options["endpoint_url"] = endpoint_url
-    if key or secret:
-        options.update(key=key, secret=secret, token=token)
-    if region:
-        options["client_kwargs"] = {"region_name": region}
+    store = s3_filesystem(endpoint_url=endpoint_url, key=key, secret=secret, token=token, region=region, anon=anon)
     fs = ObjectStoreFilesystem(
-        s3fs.S3FileSystem(**options),
+        store,
         root,
         read_only=read_only,
         mount_point=mount_point,
