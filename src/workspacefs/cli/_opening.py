@@ -73,13 +73,11 @@ def with_agent(url: str, *, create: bool) -> str:
 
 def open_workspace(url: str, *, create: bool, **options: Any) -> Filesystem:
     """Open ``url`` as a command does: ``?agent=`` resolved, ``create`` passed on (see the module's docstring).
+    The caller checks :func:`path_hint` first, to say what to type instead of a bare path.
 
     Raises:
-        ValueError: a bad or unknown URL (the message says what to type when it is a path).
+        ValueError: a bad or unknown URL.
         FileNotFoundError: the workspace does not exist and ``create`` is false.
         ImportError: the backend's extra is not installed.
     """
-    hint = path_hint(url)
-    if hint is not None:
-        raise ValueError(hint)
     return open_filesystem(with_agent(url, create=create), create="true" if create else "false", **options)
