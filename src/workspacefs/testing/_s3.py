@@ -52,8 +52,9 @@ class S3Server:
             skip_instance_cache=True,
         )
 
-    def make_bucket(self, name: str) -> None:
-        """Create a bucket (boto3, in us-east-1: the location constraint s3fs sends is refused by moto)."""
+    def make_bucket(self, name: str, *, versioned: bool = False) -> None:
+        """Create a bucket (boto3, in us-east-1: the location constraint s3fs sends is refused by moto), with
+        versioning on if asked."""
         import boto3  # noqa: PLC0415 - a dev dependency
 
         client = boto3.client(
@@ -64,6 +65,8 @@ class S3Server:
             region_name=self.region,
         )
         client.create_bucket(Bucket=name)
+        if versioned:
+            client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
 
 
 def moto_available() -> bool:

@@ -9,6 +9,7 @@ exception types or tracebacks reaches a caller.
 
 from __future__ import annotations
 
+import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -22,13 +23,15 @@ MIN_PART_BYTES = 5 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class ObjectInfo:
-    """One stored object: its key, size, version tag and time, and the content id written with it (if any)."""
+    """One stored object: its key, size, version tag and time, the content id written with it (if any), and
+    the store's id of this version where the bucket keeps versions."""
 
     key: str
     size: int
     etag: str
     modified: datetime
     content_id: str | None = None
+    version_id: str | None = None
 
 
 class PreconditionFailed(Exception):  # noqa: N818 - a signal the filesystem maps, never seen by callers
@@ -98,7 +101,8 @@ class ObjectClient(ABC):
 
     @abstractmethod
     def copy(self, source: ObjectInfo, key: str, *, content_id: str | None) -> None:
-        """Copy ``source`` (exactly that version: ``PreconditionFailed`` if it changed) to ``key``, in the store."""
+        """Copy ``source`` (exactly that version: ``PreconditionFailed`` if it changed; the kept version
+        ``source.version_id`` where it names one) to ``key``, in the store."""
 
     @abstractmethod
     def delete(self, keys: Iterable[str]) -> None:
@@ -107,3 +111,27 @@ class ObjectClient(ABC):
     @abstractmethod
     def bucket_exists(self, bucket: str) -> bool:
         """True if the bucket exists and can be reached."""
+
+    # --- kept versions (buckets with versioning on) -----------------------------------------------------
+
+    @abstractmethod
+    def versioning(self, bucket: str) -> bool:
+        """True if the bucket keeps every version of an object (S3 bucket versioning ``Enabled``)."""
+
+    @abstractmethod
+    def latest_versions(self, prefix: str) -> Iterator[ObjectInfo]:
+        """The current version of every object under ``prefix`` (deleted ones left out), each with its
+        ``version_id``, in key order: what :meth:`list` shows, plus the ids that keep it findable."""
+
+    @abstractmethod
+    def versions_exist(self, versions: Sequence[tuple[str, str]]) -> builtins.list[bool]:
+        """For each ``(key, version_id)``: is that version still kept (asked concurrently)."""
+
+    @abstractmethod
+    def superseded_versions(self, prefix: str) -> Iterator[tuple[ObjectInfo, datetime]]:
+        """Every version under ``prefix`` that is no longer current (delete markers included), with the time
+        the next newer version of its key replaced it."""
+
+    @abstractmethod
+    def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
+        """Delete exactly these versions for good (missing ones are no error)."""

@@ -9,6 +9,7 @@ pinned to one version. Errors are mapped once, in :func:`_mapped`.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import errno
 from collections.abc import Awaitable, Iterable, Iterator, Sequence
@@ -88,7 +89,14 @@ def _info(key: str, response: dict[str, Any], size: int | None = None) -> Object
         etag=str(response.get("ETag", "")),
         modified=modified if isinstance(modified, datetime) else datetime.now(UTC),
         content_id=metadata.get(CONTENT_ID_METADATA),
+        version_id=_version(response),
     )
+
+
+def _version(response: dict[str, Any]) -> str | None:
+    """The version id S3 answered with (``"null"`` names an object written before versioning was on)."""
+    version = response.get("VersionId")
+    return str(version) if version else None
 
 
 class _S3Upload(Upload):
@@ -298,6 +306,8 @@ class S3Client(ObjectClient):
         src_bucket, src_name = split_key(source.key)
         bucket, name = split_key(key)
         origin = {"Bucket": src_bucket, "Key": src_name}
+        if source.version_id is not None:
+            origin["VersionId"] = source.version_id
         metadata = {CONTENT_ID_METADATA: content_id} if content_id else {}
         if source.size <= _MAX_COPY_BYTES:
             self.call(
@@ -341,23 +351,29 @@ class S3Client(ObjectClient):
             raise
 
     def delete(self, keys: Iterable[str]) -> None:
-        by_bucket: dict[str, list[str]] = {}
-        for key in keys:
+        self._delete((key, None) for key in keys)
+
+    def _delete(self, targets: Iterable[tuple[str, str | None]]) -> None:
+        """Delete objects (a version of one, where a version id is given) in batches of 1,000 per bucket."""
+        by_bucket: dict[str, list[dict[str, str]]] = {}
+        for key, version_id in targets:
             bucket, name = split_key(key)
-            by_bucket.setdefault(bucket, []).append(name)
-        for bucket, names in by_bucket.items():
-            for start in range(0, len(names), _DELETE_BATCH):
-                batch = [{"Key": name} for name in names[start : start + _DELETE_BATCH]]
+            target = {"Key": name} if version_id is None else {"Key": name, "VersionId": version_id}
+            by_bucket.setdefault(bucket, []).append(target)
+        for bucket, objects in by_bucket.items():
+            for start in range(0, len(objects), _DELETE_BATCH):
+                batch = objects[start : start + _DELETE_BATCH]
                 done = self.call(
                     "delete_objects",
-                    f"{bucket}/{names[start]}",
+                    f"{bucket}/{batch[0]['Key']}",
                     Bucket=bucket,
                     Delete={"Objects": batch, "Quiet": True},
                 )
-                failed = done.get("Errors") or []
+                failed = [e for e in done.get("Errors") or [] if e.get("Code") not in {"NoSuchVersion", "NoSuchKey"}]
                 if failed:
-                    first = failed[0]
-                    raise OSError(errno.EIO, f"The object store kept {len(failed)} object(s): {first.get('Message')}")
+                    raise OSError(
+                        errno.EIO, f"The object store kept {len(failed)} object(s): {failed[0].get('Message')}"
+                    )
 
     def bucket_exists(self, bucket: str) -> bool:
         try:
@@ -365,3 +381,79 @@ class S3Client(ObjectClient):
         except FileNotFoundError:
             return False
         return True
+
+    # --- kept versions -------------------------------------------------------------------------------
+
+    def versioning(self, bucket: str) -> bool:
+        return self.call("get_bucket_versioning", bucket, Bucket=bucket).get("Status") == "Enabled"
+
+    def latest_versions(self, prefix: str) -> Iterator[ObjectInfo]:
+        bucket, name = split_key(prefix)
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": name}
+        while True:
+            page = self.call("list_object_versions", prefix, **request)
+            deleted = {item["Key"] for item in page.get("DeleteMarkers", ()) if item.get("IsLatest")}
+            for item in page.get("Versions", ()):
+                if item.get("IsLatest") and item["Key"] not in deleted:
+                    yield ObjectInfo(
+                        f"{bucket}/{item['Key']}",
+                        int(item["Size"]),
+                        str(item["ETag"]),
+                        item["LastModified"],
+                        version_id=_version(item),
+                    )
+            if not page.get("IsTruncated"):
+                return
+            request["KeyMarker"] = page["NextKeyMarker"]
+            request["VersionIdMarker"] = page["NextVersionIdMarker"]
+
+    def versions_exist(self, versions: Sequence[tuple[str, str]]) -> builtins.list[bool]:
+        limit = asyncio.Semaphore(32)
+
+        async def kept(key: str, version_id: str) -> bool:
+            bucket, name = split_key(key)
+            async with limit:
+                try:
+                    await self._fs._call_s3("head_object", Bucket=bucket, Key=name, VersionId=version_id)
+                except FileNotFoundError:
+                    return False
+                except Exception as exc:
+                    found = _error_code(exc)
+                    if found is not None and found[0] in {"NoSuchVersion", "InvalidArgument", "400", "405"}:
+                        return False  # an unknown id, or a delete marker's
+                    raise
+            return True
+
+        async def every() -> builtins.list[bool]:
+            return builtins.list(await asyncio.gather(*(kept(key, version_id) for key, version_id in versions)))
+
+        return self.run(every(), versions[0][0] if versions else "")
+
+    def superseded_versions(self, prefix: str) -> Iterator[tuple[ObjectInfo, datetime]]:
+        bucket, name = split_key(prefix)
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": name}
+        newer: tuple[str, datetime] | None = None  # the key and time of the version listed just before
+        while True:
+            page = self.call("list_object_versions", prefix, **request)
+            items = [*page.get("Versions", ()), *page.get("DeleteMarkers", ())]
+            # S3 lists a key's versions newest first, but versions and delete markers apart: merge them
+            items.sort(key=lambda item: (item["Key"], not item.get("IsLatest"), -item["LastModified"].timestamp()))
+            for item in items:
+                key, modified = item["Key"], item["LastModified"]
+                if not item.get("IsLatest") and newer is not None and newer[0] == key:
+                    info = ObjectInfo(
+                        f"{bucket}/{key}",
+                        int(item.get("Size", 0)),
+                        str(item.get("ETag", "")),
+                        modified,
+                        version_id=_version(item),
+                    )
+                    yield info, newer[1]
+                newer = (key, modified)
+            if not page.get("IsTruncated"):
+                return
+            request["KeyMarker"] = page["NextKeyMarker"]
+            request["VersionIdMarker"] = page["NextVersionIdMarker"]
+
+    def delete_versions(self, versions: Iterable[tuple[str, str]]) -> None:
+        self._delete(versions)

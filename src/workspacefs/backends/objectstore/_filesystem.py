@@ -70,8 +70,10 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
     """A workspace under ``root`` (``bucket/prefix``) of an object store reached through ``fsspec_fs``.
 
     ``snapshot_dir`` (``bucket/prefix``, default ``<bucket>/.wsfs-store/<prefix>``) holds snapshots and must
-    lie outside the root; a root that is a whole bucket needs one in another bucket. Construction makes no
-    request: ``open_filesystem("s3://…")`` checks the bucket and, with ``create=false``, the root.
+    lie outside the root; a root that is a whole bucket needs one in another bucket. ``versioned`` says
+    whether the root's bucket keeps versions (then snapshots copy nothing: they name versions); ``None``
+    asks the bucket once, when first needed. Construction makes no request: ``open_filesystem("s3://…")``
+    checks the bucket and, with ``create=false``, the root.
     """
 
     backend_name: ClassVar[str] = "objectstore"
@@ -86,6 +88,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         mount_point: str | None = None,
         quota: Quota | None = None,
         snapshot_dir: str | None = None,
+        versioned: bool | None = None,
     ) -> None:
         super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
         self._fsspec = fsspec_fs
@@ -106,13 +109,26 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         self._ids_lock = threading.Lock()
         self._blobs_seen = set()
         self._blobs_lock = threading.Lock()
+        self._versioned = versioned
 
     # --- properties ----------------------------------------------------------------------------------
 
     @property
     def capabilities(self) -> Capabilities:
-        """As declared, with compare-and-set only where the store enforces conditional writes."""
-        return replace(self.declared_capabilities, conditional_writes=self._client.conditional_writes)
+        """As declared, with compare-and-set only where the store enforces conditional writes, and cheap
+        snapshots where the bucket keeps versions (so a snapshot copies nothing)."""
+        try:
+            cheap = self._versions_kept()
+        except OSError:
+            cheap = False  # the store cannot be asked now: claim nothing (and ask again next time)
+        return replace(
+            self.declared_capabilities, conditional_writes=self._client.conditional_writes, cheap_snapshots=cheap
+        )
+
+    def _versions_kept(self) -> bool:
+        if self._versioned is None:
+            self._versioned = self._client.versioning(self._layout.bucket)
+        return self._versioned
 
     @property
     def location(self) -> str:
@@ -341,12 +357,12 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             super()._write_content(path, data, mode)
             return
         self._check_target(path)
+        content_id = content_id_of(data)
         try:
-            self._client.put(
-                self._layout.key(path), data, content_id=content_id_of(data), if_none_match=mode == "create"
-            )
+            info = self._client.put(self._layout.key(path), data, content_id=content_id, if_none_match=mode == "create")
         except PreconditionFailed:
             raise errors.file_exists(path) from None
+        self._remember_id(info, content_id)  # a snapshot or diff by this process need not ask the store
 
     def _make_dir(self, path: str) -> None:
         above = parent(path)

@@ -1,14 +1,16 @@
 """The snapshot store: content-addressed blobs and one manifest per snapshot, kept outside the workspace.
 
 Layout under the store's prefix (never inside the root the agent writes): ``blobs/ab/<content id>`` holds one
-immutable copy of each distinct content any snapshot holds; ``manifests/<snapshot id>`` every directory and
-every file with its content id, size and live version; ``snapshots/<snapshot id>`` the small record
-``snapshots()`` lists (tag, parent, counts, time); ``ids/<etag>`` the content id of an object written in
-parts (S3 cannot attach metadata once an upload completes).
+immutable copy of each distinct content a snapshot of an unversioned bucket holds; ``manifests/<snapshot
+id>`` every directory and every file with its content id, size and live version (and, in a bucket that
+keeps versions, the store's id of that version); ``snapshots/<snapshot id>`` the small record
+``snapshots()`` lists (tag, parent, counts, time, strategy); ``ids/<etag>`` the content id of an object
+written in parts (S3 cannot attach metadata once an upload completes).
 
-A snapshot copies into ``blobs/`` only content no snapshot holds yet (a copy inside the store, no bytes
-through this process), so its cost is one listing of the workspace plus the files changed since. The
-manifest is written before the record: a snapshot that is listed is complete.
+In a bucket with versioning on, a snapshot copies nothing: the versions it names are the content, kept by
+the store until the last snapshot naming them is deleted. Elsewhere a snapshot copies into ``blobs/`` only
+content no snapshot holds yet (a copy inside the store, no bytes through this process). The manifest is
+written before the record: a snapshot that is listed is complete.
 """
 
 from __future__ import annotations
@@ -31,12 +33,14 @@ _FORMAT = 1
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One file of a manifest: its content id and size, and the live object's version when it was captured."""
+    """One file of a manifest: its content id and size, and the live object's version when it was captured
+    (``version`` is the store's id of that version where the bucket keeps versions: the content itself)."""
 
     content_id: str
     size: int
     etag: str
     modified: str
+    version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,11 @@ class Manifest:
 
     directories: frozenset[str]
     files: Mapping[str, Entry]
+
+
+def _item(entry: Entry) -> list[str | int]:
+    item: list[str | int] = [entry.content_id, entry.size, entry.etag, entry.modified]
+    return item if entry.version is None else [*item, entry.version]
 
 
 def _etag_name(etag: str) -> str:
@@ -96,7 +105,7 @@ class ManifestStore:
         body = {
             "format": _FORMAT,
             "directories": sorted(manifest.directories),
-            "files": {p: [e.content_id, e.size, e.etag, e.modified] for p, e in sorted(manifest.files.items())},
+            "files": {p: _item(e) for p, e in sorted(manifest.files.items())},
         }
         self._client.put(self._manifest_key(snapshot.snapshot_id), json.dumps(body, separators=(",", ":")).encode())
         record = {
@@ -107,6 +116,7 @@ class ManifestStore:
             "parent_id": None if snapshot.parent_id is None else str(snapshot.parent_id),
             "file_count": snapshot.file_count,
             "total_bytes": snapshot.total_bytes,
+            "strategy": snapshot.strategy,
         }
         self._client.put(self._record_key(snapshot.snapshot_id), json.dumps(record).encode())
 
@@ -120,7 +130,10 @@ class ManifestStore:
     def manifest(self, snapshot_id: uuid.UUID) -> Manifest:
         """The manifest of a snapshot this store keeps (``SnapshotNotFoundError`` otherwise)."""
         body = self._read(self._manifest_key(snapshot_id), f"snapshot {snapshot_id}")
-        files = {path: Entry(item[0], int(item[1]), item[2], item[3]) for path, item in body["files"].items()}
+        files = {
+            path: Entry(item[0], int(item[1]), item[2], item[3], item[4] if len(item) > 4 else None)
+            for path, item in body["files"].items()
+        }
         return Manifest(frozenset(body["directories"]), files)
 
     def exists(self, snapshot_id: uuid.UUID) -> bool:
@@ -152,26 +165,32 @@ class ManifestStore:
             file_count=int(body.get("file_count", 0)),
             total_bytes=int(body.get("total_bytes", 0)),
             commit_ref=body["id"],
-            strategy="manifest",
+            strategy=str(body.get("strategy") or "manifest"),
         )
 
-    def drop(self, snapshot_id: uuid.UUID) -> set[str]:
-        """Unlist a snapshot and delete its manifest; return the content ids it held."""
-        held = {entry.content_id for entry in self.manifest(snapshot_id).files.values()}
+    def drop(self, snapshot_id: uuid.UUID) -> Manifest:
+        """Unlist a snapshot and delete its manifest; return what it held."""
+        held = self.manifest(snapshot_id)
         self._client.delete([self._record_key(snapshot_id)])
         self._client.delete([self._manifest_key(snapshot_id)])
         return held
 
-    def collect(self, candidates: Iterable[str], kept: Iterable[uuid.UUID]) -> int:
-        """Delete the blobs among ``candidates`` that no snapshot in ``kept`` holds; return how many went."""
-        doomed = set(candidates)
+    def unheld(self, candidates: Mapping[str, Entry], kept: Iterable[uuid.UUID]) -> tuple[set[str], set[str]]:
+        """Of the files of a dropped snapshot (path → entry), the blobs (content ids) and the kept versions
+        (paths) that no snapshot in ``kept`` holds any more."""
+        blobs = {entry.content_id for entry in candidates.values() if entry.version is None}
+        versions = {path for path, entry in candidates.items() if entry.version is not None}
         for snapshot_id in kept:
-            if not doomed:
+            if not blobs and not versions:
                 break
             try:
-                held = self.manifest(snapshot_id).files.values()
+                held = self.manifest(snapshot_id).files
             except SnapshotNotFoundError:
                 continue  # dropped meanwhile
-            doomed -= {entry.content_id for entry in held}
-        self._client.delete([self.blob_key(content_id) for content_id in sorted(doomed)])
-        return len(doomed)
+            blobs -= {entry.content_id for entry in held.values() if entry.version is None}
+            versions = {p for p in versions if p not in held or held[p].version != candidates[p].version}
+        return blobs, versions
+
+    def collect(self, content_ids: Iterable[str]) -> None:
+        """Delete the blobs of these content ids."""
+        self._client.delete([self.blob_key(content_id) for content_id in sorted(content_ids)])

@@ -1,11 +1,20 @@
 """Snapshot hooks of ``ObjectStoreFilesystem``: capture into manifests, restore and diff from them.
 
 Capture lists the workspace once, learns each file's content id (from the object's metadata, in one
-concurrent batch of ``HEAD`` requests for versions this process has not seen), copies inside the store only
-content no snapshot holds yet, and writes one manifest. Restore compares the manifest with one listing of
-the workspace and touches only what differs: deletes what the snapshot lacks, copies back (inside the store)
-the files whose content differs, puts back directory markers. Each file is replaced atomically; the tree as a
-whole is not (an object store has no transaction), so restore while another process writes gives a mix.
+concurrent batch of ``HEAD`` requests for versions this process has not seen) and writes one manifest.
+
+- In a bucket with versioning on, the listing is of current versions and the manifest names them: nothing
+  is copied, since the store keeps every version until it is deleted. Deleting the last snapshot that names
+  a superseded version deletes that version, and so do the superseded versions no snapshot names, once
+  superseded longer than a grace period (a capture in progress has listed them by then).
+- Elsewhere capture copies inside the store only content no snapshot holds yet, into content-addressed
+  blobs.
+
+Restore compares the manifest with one listing of the workspace and touches only what differs: checks that
+the store still holds every version or blob it needs (before changing anything), deletes what the snapshot
+lacks, copies back (inside the store) the files whose content differs, puts back directory markers. Each
+file is replaced atomically; the tree as a whole is not (an object store has no transaction), so restore
+while another process writes gives a mix.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import threading
 import uuid
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from workspacefs.backends._core import Fingerprint
@@ -30,6 +40,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _ATTEMPTS = 3
+VERSION_GRACE = timedelta(minutes=10)
+"""A superseded version no snapshot names is deleted only once superseded this long: a snapshot being
+captured meanwhile (it lists, then writes its manifest) has named it by then if it is going to."""
 
 
 class _Changed(Exception):  # noqa: N818 - a signal to list again, never seen by callers
@@ -45,10 +58,16 @@ class ObjectSnapshots(SnapshotMixin):
     _blobs_seen: set[str]
     """Content ids this process knows the store holds (so a snapshot asks only about new content)."""
     _blobs_lock: threading.Lock
+    version_grace: timedelta = VERSION_GRACE
+    """How long a superseded version stays after no snapshot names it (see :data:`VERSION_GRACE`)."""
 
     @abstractmethod
     def _tree(self, base: str) -> Tree:
         """The workspace below ``base`` from one recursive listing."""
+
+    @abstractmethod
+    def _versions_kept(self) -> bool:
+        """True if the bucket keeps versions (snapshots then name versions instead of copying content)."""
 
     @abstractmethod
     def _ids_of(self, infos: Sequence[ObjectInfo]) -> list[str]:
@@ -62,24 +81,31 @@ class ObjectSnapshots(SnapshotMixin):
 
     def _capture(self, draft: FilesystemSnapshot) -> FilesystemSnapshot:
         fs = self
+        versioned = fs._versions_kept()
         for _ in range(_ATTEMPTS):
-            tree = fs._tree("")
+            if versioned:
+                tree = Tree.from_listing(fs._layout, "", fs._client.latest_versions(fs._layout.base))
+            else:
+                tree = fs._tree("")
             paths = sorted(tree.files)
             infos = [tree.files[path] for path in paths]
             ids = fs._ids_of(infos)
-            try:
-                self._keep_content(infos, ids)
-            except _Changed:
-                continue
+            if not versioned:
+                try:
+                    self._keep_content(infos, ids)
+                except _Changed:
+                    continue
             files = {
-                path: Entry(content_id, info.size, info.etag, info.modified.isoformat())
+                path: Entry(
+                    content_id, info.size, info.etag, info.modified.isoformat(), info.version_id if versioned else None
+                )
                 for path, info, content_id in zip(paths, infos, ids, strict=True)
             }
             snapshot = self._completed(
                 draft,
                 file_count=len(files),
                 total_bytes=sum(entry.size for entry in files.values()),
-                strategy="manifest",
+                strategy="versions" if versioned else "manifest",
                 commit_ref=str(draft.snapshot_id),
             )
             fs._store.write(snapshot, Manifest(frozenset(tree.directories), files))
@@ -119,25 +145,42 @@ class ObjectSnapshots(SnapshotMixin):
         doomed = [info.key for path, info in tree.files.items() if path not in manifest.files]
         doomed += [fs._layout.dir_key(d) for d in tree.markers if d not in manifest.directories]
         wanted = self._differing(manifest, tree)
-        fs._client.delete(doomed)
-        content_ids = sorted({manifest.files[path].content_id for path in wanted})
-        found, _ = fs._client.probe([fs._store.blob_key(content_id) for content_id in content_ids], [])
-        blobs = dict(zip(content_ids, found, strict=True))
-        lost = sorted(content_id for content_id, info in blobs.items() if info is None)
+        sources = self._sources(manifest, wanted)
+        lost = [path for path in wanted if sources[path] is None]
         if lost:
             raise SnapshotRestoreError(
-                f"Snapshot {snapshot.snapshot_id} refers to content the store no longer holds ({len(lost)} object(s))"
+                f"Snapshot {snapshot.snapshot_id} refers to content the store no longer holds ({len(lost)} file(s), "
+                f"e.g. {lost[0]!r}); nothing was changed"
             )
+        fs._client.delete(doomed)
 
         def put_back(path: str) -> None:
-            content_id = manifest.files[path].content_id
-            blob = blobs[content_id]
-            assert blob is not None
-            fs._client.copy(blob, fs._layout.key(path), content_id=content_id)
+            source = sources[path]
+            assert source is not None
+            fs._client.copy(source, fs._layout.key(path), content_id=manifest.files[path].content_id)
 
         fs._parallel(put_back, wanted)
         markers = [fs._layout.dir_key(d) for d in sorted(manifest.directories) if d not in tree.markers]
         fs._parallel(lambda key: fs._client.put(key, b""), markers)
+
+    def _sources(self, manifest: Manifest, paths: Sequence[str]) -> dict[str, ObjectInfo | None]:
+        """Where each file's content is kept (its version, or its blob), ``None`` where the store lost it;
+        asked in one concurrent batch per kind."""
+        fs = self
+        versioned = [path for path in paths if manifest.files[path].version is not None]
+        there = fs._client.versions_exist([(fs._layout.key(p), str(manifest.files[p].version)) for p in versioned])
+        sources: dict[str, ObjectInfo | None] = {}
+        for path, kept in zip(versioned, there, strict=True):
+            entry = manifest.files[path]
+            modified = datetime.fromisoformat(entry.modified)
+            version = ObjectInfo(fs._layout.key(path), entry.size, entry.etag, modified, version_id=entry.version)
+            sources[path] = version if kept else None
+        blobbed = [path for path in paths if manifest.files[path].version is None]
+        content_ids = sorted({manifest.files[path].content_id for path in blobbed})
+        found, _ = fs._client.probe([fs._store.blob_key(content_id) for content_id in content_ids], [])
+        blobs = dict(zip(content_ids, found, strict=True))
+        sources.update({path: blobs[manifest.files[path].content_id] for path in blobbed})
+        return sources
 
     def _differing(self, manifest: Manifest, tree: Tree) -> list[str]:
         """The manifest's files whose live object is missing or holds other content."""
@@ -182,7 +225,29 @@ class ObjectSnapshots(SnapshotMixin):
         if not fs._store.exists(snapshot.snapshot_id):
             raise SnapshotNotFoundError(f"No snapshot {snapshot.snapshot_id} in this workspace's snapshot store")
         held = fs._store.drop(snapshot.snapshot_id)
+        kept = fs._store.snapshot_ids()
+        blobs, _ = fs._store.unheld(held.files, kept)
         seen, lock = self._blobs_seen, self._blobs_lock
         with lock:
-            seen.difference_update(held)
-            fs._store.collect(held, fs._store.snapshot_ids())
+            seen.difference_update(blobs)
+            fs._store.collect(blobs)
+        if any(entry.version is not None for entry in held.files.values()):
+            self._prune_versions(kept)
+
+    def _prune_versions(self, kept: Iterable[uuid.UUID]) -> None:
+        """Delete the superseded versions of the workspace's objects that no kept snapshot names, once
+        superseded longer than :data:`VERSION_GRACE`."""
+        fs = self
+        named: set[tuple[str, str]] = set()
+        for snapshot_id in kept:
+            try:
+                files = fs._store.manifest(snapshot_id).files
+            except SnapshotNotFoundError:
+                continue  # dropped meanwhile
+            named.update((fs._layout.key(p), e.version) for p, e in files.items() if e.version is not None)
+        before = datetime.now(UTC) - self.version_grace
+        fs._client.delete_versions(
+            (info.key, info.version_id)
+            for info, superseded in fs._client.superseded_versions(fs._layout.base)
+            if info.version_id is not None and superseded < before and (info.key, info.version_id) not in named
+        )
