@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_host.py
 	$(BIN)/python bench/bench_sql.py
 	$(BIN)/python bench/bench_server.py
+	$(BIN)/python bench/bench_deployment.py
 	$(BIN)/python bench/bench_container.py
 	$(BIN)/python bench/bench_patch.py
 	$(BIN)/python bench/bench_objectstore.py

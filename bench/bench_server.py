@@ -24,9 +24,10 @@ import json
 import random
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from workspacefs import SqlFilesystem, SqlStore
 from workspacefs.server import SessionCatalog, TokenStore
@@ -97,11 +98,16 @@ async def _client(port: int, make: RequestMaker, client: int, count: int, latenc
     return errors
 
 
-async def _phase(port: int, make: RequestMaker, clients: int, total: int) -> Result:
+async def phase(ports: int | Sequence[int], make: RequestMaker, clients: int, total: int) -> Result:
+    """``total`` requests from ``clients`` keep-alive connections; with several ports (several processes of
+    one service), client ``c`` talks to ``ports[c % len(ports)]``: round robin, as a load balancer would."""
+    spread = [ports] if isinstance(ports, int) else list(ports)
     per_client = max(1, total // clients)
     latencies: list[float] = []
     started = time.perf_counter()
-    errors = await asyncio.gather(*(_client(port, make, c, per_client, latencies) for c in range(clients)))
+    errors = await asyncio.gather(
+        *(_client(spread[c % len(spread)], make, c, per_client, latencies) for c in range(clients))
+    )
     elapsed = time.perf_counter() - started
     return Result(per_client * clients, elapsed, latencies, sum(errors))
 
@@ -113,9 +119,10 @@ def _request(method: str, path: str, token: str, body: bytes = b"") -> bytes:
     return ("\r\n".join(head) + "\r\n\r\n").encode() + body
 
 
-def _seed(url: str) -> str:
-    """The session the load runs in, with FILES small files; returns an agent-scoped token."""
-    store = SqlStore(url)
+def seed(url: str, **store_options: Any) -> str:
+    """The session the load runs in, with FILES small files; returns an agent-scoped token. ``store_options``
+    go to ``SqlStore`` (a content store, its threshold)."""
+    store = SqlStore(url, **store_options)
     catalog = SessionCatalog(store)
     entry = catalog.get(AGENT, SESSION) or catalog.create(AGENT, SESSION)
     fs = SqlFilesystem(store, entry.storage_id, create=False)
@@ -126,8 +133,8 @@ def _seed(url: str) -> str:
     return token
 
 
-def run_backend(name: str, url: str, clients: int, total: int) -> dict[str, Result]:
-    token = _seed(url)
+def request_makers(token: str) -> dict[str, RequestMaker]:
+    """The phases' requests with ``token``: ``floor``, ``read`` (a random seeded file), ``write`` (new content)."""
     base = f"/v1/agents/{AGENT}/sessions/{SESSION}/fs"
     rng = random.Random(7)
 
@@ -143,12 +150,17 @@ def run_backend(name: str, url: str, clients: int, total: int) -> dict[str, Resu
         payload = json.dumps({"content": f"{client}:{n}:" + BODY}).encode()  # new content every time
         return _request("PUT", f"{base}/data/d{index % 10}/f{index:04d}.txt", token, payload)
 
+    return {"floor": floor, "read": read, "write": write}
+
+
+def run_backend(name: str, url: str, clients: int, total: int) -> dict[str, Result]:
+    makers = request_makers(seed(url))
     results: dict[str, Result] = {}
     with running_service(url) as service:
         port = int(service.url.rsplit(":", 1)[1])
-        asyncio.run(_phase(port, read, clients, min(total, 1000)))  # warm up: connections, caches, pools
-        for label, make in (("floor", floor), ("read", read), ("write", write)):
-            results[label] = asyncio.run(_phase(port, make, clients, total))
+        asyncio.run(phase(port, makers["read"], clients, min(total, 1000)))  # warm up: connections, caches, pools
+        for label, make in makers.items():
+            results[label] = asyncio.run(phase(port, make, clients, total))
             row = results[label]
             print(
                 f"{name:<11} {label:<6} {row.requests:>7} {row.rps:>9.0f} {row.percentile(0.5):>8.1f}"
