@@ -106,6 +106,8 @@ EXPECTED = {
     "SqlFilesystem",
     "SqlStore",
     "ObjectStoreFilesystem",
+    "CompositeFilesystem",
+    "MountPointError",
     "TextReader",
     "WriteMode",
     "WriteResult",

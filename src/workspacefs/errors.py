@@ -30,6 +30,7 @@ __all__ = [
     "InvalidPathError",
     "InvalidPatternError",
     "LimitExceededError",
+    "MountPointError",
     "MoveIntoSelfError",
     "NameTooLongError",
     "NotReadBeforeWriteError",
@@ -124,6 +125,13 @@ class RootProtectedError(_PathOSError, PermissionError):
 
     errno_code = errno.EACCES
     reason = "The workspace root cannot be deleted, moved or replaced"
+
+
+class MountPointError(RootProtectedError):
+    """A mount point of a composite filesystem, or a directory leading to one, cannot be deleted, moved or
+    replaced (unmount it instead)."""
+
+    reason = "A mount point cannot be deleted, moved or replaced"
 
 
 class ReadOnlyError(_PathOSError, PermissionError):
@@ -323,6 +331,7 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     SpecialFileError: "special_file",
     HardLinkRefusedError: "hard_link_refused",
     RootProtectedError: "root_protected",
+    MountPointError: "mount_point_protected",
     ReadOnlyError: "read_only_filesystem",
     ReadOnlyFileError: "read_only",
     NotReadBeforeWriteError: "not_read",

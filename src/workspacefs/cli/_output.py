@@ -207,6 +207,7 @@ EXIT_CODES: Mapping[type[BaseException], int] = {
     errors.SpecialFileError: EXIT_DENIED,
     errors.HardLinkRefusedError: EXIT_DENIED,
     errors.RootProtectedError: EXIT_DENIED,
+    errors.MountPointError: EXIT_DENIED,
     errors.ReadOnlyError: EXIT_DENIED,
     errors.ReadOnlyFileError: EXIT_DENIED,
     errors.NotReadBeforeWriteError: EXIT_DENIED,

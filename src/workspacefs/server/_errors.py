@@ -121,6 +121,7 @@ HTTP_STATUS: Mapping[type[BaseException], int] = {
     errors.SpecialFileError: 403,
     errors.HardLinkRefusedError: 403,
     errors.RootProtectedError: 403,
+    errors.MountPointError: 403,
     errors.ReadOnlyError: 403,
     errors.ReadOnlyFileError: 403,
     errors.NotReadBeforeWriteError: 403,

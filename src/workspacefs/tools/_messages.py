@@ -18,6 +18,7 @@ from workspacefs.errors import (
     InvalidPathError,
     InvalidPatternError,
     LimitExceededError,
+    MountPointError,
     MoveIntoSelfError,
     NameTooLongError,
     NotReadBeforeWriteError,
@@ -179,6 +180,7 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         "elsewhere on this machine), so it cannot be appended to; write the whole file instead."
     ),
     RootProtectedError: lambda _, w: f"The workspace root itself cannot be {w.verb}; name a path inside it.",
+    MountPointError: lambda e, w: f"'{w.shown}' cannot be {w.verb}: {_reason(e)}. Work with the files inside it.",
     ReadOnlyError: lambda _, _w: "This workspace is read-only: nothing can be written, moved or deleted.",
     ReadOnlyFileError: lambda _, w: (
         f"'{w.shown}' is marked read-only and cannot be changed; to replace it, delete it with rm first."
