@@ -5,12 +5,15 @@ points, read-only mounts, one snapshot over every mount)."""
 from __future__ import annotations
 
 import itertools
+import json
 import tracemalloc
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import ClassVar
+from urllib.parse import urlencode
 
 import pytest
+from click.testing import CliRunner
 
 from workspacefs import (
     CompositeFilesystem,
@@ -24,11 +27,14 @@ from workspacefs import (
     SnapshotRestoreError,
     SqlFilesystem,
     SqlStore,
+    open_filesystem,
 )
 from workspacefs.capabilities import Capabilities
+from workspacefs.cli import main
 from workspacefs.protocol import Filesystem
 from workspacefs.quota import Quota
 from workspacefs.testing import FilesystemValidationSuite
+from workspacefs.tools import ToolContext, dispatch
 
 MIB = 1024 * 1024
 _ids = itertools.count()
@@ -286,3 +292,102 @@ class TestMounts:
             CompositeFilesystem({"/a": "memory://"})  # type: ignore[dict-item]
         with pytest.raises(PathEscapeError):  # mount points go through the one path validator
             CompositeFilesystem({"/../x": InMemoryFilesystem()})
+
+
+class TestDescriptions:
+    """``open_filesystem("composite://…")`` from a TOML or JSON file or inline, and the surfaces on top of it."""
+
+    def description(self, tmp_path: Path, name: str = "mounts.toml") -> Path:
+        (tmp_path / "repo").mkdir(exist_ok=True)
+        described = tmp_path / name
+        if name.endswith(".json"):
+            described.write_text(
+                json.dumps(
+                    {
+                        "mounts": {
+                            "/workspace": f"file://{tmp_path / 'repo'}",
+                            "/memories": f"sqlite:///{tmp_path / 'agent.db'}?session=alice",
+                            "/scratch": {"url": "memory://", "read_only": False},
+                        }
+                    }
+                )
+            )
+        else:
+            described.write_text(
+                "[mounts]\n"
+                f'"/workspace" = "file://{tmp_path / "repo"}"\n'
+                f'"/memories" = "sqlite:///{tmp_path / "agent.db"}?session=alice"\n'
+                '"/scratch" = { url = "memory://" }\n'
+                '"/empty" = { url = "memory://", read_only = true }\n'
+            )
+        return described
+
+    @pytest.mark.parametrize("name", ["mounts.toml", "mounts.json"])
+    def test_a_description_file_opens_every_mount(self, tmp_path: Path, name: str) -> None:
+        fs = open_filesystem(f"composite://{self.description(tmp_path, name)}")
+        assert isinstance(fs, CompositeFilesystem)
+        fs.write("/workspace/app.py", "print(1)\n")
+        fs.write("/memories/user.md", "likes tea\n")
+        assert (tmp_path / "repo" / "app.py").read_text() == "print(1)\n"
+        again = open_filesystem(f"sqlite:///{tmp_path / 'agent.db'}?session=alice")
+        assert again.read("user.md").content == "likes tea\n"
+        if name.endswith(".toml"):
+            with pytest.raises(ReadOnlyError):
+                fs.write("/empty/x.txt", "no")
+
+    def test_mounts_inline(self, tmp_path: Path) -> None:
+        (tmp_path / "repo").mkdir()
+        url = "composite://?" + urlencode({"/workspace": f"file://{tmp_path / 'repo'}", "/tmp": "memory://"})
+        fs = open_filesystem(url)
+        assert [e.name for e in fs.list("/")] == ["tmp", "workspace"]
+        fs.write("/tmp/a.txt", "a")
+        assert open_filesystem(url, read_only="true").read_only
+
+    def test_create_false_reaches_every_mount(self, tmp_path: Path) -> None:
+        described = self.description(tmp_path)
+        with pytest.raises(FileNotFoundError):
+            open_filesystem(f"composite://{described}?create=false")
+        assert not (tmp_path / "agent.db").exists()  # nothing made by a reader
+
+    def test_bad_descriptions_say_what_is_wrong(self, tmp_path: Path) -> None:
+        broken = tmp_path / "broken.toml"
+        broken.write_text("[mounts\n")
+        with pytest.raises(ValueError, match="not a valid TOML"):
+            open_filesystem(f"composite://{broken}")
+        empty = tmp_path / "empty.toml"
+        empty.write_text("title = 'no mounts'\n")
+        with pytest.raises(ValueError, match="'mounts' table"):
+            open_filesystem(f"composite://{empty}")
+        odd = tmp_path / "odd.toml"
+        odd.write_text('[mounts]\n"/a" = 3\n')
+        with pytest.raises(ValueError, match="must be a URL"):
+            open_filesystem(f"composite://{odd}")
+        with pytest.raises(FileNotFoundError):
+            open_filesystem(f"composite://{tmp_path / 'missing.toml'}")
+        with pytest.raises(ValueError, match="Unknown option"):
+            open_filesystem(f"composite://{self.description(tmp_path)}?colour=blue")
+        with pytest.raises(ValueError, match="needs mounts"):
+            open_filesystem("composite://")
+        looping = tmp_path / "loop.toml"
+        looping.write_text(f'[mounts]\n"/again" = "composite://{looping}"\n')
+        with pytest.raises(ValueError, match="nest more than"):
+            open_filesystem(f"composite://{looping}")
+
+    def test_the_cli_and_the_tools_work_on_a_composite(self, tmp_path: Path) -> None:
+        url = f"composite://{self.description(tmp_path)}"
+        runner = CliRunner()
+        written = runner.invoke(main, ["write", "/memories/notes.md", "--fs", url], input=b"remember the needle\n")
+        assert written.exit_code == 0, written.output
+        listed = runner.invoke(main, ["ls", "/", "--fs", url])
+        assert listed.exit_code == 0 and listed.output.split() == ["empty/", "memories/", "scratch/", "workspace/"]
+        found = runner.invoke(main, ["grep", "needle", "--fs", url])
+        assert "memories/notes.md" in found.output
+        denied = runner.invoke(main, ["rm", "-r", "/memories", "--fs", url])
+        assert denied.exit_code == 5, denied.output  # refused (EXIT_DENIED)
+        fs = open_filesystem(url)
+        context = ToolContext(filesystem=fs)
+        assert dispatch("write_file", {"path": "/workspace/a.py", "content": "x = 1\n"}, context).success
+        refused = dispatch("rm", {"path": "/memories", "recursive": True}, context)
+        assert not refused.success and "mounted" in refused.message
+        snapped = dispatch("snapshot", {}, context)
+        assert snapped.success, snapped.message

@@ -280,6 +280,87 @@ def _open_s3(url: str, params: dict[str, str]) -> Filesystem:
     return fs
 
 
+_MAX_NESTING = 4
+"""Composite descriptions may name composites, this deep at most (a file naming itself stops here)."""
+
+
+def _open_composite(url: str, params: dict[str, str], depth: int = 0) -> Filesystem:
+    """``composite:///abs/mounts.toml`` (or ``.json``): ``[mounts]`` maps each mount point to a URL, or to
+    ``{url = "…", read_only = true}``. Or inline: ``composite://?/workspace=<percent-encoded URL>&/docs=…``.
+
+    ``read_only`` and ``mount_point`` apply to the composite; ``create`` is passed to every mount whose own
+    URL does not say. A mount that fails to open closes the ones opened before it.
+    """
+    from workspacefs.backends.composite import CompositeFilesystem  # noqa: PLC0415 - imported on first use
+
+    parts = urlsplit(url)
+    described: dict[str, str | tuple[str, bool | None]] = {k: v for k, v in params.items() if k.startswith("/")}
+    _check_options("composite://", {k: v for k, v in params.items() if k not in described}, _COMPOSITE_OPTIONS)
+    if parts.path not in ("", "/"):
+        if described:
+            raise ValueError("A composite:// URL names a description file or lists mounts inline, not both")
+        described = _read_mounts(unquote(parts.path))
+    if not described:
+        raise ValueError("A composite:// URL needs mounts: composite:///abs/mounts.toml or composite://?/a=<URL>")
+    opened: dict[str, Filesystem] = {}
+    try:
+        for point, spec in described.items():
+            child, read_only = (spec, None) if isinstance(spec, str) else spec
+            options: dict[str, Any] = {} if read_only is None else {"read_only": str(read_only).lower()}
+            if "create" in params and "create=" not in child:
+                options["create"] = params["create"]
+            if urlsplit(child).scheme.lower() == "composite":
+                if depth >= _MAX_NESTING:
+                    raise ValueError(f"Composite descriptions nest more than {_MAX_NESTING} deep at {point}")
+                child_params = dict(parse_qsl(urlsplit(child).query, keep_blank_values=True)) | options
+                opened[point] = _open_composite(child, child_params, depth + 1)
+            else:
+                opened[point] = open_filesystem(child, **options)
+        return CompositeFilesystem(
+            opened, read_only=query_flag(params, "read_only"), mount_point=params.get("mount_point")
+        )
+    except BaseException:
+        for fs in opened.values():
+            close = getattr(fs, "close", None)
+            if callable(close):
+                close()
+        raise
+
+
+_COMPOSITE_OPTIONS = {"read_only", "mount_point", "create"}
+
+
+def _read_mounts(path: str) -> dict[str, str | tuple[str, bool | None]]:
+    """The ``mounts`` table of a TOML or JSON description: mount point to URL (and read-only flag)."""
+    import json  # noqa: PLC0415 - only for composite descriptions
+    import tomllib  # noqa: PLC0415
+
+    if not path.startswith("/"):
+        raise ValueError(f"composite:// URLs name a description by absolute path, got {path!r}")
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    try:
+        body = json.loads(raw) if path.endswith(".json") else tomllib.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        kind = "JSON" if path.endswith(".json") else "TOML"
+        raise ValueError(f"{path} is not a valid {kind} description: {exc}") from None
+    mounts = body.get("mounts") if isinstance(body, dict) else None
+    if not isinstance(mounts, dict) or not mounts:
+        raise ValueError(f"{path} needs a 'mounts' table mapping mount points to URLs")
+    found: dict[str, str | tuple[str, bool | None]] = {}
+    for point, spec in mounts.items():
+        if isinstance(spec, str):
+            found[point] = spec
+        elif isinstance(spec, dict) and isinstance(spec.get("url"), str) and set(spec) <= {"url", "read_only"}:
+            flag = spec.get("read_only")
+            if flag is not None and not isinstance(flag, bool):
+                raise ValueError(f"{path}: read_only of {point} must be true or false")
+            found[point] = (spec["url"], flag)
+        else:
+            raise ValueError(f"{path}: the mount {point} must be a URL or {{url = '…', read_only = true}}")
+    return found
+
+
 register_backend("memory", _open_memory)
 register_backend("podman", _open_container)
 register_backend("docker", _open_container)
@@ -288,3 +369,4 @@ _SQL_HINT = "pip install 'workspacefs[sql]' (and 'workspacefs[postgres]' for Pos
 for _scheme in ("sqlite", "postgresql", "postgres"):
     register_backend(_scheme, _open_sql, install_hint=_SQL_HINT)
 register_backend("s3", _open_s3, install_hint="pip install 'workspacefs[s3]'")
+register_backend("composite", _open_composite)
