@@ -64,7 +64,8 @@ def main() -> None:
 
     File commands work on any backend given by --fs URL: memory://, file:///dir,
     sqlite:///file.db?session=ID, postgresql://user@host/db?session=ID, podman://IMAGE
-    (docker://IMAGE), s3://bucket/prefix. Add &agent=NAME to a SQL URL to open that agent's session of the service.
+    (docker://IMAGE), s3://bucket/prefix, composite:///abs/mounts.toml. Add &agent=NAME to a SQL URL
+    to open that agent's session of the service.
     Reading never creates a workspace: writing does, or --create.
     """
     if threading.current_thread() is threading.main_thread():
@@ -209,6 +210,7 @@ def mcp_command(fs_url: str, read_only: bool, tool_names: str | None) -> None:
       postgresql://user@host/db?session=ID  a PostgreSQL session (postgres:// too)
       podman://IMAGE                        a new container, with run_command (docker:// too)
       s3://bucket/prefix?endpoint_url=URL   objects in S3 or any S3-compatible store (AWS credentials)
+      composite:///abs/mounts.toml          several of these mounted at paths ([mounts] "/docs" = "URL")
 
     \b
     The client starts this command itself: give it absolute paths, for example

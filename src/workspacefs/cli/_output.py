@@ -59,7 +59,7 @@ _fs_url_option = click.option(
     envvar="WORKSPACEFS_FS",
     required=True,
     help="The workspace: memory://, file:///dir, sqlite:///file.db?session=ID, postgresql://…?session=ID, "
-    "s3://bucket/prefix (or set WORKSPACEFS_FS).",
+    "s3://bucket/prefix, composite:///abs/mounts.toml (or set WORKSPACEFS_FS).",
 )
 _POLICY_KEY = "workspacefs.policy"
 _CREATE_KEY = "workspacefs.create"
