@@ -62,6 +62,7 @@ PRINTS: dict[str, list[str]] = {
     ],
     "Guard rails: a path policy, quotas, and undo that costs what it changes": ["policy_denied"],
     "Async, documents by offset, and moving workspaces": ["b'started\\n'", "# Guide", "# Guide"],
+    "pandas, DuckDB and other fsspec tools": ["8", "['/data/prices.csv', '/data/prices.parquet']"],
     "Errors, capabilities and compare-and-set": [
         "Capabilities(snapshots=True, cheap_snapshots=True, persistent=False, fork=True, conditional_writes=True, "
         "file_read_only=False, host_directory=False, exec=False, watch=False, history=False)"

@@ -11,11 +11,12 @@ of this package), so a data tool opens ``workspace://…`` paths given the works
 >>> ws.read("data/hello.txt").content
 'hi\\n'
 >>> bridge.ls("data", detail=False)
-['data/hello.txt']
+['/data/hello.txt']
 
-Paths are relative to the workspace root (a mount point such as ``/workspace`` is not applied), and every
-one goes through the workspace's own validator: ``workspace://../x`` raises ``PermissionError`` here just
-as ``ws.read("../x")`` does. Files stream in fixed memory through ``open_read``/``open_write``; a file
+Paths are relative to the workspace root, named as fsspec's memory filesystem names them (``/data/a.csv``;
+``data/a.csv`` means the same, and a mount point such as ``/workspace`` is not applied). Every one goes
+through the workspace's own validator: ``workspace://../x`` raises ``PermissionError`` here just as
+``ws.read("../x")`` does. Files stream in fixed memory through ``open_read``/``open_write``; a file
 written through the bridge appears atomically when it is closed, and is discarded when the ``with`` block
 writing it raises. fsspec is an extra: ``pip install 'workspacefs[fsspec]'``.
 """
@@ -57,10 +58,19 @@ def _timestamp(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
 
 
+def _name(path: str) -> str:
+    """fsspec's name of a normalised workspace path: ``a/b`` → ``/a/b``, the root ``""``.
+
+    fsspec's tree operations find the common prefix of a set of names and cut at its last ``/``; a name
+    at the top of the tree needs that leading ``/``, as in fsspec's memory filesystem.
+    """
+    return "/" + path if path else ""
+
+
 def _stat_info(stat: FileStat) -> dict[str, Any]:
     """fsspec's info dict (``name``, ``size``, ``type``) of a workspace stat, times as POSIX seconds."""
     return {
-        "name": stat.path,
+        "name": _name(stat.path),
         "size": stat.size_bytes if stat.is_file else 0,
         "type": "directory" if stat.is_directory else "file",
         "created": _timestamp(stat.created_at),
@@ -71,7 +81,7 @@ def _stat_info(stat: FileStat) -> dict[str, Any]:
 
 def _entry_info(entry: FileEntry) -> dict[str, Any]:
     return {
-        "name": entry.path,
+        "name": _name(entry.path),
         "size": entry.size_bytes or 0,
         "type": "directory" if entry.is_directory else "file",
     }
@@ -84,26 +94,29 @@ def _depth(path: str) -> int:
 class WorkspaceFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec ships no type information
     """An fsspec filesystem over a workspacefs :class:`~workspacefs.protocol.Filesystem` (any backend).
 
-    Pass the workspace (``fs=``) or a URL for :func:`~workspacefs.open_filesystem` (``url=``); a workspace
-    opened from a URL belongs to the bridge and :meth:`close` releases it. Errors are the workspace's own
+    Pass the workspace (``fs=``) or a URL for :func:`~workspacefs.open_filesystem` (``url=``, or ``fs=`` given
+    a string: pandas hands storage options to ``fsspec.url_to_fs``, whose own first parameter is ``url``); a
+    workspace opened from a URL belongs to the bridge and :meth:`close` releases it. Errors are the workspace's own
     typed built-ins (``FileNotFoundError``, ``IsADirectoryError``, ``FileExistsError``, ``PermissionError``,
     …), which is what fsspec and its callers catch.
     """
 
     protocol: ClassVar[str] = "workspace"
-    root_marker: ClassVar[str] = ""
+    root_marker: ClassVar[str] = "/"
     # fsspec would otherwise hand out one cached instance per equal-looking set of arguments: two
     # workspaces with the same repr would share a bridge. Each bridge wraps exactly the workspace it is given.
     cachable: ClassVar[bool] = False
     blocksize: ClassVar[int] = _BLOCK_SIZE
 
-    def __init__(self, fs: Filesystem | None = None, *, url: str | None = None, **storage_options: Any) -> None:
+    def __init__(self, fs: Filesystem | str | None = None, *, url: str | None = None, **storage_options: Any) -> None:
+        if isinstance(fs, str) and url is None:
+            fs, url = None, fs
         if (fs is None) == (url is None):
             raise ValueError("WorkspaceFileSystem needs a workspace: fs=<a workspacefs filesystem> or url=<…>")
         if fs is not None and not isinstance(fs, Filesystem):
             raise TypeError(f"fs must be a workspacefs Filesystem, got {type(fs).__name__}")
         super().__init__(**storage_options)
-        self._workspace: Filesystem = fs if fs is not None else open_filesystem(cast(str, url))
+        self._workspace: Filesystem = open_filesystem(url) if url is not None else cast(Filesystem, fs)
         self._owned = fs is None
 
     @property
@@ -135,17 +148,18 @@ class WorkspaceFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
 
     @classmethod
     def _strip_protocol(cls, path: Any) -> Any:
-        """``workspace://a/b`` → ``a/b``, normalised by the workspace's validator (escapes raise here)."""
+        """``workspace://a/b`` → ``/a/b``, normalised by the workspace's validator (escapes raise here)."""
         if isinstance(path, list):
             return [cls._strip_protocol(each) for each in path]
         text: str = stringify_path(path)
         if text.startswith(_PREFIX):
             text = text[len(_PREFIX) :]
-        return normalize_path(text)
+        return _name(normalize_path(text))
 
     def _path(self, path: Any) -> str:
+        """The workspace's own (relative) form of a path: never one a mount point could reinterpret."""
         stripped: str = self._strip_protocol(path)
-        return stripped
+        return stripped.lstrip("/")
 
     # --- metadata -------------------------------------------------------------------------------------------
 
@@ -161,10 +175,10 @@ class WorkspaceFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
             entries = self._workspace.list(name)
         except NotADirectoryError:  # fsspec lists a file as itself
             stat = self._workspace.stat(name)
-            return [_stat_info(stat)] if detail else [stat.path]
+            return [_stat_info(stat)] if detail else [_name(stat.path)]
         if detail:
             return [_entry_info(entry) for entry in entries]
-        return [entry.path for entry in entries]
+        return [_name(entry.path) for entry in entries]
 
     def find(
         self, path: Any, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False, **kwargs: Any
@@ -180,16 +194,16 @@ class WorkspaceFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
         except (FileNotFoundError, NotADirectoryError):
             stat = None
         if stat is not None and stat.is_file:
-            found[root] = _stat_info(stat)
+            found[_name(root)] = _stat_info(stat)
         elif stat is not None:
             if withdirs and root:
-                found[root] = _stat_info(stat)
+                found[_name(root)] = _stat_info(stat)
             top = _depth(root)
             for entry in self._workspace.walk(root):
                 if maxdepth is not None and _depth(entry.path) - top > maxdepth:
                     continue
                 if withdirs or entry.is_file:
-                    found[entry.path] = _entry_info(entry)
+                    found[_name(entry.path)] = _entry_info(entry)
         names = sorted(found)
         return {name: found[name] for name in names} if detail else names
 
@@ -247,8 +261,9 @@ class WorkspaceFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
             self._workspace.delete(self._path(path), recursive=recursive)  # one call, however large the tree
             return
         for name in reversed(self.expand_path(path, recursive=recursive, maxdepth=maxdepth)):
-            if self._workspace.exists(name):  # a glob may name a file and the directory holding it
-                self._workspace.delete(name)
+            relative = self._path(name)
+            if self._workspace.exists(relative):  # a glob may name a file and the directory holding it
+                self._workspace.delete(relative)
 
     def cp_file(self, path1: Any, path2: Any, **kwargs: Any) -> None:
         src, dst = self._path(path1), self._path(path2)
