@@ -339,3 +339,37 @@ def test_an_unreachable_object_store_is_a_503_and_service_resumes_when_it_return
                 assert reader.get(f"{fs}/after-{number}.txt").json()["content"] == fresh
         assert first.get(f"{fs}/small.txt").json()["content"] == small
         assert sizes(second, fs)["large.txt"] == len(large)
+
+
+def test_processes_starting_together_on_a_new_database_migrate_it_once(postgres_url: str) -> None:
+    """Six processes open a new PostgreSQL database at the same moment, each migrating the storage and the
+    service's tables: the schema lock lets one migrate while the others wait, so every one starts."""
+    db = fresh_database(postgres_url)
+    script = (
+        "import sys\n"
+        "from workspacefs import SqlStore\n"
+        "from workspacefs.server._tables import migrate_service\n"
+        "sys.stdin.readline()\n"  # every process waits here, so they all begin at once
+        "store = SqlStore(sys.argv[1])\n"
+        "migrate_service(store)\n"
+        "print('ok')\n"
+    )
+    starters = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, db],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    outcomes = []
+    for process in starters:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    for process in starters:
+        out, err = process.communicate(timeout=HANG_BUDGET)
+        outcomes.append((process.returncode, out.strip(), err.strip().splitlines()[-1:] if err.strip() else []))
+    assert [(code, out) for code, out, _ in outcomes] == [(0, "ok")] * 6, outcomes

@@ -13,7 +13,7 @@ from importlib import resources
 
 import sqlalchemy as sa
 
-from workspacefs.backends.sql import SqlStore
+from workspacefs.backends.sql import SqlStore, hold_schema_lock
 
 __all__ = [
     "approvals",
@@ -135,6 +135,7 @@ def migrate_service(store: SqlStore) -> None:
         config = Config()
         config.set_main_option("script_location", str(resources.files("workspacefs.server") / "migrations"))
         with store.write() as connection:
+            hold_schema_lock(connection)
             config.attributes["connection"] = connection
             command.upgrade(config, "head")
         _migrated.add(store.url)

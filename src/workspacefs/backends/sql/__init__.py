@@ -8,8 +8,18 @@ from workspacefs.backends.sql._store import (
     SqlStore,
     default_database,
     engine_url,
+    hold_schema_lock,
     migrate,
     missing_database,
 )
 
-__all__ = ["SessionInfo", "SqlFilesystem", "SqlStore", "default_database", "engine_url", "migrate", "missing_database"]
+__all__ = [
+    "SessionInfo",
+    "SqlFilesystem",
+    "SqlStore",
+    "default_database",
+    "engine_url",
+    "hold_schema_lock",
+    "migrate",
+    "missing_database",
+]

@@ -141,13 +141,26 @@ def migration_config() -> Any:
     return config
 
 
+SCHEMA_LOCK = 0x77736673_736368
+"""The PostgreSQL advisory lock key ("wsfssch") held while a schema is migrated."""
+
+
+def hold_schema_lock(connection: Connection) -> None:
+    """Serialise migrations of one database for the rest of the transaction: several processes starting at
+    once on a new PostgreSQL database otherwise race to create the same tables (SQLite's ``BEGIN
+    IMMEDIATE`` already lets one writer in at a time)."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
+
+
 def migrate(engine_or_url: Engine | str) -> None:
-    """Bring the schema up to the newest migration (idempotent; run on first use)."""
+    """Bring the schema up to the newest migration (idempotent; run on first use; one process at a time)."""
     from alembic import command  # noqa: PLC0415 - only needed when migrating
 
     engine = engine_or_url if isinstance(engine_or_url, Engine) else sa.create_engine(engine_url(engine_or_url)[0])
     config = migration_config()
     with engine.connect().execution_options(wsfs_write=True) as connection, connection.begin():
+        hold_schema_lock(connection)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
     if not isinstance(engine_or_url, Engine):
