@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from workspacefs import (
+    BaseFilesystem,
     CompositeFilesystem,
     HostFilesystem,
     InMemoryFilesystem,
@@ -155,6 +156,20 @@ class TestMounts:
         found = [(m.path, m.line_number) for m in self.fs.grep("needle")]
         assert found == [("docs/guide.md", 2), ("memories/user.md", 1), ("workspace/src/app.py", 1)]
         assert [m.path for m in self.fs.grep("needle", path="/memories")] == ["memories/user.md"]
+
+    def test_grep_asks_each_mount_and_hides_what_a_nested_mount_covers(self) -> None:
+        below = InMemoryFilesystem()
+        below.write("m/hidden.txt", "needle under the mount point\n")
+        below.write("a.txt", "needle\n")
+        above = InMemoryFilesystem()
+        above.write("shown.txt", "needle\nneedle again\n")
+        fs = CompositeFilesystem({"/": below, "/m": above})
+        found = [(m.path, m.line_number) for m in fs.grep("needle")]
+        assert found == [("a.txt", 1), ("m/shown.txt", 1), ("m/shown.txt", 2)]
+        assert found == [(m.path, m.line_number) for m in BaseFilesystem.grep(fs, "needle")]  # the generic walk
+        assert [m.path for m in fs.grep("needle", max_matches=1)] == ["a.txt"]
+        assert [m.path for m in fs.grep("needle", path="/m/shown.txt")] == ["m/shown.txt"] * 2
+        assert [m.path for m in fs.grep("needle", glob="m/*.txt")] == ["m/shown.txt"] * 2  # relative to the root
 
     def test_moves_and_copies_between_mounts(self) -> None:
         self.fs.write("/tmp/scratch/draft/a.txt", "a")

@@ -22,9 +22,10 @@ from workspacefs.backends.composite._mounts import Mounted, MountTable
 from workspacefs.backends.composite._snapshots import CompositeSnapshots
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import MountPointError, ReadOnlyError, UnsupportedOperationError, caller_paths
-from workspacefs.paths import is_within, join
+from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, check_non_negative, is_within, join
 from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, ConditionalWrites, Filesystem, VersionedContent
-from workspacefs.results import FileEntry, FileStat, WriteMode, WriteResult
+from workspacefs.results import FileEntry, FileStat, GrepMatch, WriteMode, WriteResult
+from workspacefs.search import GrepPattern
 
 __all__ = ["CompositeFilesystem"]
 
@@ -243,6 +244,34 @@ class CompositeFilesystem(CompositeSnapshots, BaseFilesystem):
             target.fs.open_write(target.inner(dst), mode="overwrite", create_parents=False) as writer,
         ):
             writer.write_all(reader)
+
+    # --- search ----------------------------------------------------------------------------------------
+
+    def grep(
+        self, pattern: str, *, path: str = ".", glob: str | None = None, max_matches: int | None = None
+    ) -> Sequence[GrepMatch]:
+        """As every backend's ``grep``; without ``glob``, each mount searches its own part (with its own
+        index or ripgrep) and the matches are merged in path order."""
+        if glob is not None:
+            return super().grep(pattern, path=path, glob=glob, max_matches=max_matches)
+        GrepPattern(pattern)  # a bad pattern fails here, before any mount is asked
+        check_non_negative("max_matches", max_matches)
+        limit = DEFAULT_MAX_GREP_MATCHES if max_matches is None else max_matches
+        base = self._norm(path)
+        serving = self._table.route(base)
+        parts = [(serving, base)] if serving is not None else []
+        parts += [(nested, nested.point) for nested in self._table.below(base)]
+        found: builtins.list[GrepMatch] = []
+        for mounted, where in parts:
+            with caller_paths({base: path}), mounted.speaking_outside():
+                matches = mounted.fs.grep(pattern, path=mounted.inner(where), max_matches=limit)
+            kept = [replace(m, path=mounted.outer(m.path)) for m in matches]
+            visible = [m for m in kept if not self._table.shadowed(mounted, m.path)]
+            if len(visible) < len(kept) and len(kept) >= limit:  # hidden matches used up the mount's answer
+                return super().grep(pattern, path=path, max_matches=max_matches)
+            found += visible
+        found.sort(key=lambda match: (match.path, match.line_number))
+        return tuple(found[:limit])
 
     # --- compare-and-set, decided by the mount that holds the file -------------------------------------
 
