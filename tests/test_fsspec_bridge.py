@@ -177,6 +177,21 @@ def test_fsspec_opens_the_bridge_by_protocol_from_a_workspace_url(tmp_path: Path
         assert ws.read("report.txt").content == "ok\n"
 
 
+def test_a_bridge_opened_from_a_url_pickles_to_the_same_workspace(tmp_path: Path) -> None:
+    """Dask and multiprocessing pickle filesystems and open read files: the URL travels, not the database."""
+    import pickle
+
+    with WorkspaceFileSystem(url=f"sqlite:///{tmp_path / 'ws.db'}?session=p") as bridge:
+        bridge.pipe_file("/a.txt", b"shared")
+        with pickle.loads(pickle.dumps(bridge)) as again:
+            assert again.cat_file("/a.txt") == b"shared"
+        with bridge.open("/a.txt", "rb") as handle:
+            handle.seek(2)
+            reopened = pickle.loads(pickle.dumps(handle))
+            assert reopened.read() == b"ared"
+            reopened.close()
+
+
 def test_a_bridge_needs_exactly_one_workspace() -> None:
     with pytest.raises(ValueError, match="fs="):
         WorkspaceFileSystem()
@@ -439,6 +454,7 @@ def test_directories_are_real_and_listed_as_fsspec_expects(bridge: WorkspaceFile
     assert bridge.find("/data/a.csv") == ["/data/a.csv"]
     assert bridge.find("/missing") == []
     assert bridge.glob("/**/*.csv") == ["/data/a.csv"]
+    assert list(bridge.walk("/data")) == [("/data", ["empty"], ["a.csv"]), ("/data/empty", [], [])]
     assert bridge.du("/data") == 4
 
     with pytest.raises(FileExistsError):

@@ -394,8 +394,8 @@ class WorkspaceFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec ships
             kwargs["size"] = self._reader.size
         else:
             self._writer = fs.workspace.open_write(path, mode=_WRITE_MODES[mode])
-        try:
-            super().__init__(fs, path, mode, **kwargs)
+        try:  # fsspec's own buffering sees "xb" as "wb" (older releases know no "xb"): the writer checked already
+            super().__init__(fs, path, "wb" if mode == "xb" else mode, **kwargs)
         except BaseException:
             self._abandon()
             raise
