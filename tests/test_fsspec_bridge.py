@@ -555,6 +555,14 @@ def test_paths_go_through_the_workspaces_validator(bridge: WorkspaceFileSystem) 
     assert WorkspaceFileSystem._strip_protocol("workspace:///") == ""
 
 
+def test_bridge_paths_are_root_relative_whatever_the_mount_point() -> None:
+    """fsspec names every path from the root; a mount point is the agent's view, not the data tool's."""
+    ws = InMemoryFilesystem(mount_point="/workspace")
+    bridge = WorkspaceFileSystem(ws)
+    bridge.pipe_file("workspace://notes.md", b"n")
+    assert ws.read("/workspace/notes.md").content == "n" and bridge.ls("/", detail=False) == ["/notes.md"]
+
+
 def test_a_read_only_workspace_refuses_every_write(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("a")
     bridge = WorkspaceFileSystem(HostFilesystem(tmp_path, read_only=True))
