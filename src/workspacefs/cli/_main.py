@@ -146,7 +146,7 @@ def serve(
     sock = listen(host, port)  # first: a busy port is one line and exit 7, before anything else happens
     port = int(sock.getsockname()[1])  # the port chosen for --port 0
     store = open_store(db_url, content_store=content_store)
-    url = store.url
+    url = db_url or store.url  # as the user wrote it (store.url names the driver: postgresql+psycopg://)
     reach = browsable_host(host)
     address = f"http://{f'[{reach}]' if ':' in reach else reach}:{port}/"
     click.echo(f"workspacefs: storage {store.dialect} at {redact(url)}", err=True)
@@ -245,7 +245,7 @@ def db_upgrade(db_url: str | None) -> None:
     store = open_store(db_url)  # opening a store migrates its storage tables (and creates a SQLite file's directory)
     migrate_service(store)  # then the service's own tables
     store.close()
-    click.echo(f"{redact(store.url)}: schema up to date", err=True)
+    click.echo(f"{redact(db_url or store.url)}: schema up to date", err=True)
 
 
 @main.command("gc", short_help="Delete stored content no file or snapshot refers to.")
