@@ -53,6 +53,11 @@ PRINTS: dict[str, list[str]] = {
         "262144",
     ],
     "A host directory, sandboxed": ["print('hello')"],
+    "Several backends in one tree": [
+        "['docs', 'memories', 'scratch']",
+        "['docs/guide.md', 'memories/rules.md']",
+        "Ask the user first.",
+    ],
     "Tools for a model": ["['snapshot', 'restore', 'diff']", "True Created '/workspace/a.py': 1 line, 6 B."],
     "The models' own file tools": [
         "File created successfully at: /repo/app.py",
