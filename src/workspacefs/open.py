@@ -289,7 +289,9 @@ def _open_composite(url: str, params: dict[str, str], depth: int = 0) -> Filesys
     ``{url = "…", read_only = true}``. Or inline: ``composite://?/workspace=<percent-encoded URL>&/docs=…``.
 
     ``read_only`` and ``mount_point`` apply to the composite; ``create`` is passed to every mount whose own
-    URL does not say. A mount that fails to open closes the ones opened before it.
+    URL does not say. ``agent`` and ``session`` fill ``{agent}`` and ``{session}`` in the mounts' URLs (one
+    description as the layout of many sessions: ``serve --sessions-root composite:///…``). A mount that fails
+    to open closes the ones opened before it.
     """
     from workspacefs.backends.composite import CompositeFilesystem  # noqa: PLC0415 - imported on first use
 
@@ -302,20 +304,13 @@ def _open_composite(url: str, params: dict[str, str], depth: int = 0) -> Filesys
         described = _read_mounts(unquote(parts.path))
     if not described:
         raise ValueError("A composite:// URL needs mounts: composite:///abs/mounts.toml or composite://?/a=<URL>")
+    places: dict[str, str] = {key: params[key] for key in ("agent", "session") if key in params}
+    if places and not any("{" in (s if isinstance(s, str) else s[0]) for s in described.values()):
+        raise ValueError("agent= and session= fill {agent} and {session} in the mounts' URLs, and none has either")
     opened: dict[str, Filesystem] = {}
     try:
         for point, spec in described.items():
-            child, read_only = (spec, None) if isinstance(spec, str) else spec
-            options: dict[str, Any] = {} if read_only is None else {"read_only": str(read_only).lower()}
-            if "create" in params and "create=" not in child:
-                options["create"] = params["create"]
-            if urlsplit(child).scheme.lower() == "composite":
-                if depth >= _MAX_NESTING:
-                    raise ValueError(f"Composite descriptions nest more than {_MAX_NESTING} deep at {point}")
-                child_params = dict(parse_qsl(urlsplit(child).query, keep_blank_values=True)) | options
-                opened[point] = _open_composite(child, child_params, depth + 1)
-            else:
-                opened[point] = open_filesystem(child, **options)
+            opened[point] = _open_mount(point, spec, params, places, depth)
         return CompositeFilesystem(
             opened, read_only=query_flag(params, "read_only"), mount_point=params.get("mount_point")
         )
@@ -327,7 +322,25 @@ def _open_composite(url: str, params: dict[str, str], depth: int = 0) -> Filesys
         raise
 
 
-_COMPOSITE_OPTIONS = {"read_only", "mount_point", "create"}
+def _open_mount(
+    point: str, spec: str | tuple[str, bool | None], params: Mapping[str, str], places: Mapping[str, str], depth: int
+) -> Filesystem:
+    """One mount of a composite description: its URL with the places filled, ``read_only`` and ``create``."""
+    child, read_only = (spec, None) if isinstance(spec, str) else spec
+    for key, value in places.items():
+        child = child.replace("{" + key + "}", value)
+    options: dict[str, Any] = {} if read_only is None else {"read_only": str(read_only).lower()}
+    if "create" in params and "create=" not in child:
+        options["create"] = params["create"]
+    if urlsplit(child).scheme.lower() != "composite":
+        return open_filesystem(child, **options)
+    if depth >= _MAX_NESTING:
+        raise ValueError(f"Composite descriptions nest more than {_MAX_NESTING} deep at {point}")
+    child_params = dict(parse_qsl(urlsplit(child).query, keep_blank_values=True)) | options
+    return _open_composite(child, child_params, depth + 1)
+
+
+_COMPOSITE_OPTIONS = {"read_only", "mount_point", "create", "agent", "session"}
 
 
 def _read_mounts(path: str) -> dict[str, str | tuple[str, bool | None]]:

@@ -78,6 +78,14 @@ def main() -> None:
     "--content-store", "content_store", metavar="URL", envvar="WORKSPACEFS_CONTENT_STORE", help=CONTENT_STORE_HELP
 )
 @click.option(
+    "--sessions-root",
+    "sessions_root",
+    metavar="URL",
+    envvar="WORKSPACEFS_SESSIONS_ROOT",
+    help="Keep each session's files at this URL instead of in the database: file:///srv/agents (a directory "
+    "per AGENT/SESSION), s3://bucket/prefix?…, or a URL (or composite:// layout) placing {agent} and {session}.",
+)
+@click.option(
     "--host", default="127.0.0.1", show_default=True, envvar="WORKSPACEFS_HOST", help="Interface to listen on."
 )
 @click.option(
@@ -117,6 +125,7 @@ def main() -> None:
 def serve(
     *,
     db_url: str | None,
+    sessions_root: str | None,
     content_store: str | None,
     host: str,
     port: int,
@@ -145,11 +154,14 @@ def serve(
         raise click.UsageError(f"--no-auth is only allowed on a loopback host (127.0.0.1, ::1), not {host!r}")
     sock = listen(host, port)  # first: a busy port is one line and exit 7, before anything else happens
     port = int(sock.getsockname()[1])  # the port chosen for --port 0
+    _check_sessions_root(sessions_root)
     store = open_store(db_url, content_store=content_store)
     url = db_url or store.url  # as the user wrote it (store.url names the driver: postgresql+psycopg://)
     reach = browsable_host(host)
     address = f"http://{f'[{reach}]' if ':' in reach else reach}:{port}/"
     click.echo(f"workspacefs: storage {store.dialect} at {redact(url)}", err=True)
+    if sessions_root is not None:
+        click.echo(f"workspacefs: each session's files under {sessions_root.split('?', 1)[0]}", err=True)
     if store.content is not None:
         click.echo(f"workspacefs: chunks of {store.content.min_bytes} bytes or more in {store.content.root}", err=True)
     if no_auth:
@@ -183,11 +195,24 @@ def serve(
         policy=policy,
         approval_timeout=approval_timeout,
         quota=quota,
+        sessions_root=sessions_root,
     )
     try:
         run_uvicorn(app, sock, host=host, log_level=log_level)
     finally:
         store.close()
+
+
+def _check_sessions_root(sessions_root: str | None) -> None:
+    """Refuse a ``--sessions-root`` no session could be kept at, before anything starts."""
+    if sessions_root is None:
+        return
+    from workspacefs.server._storage import UrlSessions  # noqa: PLC0415 - the server extra
+
+    try:
+        UrlSessions(sessions_root)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--sessions-root") from None
 
 
 @main.command("mcp", short_help="Serve the file tools to an MCP client over stdio.")

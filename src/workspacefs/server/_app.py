@@ -22,6 +22,7 @@ from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT
 from workspacefs.server._errors import ASGIApp, Message, Receive, Scope, Send, install_error_handlers
 from workspacefs.server._limits import DEFAULT_MAX_JSON_BYTES, DEFAULT_RATE_LIMIT, BodyLimit
 from workspacefs.server._service import Service
+from workspacefs.server._storage import session_storage
 
 __all__ = ["DEFAULT_MAX_JSON_BYTES", "DEFAULT_MAX_UPLOAD_BYTES", "DEFAULT_RATE_LIMIT", "create_app"]
 
@@ -138,12 +139,15 @@ def create_app(
     policy: Policy | None = None,
     approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
     quota: Quota | None = None,
+    sessions_root: str | None = None,
 ) -> FastAPI:
     """The service over ``store`` (a :class:`SqlStore`, a database URL, or ``None`` for the default
     SQLite file). ``auth=False`` serves without tokens: only bind that to loopback. ``rate_limit`` is the
     requests per minute of a token that has no limit of its own (0: none). ``policy`` applies to sessions
     without their own (default: ``Policy.default()``; ``Policy()`` allows everything); an ``ask`` waits up to
-    ``approval_timeout`` seconds for an admin's decision. ``quota`` limits each session's storage."""
+    ``approval_timeout`` seconds for an admin's decision. ``quota`` limits each session's storage.
+    ``sessions_root`` keeps sessions' files at a URL instead of in the database (``file:///srv/agents``: a
+    directory per agent and session; ``s3://…``; a ``composite://`` layout; see ``_storage.py``)."""
     owned = not isinstance(store, SqlStore)
     sql_store = store if isinstance(store, SqlStore) else SqlStore(store or default_database())
 
@@ -177,6 +181,7 @@ def create_app(
         policy=policy,
         approval_timeout=approval_timeout,
         quota=quota,
+        sessions=session_storage(sql_store, sessions_root),
     )
     install_error_handlers(app)
     app.include_router(_sessions.router)

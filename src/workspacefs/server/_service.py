@@ -21,7 +21,7 @@ import anyio
 import anyio.to_thread
 from fastapi import Depends, Path, Request
 
-from workspacefs.backends.sql import SqlFilesystem, SqlStore
+from workspacefs.backends.sql import SqlStore
 from workspacefs.errors import InvalidPathError, error_code
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, basename, strict_path
 from workspacefs.policy import Policy
@@ -34,6 +34,7 @@ from workspacefs.server._auth import Caller
 from workspacefs.server._errors import ApiError
 from workspacefs.server._limits import DEFAULT_RATE_LIMIT, RateLimiter
 from workspacefs.server._models import ID_PATTERN, FileModel, SessionModel
+from workspacefs.server._storage import SessionStorage, SqlSessions
 from workspacefs.server.catalog import DEFAULT_AGENT, CatalogEntry, SessionCatalog
 from workspacefs.server.tokens import TokenStore
 
@@ -91,8 +92,11 @@ class Service:
         policy: Policy | None = None,
         approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT,
         quota: Quota | None = None,
+        sessions: SessionStorage | None = None,
     ) -> None:
         self.store = store
+        self.sessions = SqlSessions(store) if sessions is None else sessions
+        """Where each session's files are (the service's database unless ``serve --sessions-root``)."""
         self.catalog = SessionCatalog(store)
         self.tokens = TokenStore(store)
         self.auth = auth
@@ -126,7 +130,7 @@ class Service:
         """The filesystem of a session the caller may see (404 otherwise), seen through the session's policy
         (or the service's) and then the token's own, with ``ask`` held for a person (``_approvals.py``)."""
         entry = self.session(who, agent_id, session_id)
-        storage = SqlFilesystem(self.store, entry.storage_id, create=False, quota=self.quota)
+        storage = self.sessions.open(entry, quota=self.quota)
         token_id = who.token.token_id if who.token is not None else None
         approve = self.approvals.approver(agent_id=entry.agent_id, session_id=entry.session_id, token_id=token_id)
         rules = self.approvals.session_policy(entry.storage_id) or self.policy

@@ -7,6 +7,7 @@ diffed. A snapshot is named by its id, its tag or a unique id prefix (``snapshot
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -70,6 +71,8 @@ async def list_sessions(*, agent_id: AgentId, who: Reader, running: ServiceDep) 
     if not who.allows(agent_id):
         return SessionList(data=[])
     found = await running.run(running.catalog.sessions, agent_id)
+    if not running.sessions.counts_files:  # the files are not rows of the service's database
+        found = [replace(info, file_count=None, changed_at=None) for info in found]
     return SessionList(data=[session_model(info) for info in found])
 
 
@@ -98,6 +101,11 @@ async def create_session(*, request: Request, agent_id: AgentId, who: Writer, ru
             info = running.catalog.create(agent_id, session_id)
         except FileExistsError:
             raise ApiError(409, "already_exists", f"Session {session_id!r} already exists") from None
+        try:
+            running.sessions.create(info)
+        except BaseException:
+            running.catalog.delete(agent_id, session_id)  # no session without its storage
+            raise
         return session_model(info)
 
     return await running.run(work)
@@ -115,7 +123,11 @@ async def delete_session(*, agent_id: AgentId, session_id: SessionId, who: Write
     """Delete a session with all its files and snapshots."""
 
     def work() -> None:
-        if not who.allows(agent_id) or not running.catalog.delete(agent_id, session_id):
+        entry = running.catalog.get(agent_id, session_id) if who.allows(agent_id) else None
+        if entry is None:
+            raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
+        running.sessions.delete(entry)  # first: if it fails part way, the session is still there to delete again
+        if not running.catalog.delete(agent_id, session_id):
             raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
 
     await running.run(work)

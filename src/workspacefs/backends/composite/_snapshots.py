@@ -16,7 +16,7 @@ import json
 import uuid
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from workspacefs.backends._core import Fingerprint
@@ -126,7 +126,8 @@ class CompositeSnapshots(SnapshotMixin):
                 fs.delete_snapshot(part)
             failed = mounts[len(taken)][0].spelled
             raise SnapshotCreationError(f"The mount {failed} could not take its snapshot: {exc}") from exc
-        return self._completed(
+        first = min((part.created_at for _, _, part in taken), default=draft.created_at)
+        completed = self._completed(
             draft,
             file_count=sum(part.file_count for _, _, part in taken),
             total_bytes=sum(part.total_bytes for _, _, part in taken),
@@ -134,6 +135,7 @@ class CompositeSnapshots(SnapshotMixin):
             commit_ref=json.dumps({m.spelled: str(part.snapshot_id) for m, _, part in taken}, sort_keys=True),
             payload={m.spelled: part for m, _, part in taken},
         )
+        return replace(completed, created_at=first)  # the time the listing shows later (its first part's)
 
     def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
         parts = self._complete_parts(snapshot, "restored")
