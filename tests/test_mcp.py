@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import mcp_types as types
 import pytest
@@ -93,7 +94,7 @@ def text_of(result: types.CallToolResult) -> str:
     return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
-@pytest.fixture(params=["memory", "host", "sqlite", "postgresql"])
+@pytest.fixture(params=["memory", "host", "sqlite", "postgresql", "composite"])
 def backend_url(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[str]:
     kind = request.param
     if kind == "memory":
@@ -104,6 +105,11 @@ def backend_url(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[str]
         yield f"file://{root}?snapshot_dir={fast_tmp / f'mcp-snaps-{next(_ids)}'}"
     elif kind == "sqlite":
         yield f"sqlite:///{fast_tmp / 'mcp.db'}?session=mcp-{uuid.uuid4().hex[:8]}"
+    elif kind == "composite":  # a host directory mounted at the root of a composite, opened from its URL
+        root = fast_tmp / f"mcp-composite-{next(_ids)}"
+        root.mkdir()
+        inner = f"file://{root}?snapshot_dir={fast_tmp / f'mcp-snaps-{next(_ids)}'}"
+        yield "composite://?" + urlencode({"/": inner})
     else:
         url = request.getfixturevalue("postgres_url")
         yield f"{url}?session=mcp-{uuid.uuid4().hex[:8]}"
