@@ -11,11 +11,12 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["postgres_binaries", "running_postgres"]
+__all__ = ["PostgresServer", "postgres_binaries", "postgres_server", "running_postgres"]
 
 
 def postgres_binaries() -> Path | None:
@@ -34,9 +35,25 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@dataclass
+class PostgresServer:
+    """A running throwaway server: its URL, and stop/start for tests of an outage."""
+
+    url: str
+    _control: Callable[[str], None]
+
+    def stop(self) -> None:
+        """Stop the server at once (``immediate``: like a crash, connections are cut)."""
+        self._control("stop")
+
+    def start(self) -> None:
+        """Start it again on the same port, with the same data."""
+        self._control("start")
+
+
 @contextmanager
-def running_postgres(database: str = "wsfs_test") -> Iterator[str]:
-    """Start a server on a free loopback port with trust auth; yield its URL; stop and delete it."""
+def postgres_server(database: str = "wsfs_test") -> Iterator[PostgresServer]:
+    """Start a server on a free loopback port with trust auth; yield it; stop and delete it."""
     binaries = postgres_binaries()
     if binaries is None:
         raise FileNotFoundError("PostgreSQL server binaries are not installed (apt-get install postgresql)")
@@ -53,12 +70,19 @@ def running_postgres(database: str = "wsfs_test") -> Iterator[str]:
     def run(*command: str) -> None:
         subprocess.run(command, check=True, capture_output=True, user=user)
 
+    options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300"
+
+    def control(action: str) -> None:
+        if action == "stop":
+            run(str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+        else:
+            run(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(base / "server.log"), "-w", "start")
+
     try:
         run(str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
-        options = f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=300"
-        run(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(base / "server.log"), "-w", "start")
+        control("start")
         run(str(binaries / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", database)
-        yield f"postgresql://postgres@127.0.0.1:{port}/{database}"
+        yield PostgresServer(f"postgresql://postgres@127.0.0.1:{port}/{database}", control)
     finally:
         if data.exists():
             subprocess.run(
@@ -68,3 +92,10 @@ def running_postgres(database: str = "wsfs_test") -> Iterator[str]:
                 check=False,
             )
         shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def running_postgres(database: str = "wsfs_test") -> Iterator[str]:
+    """Start a server on a free loopback port with trust auth; yield its URL; stop and delete it."""
+    with postgres_server(database) as server:
+        yield server.url

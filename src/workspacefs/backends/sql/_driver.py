@@ -20,6 +20,8 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from workspacefs.backends.sql._reach import lost_connection
+
 __all__ = ["Driver", "Scope", "Tx"]
 
 
@@ -72,8 +74,10 @@ class Driver:
     ``sql`` turns statement text written with ``?`` placeholders into the driver's style.
     """
 
-    def __init__(self, engine: Engine, dialect: str, *, pool_size: int) -> None:
+    def __init__(self, engine: Engine, dialect: str, *, pool_size: int, where: str = "") -> None:
         self._engine = engine
+        self.where = where
+        """The database, for the message of a lost connection."""
         self.postgres = dialect == "postgresql"
         self._idle: dict[bool, list[tuple[Any, Any]]] = {False: [], True: []}
         """Idle connections: pipelined (PostgreSQL transactions, whose statements travel in batches) and
@@ -211,13 +215,18 @@ class Scope:
         self._begin = begin
 
     def __enter__(self) -> Tx:
-        self._held = held = self._driver._checkout(pipelined=self._begin is not None)
+        try:
+            self._held = held = self._driver._checkout(pipelined=self._begin is not None)
+        except Exception as exc:
+            _raise_if_lost(exc, self._driver.where)
+            raise
         self._tx = tx = Tx(held[0], held[1], postgres=self._driver.postgres)
         if self._begin is not None:
             try:
                 tx.run(self._begin)
-            except BaseException:
+            except BaseException as exc:
                 self._driver._recover(held, tx)
+                _raise_if_lost(exc, self._driver.where)
                 raise
         return tx
 
@@ -229,10 +238,21 @@ class Scope:
                     tx.sync()
                 else:
                     driver._commit(tx)
-        except BaseException:
+        except BaseException as exc:
             driver._recover(held, tx)
+            _raise_if_lost(exc, driver.where)
             raise
         if kind is not None:
             driver._recover(held, tx)
+            if error is not None and driver.postgres:
+                _raise_if_lost(error, driver.where)
             return
         driver._checkin(held)
+
+
+def _raise_if_lost(exc: BaseException, where: str) -> None:
+    """Raise the ``ConnectionError`` ``exc`` means if it is a lost or refused connection (else return, and
+    the caller re-raises ``exc`` as it was)."""
+    lost = lost_connection(exc, where)
+    if lost is not None:
+        raise lost from exc

@@ -29,6 +29,7 @@ from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORED_SQL, ContentStore
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
+from workspacefs.backends.sql._reach import lost_connection
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
@@ -207,7 +208,9 @@ class SqlStore:
             self.engine = sa.create_engine(
                 self.url, pool_size=pool_size, max_overflow=2 * pool_size, pool_pre_ping=True
             )
-        self.driver = Driver(self.engine, self.dialect, pool_size=pool_size)
+        self.shown_url = sa.engine.make_url(self.url).render_as_string(hide_password=True)
+        """The database's URL for messages (no password)."""
+        self.driver = Driver(self.engine, self.dialect, pool_size=pool_size, where=self.shown_url)
         """The hot paths' own connections (driver-level statements; see :mod:`._driver`)."""
         self.sql = Statements.build(self.dialect, self.driver.sql)
         """The hot statements, in this database's dialect and placeholder style."""
@@ -237,21 +240,36 @@ class SqlStore:
     # --- transactions -------------------------------------------------------------------------------
 
     @contextmanager
+    def _reachable(self) -> Iterator[None]:
+        """A lost or refused connection becomes ``ConnectionError`` (see ``_reach.py``)."""
+        try:
+            yield
+        except sa.exc.DBAPIError as exc:
+            lost = lost_connection(exc, self.shown_url)
+            if lost is None:
+                raise
+            raise lost from exc
+
+    @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: row locks taken by the caller)."""
-        with self.engine.connect().execution_options(wsfs_write=True) as connection, connection.begin():
+        with (
+            self._reachable(),
+            self.engine.connect().execution_options(wsfs_write=True) as connection,
+            connection.begin(),
+        ):
             yield connection
 
     @contextmanager
     def read_once(self) -> Iterator[Connection]:
         """A connection for one statement, without BEGIN/COMMIT round trips (a statement is atomic)."""
-        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+        with self._reachable(), self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
             yield connection
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read transaction: one consistent view for everything inside it."""
-        with self.engine.connect() as connection, connection.begin():
+        with self._reachable(), self.engine.connect() as connection, connection.begin():
             yield connection
 
     def insert(self, table: sa.Table) -> Any:
