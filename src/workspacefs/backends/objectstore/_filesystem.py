@@ -146,6 +146,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             self._targets.missing_parent(path, create=False)
 
     def _ensure_parents(self, path: str) -> None:
+        """Make the missing directories above ``path`` (one ``LIST`` when the parent is there)."""
         self._targets.ensure_parents(path)
 
     def _directory_or_missing(self, path: str) -> OSError:
@@ -289,6 +290,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         )
 
     def _open_writer_with_parents(self, path: str, mode: WriteMode, create_parents: bool) -> ByteWriter:
+        """As :meth:`_write_with_parents`: the parents made (or refused) from the target check's answer."""
         if not self._targets.check(path):
             self._targets.missing_parent(path, create=create_parents)
         return self._writer_at(path, mode)

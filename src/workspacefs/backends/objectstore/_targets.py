@@ -25,18 +25,19 @@ from workspacefs.backends._objects._client import ObjectClient, ObjectInfo
 from workspacefs.backends.objectstore._layout import Layout
 from workspacefs.paths import parent
 
-__all__ = ["PAGE_ENTRIES", "Targets", "ancestors_of"]
+__all__ = ["PAGE_ENTRIES", "Targets"]
 
-PAGE_ENTRIES = 25
-"""Entries of the parent read with the target check. Each listed entry costs parsing (its time stamp
-above all) of about a twentieth of a request, so a page of this size costs at most about one request more
-than the smallest one, and answers both questions at once for most directories an agent writes into."""
+PAGE_ENTRIES = 20
+"""Entries of the parent read with the target check. Each listed entry costs about a twentieth of a
+request (rendered by the store, parsed here, its time stamp above all: measured on moto), so a full page
+costs at most about two requests, what the two separate questions would, and answers both at once for
+most directories an agent writes into."""
 
 Parallel = Callable[[Callable[[str], object], Iterable[str]], object]
 """Runs one call per item with several requests in flight (the filesystem's thread pool)."""
 
 
-def ancestors_of(path: str) -> list[str]:
+def _ancestors_of(path: str) -> list[str]:
     """Every directory above ``path``, the root left out, outermost first (``a/b/c`` → ``a``, ``a/b``)."""
     parts = path.split("/")
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
@@ -80,7 +81,7 @@ class Targets:
         """Called when nothing is under ``path``'s parent: raise ``NotADirectoryError`` if an ancestor is a
         file, else put the markers of the missing directories (``create``) or raise ``FileNotFoundError``.
         One round trip of questions (every ancestor at once), one of markers."""
-        above = ancestors_of(path)
+        above = _ancestors_of(path)
         if not above:
             return
         outer = above[:-1] if create else []  # the parent itself is known to be empty
