@@ -102,6 +102,17 @@ def test_a_directory_past_the_first_page_is_still_found(counted: tuple[ObjectSto
     assert fs.stat("big/zz").is_directory
 
 
+def test_a_write_in_a_big_root_asks_only_about_its_path(counted: tuple[ObjectStoreFilesystem, Requests, Any]) -> None:
+    """The root is always a directory: no page of it is read, one key below ``name/`` answers."""
+    fs, requests, _ = counted
+    for i in range(PAGE_ENTRIES + 5):
+        fs.write(f"a{i:03d}.txt", "x")
+    fs.mkdir("zz")
+    with pytest.raises(IsADirectoryError):
+        fs.write("zz", "x")
+    assert requests.of(lambda: fs.write("zzz.txt", "x")) == {"ListObjectsV2": 1, "PutObject": 1}
+
+
 def test_a_small_read_is_one_get_and_a_listing_one_list(counted: tuple[ObjectStoreFilesystem, Requests, Any]) -> None:
     fs, requests, _ = counted
     fs.write("dir/a.txt", "x")

@@ -7,7 +7,8 @@ answer allows (each one costs a round trip, and on a busy store more than the wr
   where the parent is small: anything listed means the parent is a directory (its marker sorts first, or
   files other tools wrote without one), and a common prefix ``parent/name/`` means a directory at the path.
   A parent with more entries than one page holds, ``name/`` past the page, costs one more ``LIST``
-  (prefix ``parent/name/``, one key).
+  (prefix ``parent/name/``, one key). In the root (always a directory, often a big one) only that one is
+  asked.
 - Only when nothing is under the parent are its ancestors asked about, all at once: a file on the way is
   ``NotADirectoryError``; else the missing markers are put (or ``FileNotFoundError`` without
   ``create_parents``).
@@ -55,16 +56,21 @@ class Targets:
 
     def check(self, path: str) -> bool:
         """Raise ``IsADirectoryError`` if a directory is at ``path``; return whether its parent is a
-        directory (one request for a parent of up to :data:`PAGE_ENTRIES` entries, else at most two)."""
+        directory (one request for the root or a parent of up to :data:`PAGE_ENTRIES` entries, else at most
+        two)."""
         above = parent(path)
         target = self._layout.dir_key(path)
+        if not above:  # the root is always there: only the path is in question
+            if self._client.probe([], [target])[1][0]:
+                raise errors.is_a_directory(path)
+            return True
         page: list[ObjectInfo | str] = list(
             self._client.list(self._layout.dir_key(above), recursive=False, limit=PAGE_ENTRIES)
         )
         if target in page:  # a common prefix: a marker or objects below the path
             raise errors.is_a_directory(path)
         if not page:
-            return not above  # the root is always there; an empty prefix is no directory
+            return False  # an empty prefix is no directory
         last = page[-1]
         if len(page) >= PAGE_ENTRIES and (last if isinstance(last, str) else last.key) < target:
             _, occupied = self._client.probe([], [target])  # the page ends before ``name/``: ask about it
