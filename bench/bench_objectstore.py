@@ -4,7 +4,9 @@ Small files (1 KiB: write, read, list), a large stream (write and read, MiB/s an
 while streaming), and what a snapshot costs (the first, one with nothing changed, one after 1% changed).
 Times are per file (µs) or MiB/s; the ratio column is ObjectStoreFilesystem / s3fs (lower is better for
 times). The server is a local Python process, so absolute numbers say little about AWS; ratios say how
-much the workspace semantics (directory checks, content ids, atomic streams) cost on top of s3fs.
+much the workspace semantics (directory checks, content ids, atomic streams) cost on top of s3fs. The small
+files also show the HTTP requests each side sends per file: on a loaded machine the times swing from run to
+run, the counts do not (and each request is a round trip to a real store too).
 
 Run: ``python bench/bench_objectstore.py [--files N] [--big-mib M]``.
 """
@@ -28,7 +30,11 @@ from workspacefs.testing._s3 import S3Server, running_s3
 MIB = 1024 * 1024
 VERSIONED_BUCKET = "wsfs-bench-versioned"
 BUCKET = "wsfs-bench"
+PLAIN_BUCKET = "wsfs-bench-plain"
+OURS_BUCKET = "wsfs-bench-ours"
 PART = 5 * MIB
+ROUNDS = 3
+"""Rounds of the small reads and listings; the best counts (a round that met a busy machine says little)."""
 
 
 def rss() -> int:
@@ -62,17 +68,46 @@ def rss_growth() -> Iterator[list[int]]:
         result[0] = max(peak[0], rss()) - base
 
 
-def small_files(
-    count: int, write: Callable[[str, bytes], Any], read: Callable[[str], bytes], listing: Callable[[str], int]
-) -> dict[str, float]:
+class SmallFiles:
+    """One contender's small-file operations (write, read, list: how many entries a directory has) and the
+    HTTP requests its s3fs client sends (counted by an observer on botocore's events, one per request)."""
+
+    def __init__(
+        self,
+        s3: Any,
+        write: Callable[[str, bytes], Any],
+        read: Callable[[str], bytes],
+        listing: Callable[[str], int],
+    ) -> None:
+        self.write, self.read, self.listing = write, read, listing
+        self.requests = 0
+        s3._s3.meta.events.register("before-send.s3", self._sent)
+
+    def _sent(self, **_: Any) -> None:
+        self.requests += 1
+
+
+def small_files(count: int, contenders: list[SmallFiles]) -> list[tuple[dict[str, float], dict[str, float]]]:
+    """µs and requests per file of each operation for each contender. The contenders take turns operation by
+    operation, round by round, so a change in the machine's load does not land on one side only; reads and
+    listings (which change nothing) take the best of :data:`ROUNDS` rounds, writes one (new files)."""
     files = [(file_path(i), make_content(i)) for i in range(count)]
-    row: dict[str, float] = {}
-    row["write"], _ = timed(lambda: [write(p, d) for p, d in files])
-    row["read"], _ = timed(lambda: [read(p) for p, _ in files])
     dirs = sorted({p.rsplit("/", 1)[0] for p, _ in files})
-    row["list"], listed = timed(lambda: sum(listing(d) for d in dirs))
-    assert listed == count, listed
-    return {name: seconds * 1e6 / count for name, seconds in row.items()}
+    work: dict[str, tuple[int, Callable[[SmallFiles], Any]]] = {
+        "write": (1, lambda side: [side.write(p, d) for p, d in files]),
+        "read": (ROUNDS, lambda side: [side.read(p) for p, _ in files]),
+        "list": (ROUNDS, lambda side: sum(side.listing(d) for d in dirs)),
+    }
+    rows: list[tuple[dict[str, float], dict[str, float]]] = [({}, {}) for _ in contenders]
+    for name, (rounds, action) in work.items():
+        for _ in range(rounds):
+            for (times, requests), side in zip(rows, contenders, strict=True):
+                side.requests = 0
+                seconds, result = timed(lambda side=side, action=action: action(side))
+                assert name != "list" or result == count, result
+                times[name] = min(times.get(name, float("inf")), seconds * 1e6 / count)
+                requests[name] = side.requests / count
+    return rows
 
 
 def stream(mib: int, open_write: Callable[[], Any], open_read: Callable[[], Any]) -> dict[str, float]:
@@ -140,29 +175,40 @@ def main() -> None:
     parser.add_argument("--big-mib", type=int, default=256)
     args = parser.parse_args()
     with running_s3() as server:
-        server.make_bucket(BUCKET)
+        # a bucket each for the small files: moto reads a whole bucket to answer a LIST, so sharing one would
+        # make whichever side runs second list (and check) through the other's objects too
+        for bucket in (BUCKET, PLAIN_BUCKET, OURS_BUCKET):
+            server.make_bucket(bucket)
         s3 = server.filesystem()
         s3.ls(BUCKET)  # start the session before anything is timed
-        ours = ObjectStoreFilesystem(server.filesystem(), f"{BUCKET}/ours")
+        ours = ObjectStoreFilesystem(server.filesystem(), f"{OURS_BUCKET}/ours")
         ours.fsspec_filesystem.ls(BUCKET)
-        plain_root = f"{BUCKET}/plain"
+        plain_root = f"{PLAIN_BUCKET}/plain"
 
-        plain = small_files(
+        (plain, plain_requests), (mine, my_requests) = small_files(
             args.files,
-            lambda p, d: s3.pipe_file(f"{plain_root}/{p}", d),
-            lambda p: s3.cat_file(f"{plain_root}/{p}"),
-            lambda d: len(s3.ls(f"{plain_root}/{d}", refresh=True)),
-        )
-        mine = small_files(
-            args.files,
-            ours.write_bytes,
-            lambda p: ours.read_bytes(p).content,
-            lambda d: len(ours.list(d)),
+            [
+                SmallFiles(
+                    s3,
+                    lambda p, d: s3.pipe_file(f"{plain_root}/{p}", d),
+                    lambda p: s3.cat_file(f"{plain_root}/{p}"),
+                    lambda d: len(s3.ls(f"{plain_root}/{d}", refresh=True)),
+                ),
+                SmallFiles(
+                    ours.fsspec_filesystem,
+                    ours.write_bytes,
+                    lambda p: ours.read_bytes(p).content,
+                    lambda d: len(ours.list(d)),
+                ),
+            ],
         )
         print(f"{args.files} files of 1 KiB in {min(DIRS, args.files)} directories, µs per file")
-        print(f"{'':8}{'s3fs':>10}{'ours':>10}{'ratio':>8}")
+        print(f"{'':8}{'s3fs':>10}{'ours':>10}{'ratio':>8}   requests per file: s3fs  ours")
         for name in plain:
-            print(f"{name:8}{plain[name]:10.0f}{mine[name]:10.0f}{mine[name] / plain[name]:8.2f}")
+            print(
+                f"{name:8}{plain[name]:10.0f}{mine[name]:10.0f}{mine[name] / plain[name]:8.2f}"
+                f"{plain_requests[name]:24.2f}{my_requests[name]:6.2f}"
+            )
 
         with multiprocessing.get_context("spawn").Pool(1) as pool:
             plain_stream = pool.apply(stream_child, ("s3fs", server, args.big_mib))

@@ -136,9 +136,14 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
         if norm == ROOT:
             raise errors.is_a_directory(path)
         with caller_paths({norm: path}):
-            if create_parents:
-                self._ensure_parents(norm)
-            return self._quota_writer(norm, mode, self._open_writer(norm, mode))
+            return self._quota_writer(norm, mode, self._open_writer_with_parents(norm, mode, create_parents))
+
+    def _open_writer_with_parents(self, path: str, mode: WriteMode, create_parents: bool) -> ByteWriter:
+        """Open a writer at a normalised path, its missing parents made first if ``create_parents``; a backend
+        whose target check already tells where the parents stand overrides this (see _write_with_parents)."""
+        if create_parents:
+            self._ensure_parents(path)
+        return self._open_writer(path, mode)
 
     def open_text(self, path: str, *, encoding: str = "utf-8") -> Utf8TextReader:
         """Open a file for lazy UTF-8 line reads (lines split on ``\\n`` only)."""
@@ -260,20 +265,28 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
             raise too_big("Writing", path)
         try:
             change = self._check_write(norm, len(data), mode) if self._quota is not None else None
-            try:
-                self._write_content(norm, data, mode)
-            except FileNotFoundError:
-                # optimistic: the parent usually exists, so make it only when the write says it is missing
-                if not create_parents:
-                    raise
-                self._ensure_parents(norm)
-                self._write_content(norm, data, mode)
+            self._write_with_parents(norm, data, mode, create_parents)
         except OSError as exc:
             name_caller_path(exc, norm, path)
             raise
         if change is not None:
             self._apply(*change)
         return WriteResult(norm, len(data), mode)
+
+    def _write_with_parents(self, path: str, data: bytes, mode: WriteMode, create_parents: bool) -> None:
+        """Write a whole file at a normalised path, making its missing parents first if ``create_parents``.
+
+        Optimistic: the parent usually exists, so it is made only when the write says it is missing. A
+        backend whose target check already tells where the parents stand (an object store) overrides this
+        to make them without asking again.
+        """
+        try:
+            self._write_content(path, data, mode)
+        except FileNotFoundError:
+            if not create_parents:
+                raise
+            self._ensure_parents(path)
+            self._write_content(path, data, mode)
 
     # --- metadata --------------------------------------------------------------------------------------
 

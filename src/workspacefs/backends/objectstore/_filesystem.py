@@ -10,7 +10,6 @@ they hold across processes; elsewhere ``write_bytes_if`` refuses instead of pret
 
 from __future__ import annotations
 
-import builtins
 import errno
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,6 +26,7 @@ from workspacefs.backends.objectstore._layout import Layout, Tree, split_root, u
 from workspacefs.backends.objectstore._manifests import ManifestStore
 from workspacefs.backends.objectstore._snapshots import ObjectSnapshots
 from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, ObjectReader, ObjectWriter
+from workspacefs.backends.objectstore._targets import Targets
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import (
     ConcurrentChangeError,
@@ -105,6 +105,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         if _overlaps(store, self._layout):
             raise ValueError(f"snapshot_dir {snapshot_dir!r} overlaps the workspace root {root!r}; choose one outside")
         self._store = ManifestStore(self._client, store.base)
+        self._targets = Targets(self._client, self._layout, self._parallel)
         self._ids: dict[tuple[str, str], str] = {}
         self._ids_lock = threading.Lock()
         self._blobs_seen = set()
@@ -154,39 +155,15 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         with ThreadPoolExecutor(max_workers=min(_PARALLEL, len(todo))) as pool:
             return list(pool.map(work, todo))
 
-    def _no_parent(self, path: str) -> OSError:
-        """Why ``path``'s parent is unusable: a file on the way (``NotADirectoryError``) or nothing there."""
-        above = [a for a in [*_ancestors_of(path)] if a]
-        found, _ = self._client.probe([self._layout.key(a) for a in above], [])
-        if any(info is not None for info in found):
-            return errors.not_a_directory(path)
-        return errors.file_not_found(path)
-
     def _check_target(self, path: str) -> None:
         """Refuse to write a file at ``path`` when a directory is there, or when its parent is not a directory
-        (one round trip: the questions asked at once; the parent's marker answers for directories made here,
-        a listing only for those other tools made without one)."""
-        above = parent(path)
-        heads = [self._layout.dir_key(above)] if above else []
-        found, occupied = self._client.probe(heads, [self._layout.dir_key(path)])
-        if occupied[0]:
-            raise errors.is_a_directory(path)
-        if above and found[0] is None and not self._client.probe([], [self._layout.dir_key(above)])[1][0]:
-            raise self._no_parent(path)
+        (``NotADirectoryError`` for a file on the way, else ``FileNotFoundError``)."""
+        if not self._targets.check(path):
+            self._targets.missing_parent(path, create=False)
 
     def _ensure_parents(self, path: str) -> None:
-        """Make the missing directories above ``path`` in two round trips: ask about every ancestor at once
-        (a file on the way is ``NotADirectoryError``), then put the missing markers."""
-        above = _ancestors_of(path)
-        if not above:
-            return
-        found, occupied = self._client.probe(
-            [self._layout.key(a) for a in above], [self._layout.dir_key(a) for a in above]
-        )
-        if any(info is not None for info in found):
-            raise errors.not_a_directory(path)
-        missing = [a for a, there in zip(above, occupied, strict=True) if not there]
-        self._parallel(lambda directory: self._client.put(self._layout.dir_key(directory), b""), missing)
+        """Make the missing directories above ``path`` (one ``LIST`` when the parent is there)."""
+        self._targets.ensure_parents(path)
 
     def _directory_or_missing(self, path: str) -> OSError:
         """The error for a file operation on ``path`` where no file is: a directory, or nothing."""
@@ -328,8 +305,19 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             on_multipart=self._recorded_multipart(key),
         )
 
+    def _open_writer_with_parents(self, path: str, mode: WriteMode, create_parents: bool) -> ByteWriter:
+        """As :meth:`_write_with_parents`: the parents made (or refused) from the target check's answer."""
+        if not self._targets.check(path):
+            self._targets.missing_parent(path, create=create_parents)
+        return self._writer_at(path, mode)
+
     def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:
         self._check_target(path)
+        return self._writer_at(path, mode)
+
+    def _writer_at(self, path: str, mode: WriteMode) -> ByteWriter:
+        """A writer for ``path``, whose target is checked: append starts from the current content, create and
+        append on a missing file commit only if none has appeared meanwhile."""
         existing = self._client.head(self._layout.key(path)) if mode != "overwrite" else None
         if existing is not None and mode == "create":
             raise errors.file_exists(path)
@@ -352,11 +340,19 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             raise ConcurrentChangeError(path, "The file changed while it was being appended to") from None
         return writer
 
-    def _write_content(self, path: str, data: bytes, mode: WriteMode) -> None:
-        if mode == "append":
-            super()._write_content(path, data, mode)
+    def _write_with_parents(self, path: str, data: bytes, mode: WriteMode, create_parents: bool) -> None:
+        """The target check tells where the parent stands, so a missing one is made (or refused) from that
+        answer: one ``LIST`` and the ``PUT`` where the parent exists, nothing asked twice where it does not."""
+        if mode == "append":  # the old content and the new, through one writer
+            with self._open_writer_with_parents(path, mode, create_parents) as writer:
+                writer.write(data)
             return
-        self._check_target(path)
+        if not self._targets.check(path):
+            self._targets.missing_parent(path, create=create_parents)
+        self._put_whole(path, data, mode)
+
+    def _put_whole(self, path: str, data: bytes, mode: WriteMode) -> None:
+        """One ``PUT`` of a whole file (``If-None-Match`` in create mode: the store refuses an existing one)."""
         content_id = content_id_of(data)
         try:
             info = self._client.put(self._layout.key(path), data, content_id=content_id, if_none_match=mode == "create")
@@ -372,7 +368,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         if found[0] is not None or occupied[0]:
             raise errors.file_exists(path)
         if above and not occupied[1]:
-            raise self._no_parent(path)
+            self._targets.missing_parent(path, create=False)
         try:
             self._client.put(self._layout.dir_key(path), b"", if_none_match=True)
         except PreconditionFailed:
@@ -564,11 +560,6 @@ def _overlaps(one: Layout, other: Layout) -> bool:
     if one.bucket != other.bucket:
         return False
     return is_within(one.prefix, other.prefix) or is_within(other.prefix, one.prefix)
-
-
-def _ancestors_of(path: str) -> builtins.list[str]:
-    parts = path.split("/")
-    return ["/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _name(path: str) -> str:

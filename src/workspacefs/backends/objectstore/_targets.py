@@ -1,0 +1,108 @@
+"""Where a file may be written in a bucket: no directory at its path, a directory (not a file) as its parent.
+
+Object stores accept any key, so these rules are checked before each write, with as few requests as the
+answer allows (each one costs a round trip, and on a busy store more than the write itself):
+
+- One ``LIST`` of the parent's first entries (prefix ``parent/``, delimiter ``/``) answers both questions
+  where the parent is small: anything listed means the parent is a directory (its marker sorts first, or
+  files other tools wrote without one), and a common prefix ``parent/name/`` means a directory at the path.
+  A parent with more entries than one page holds, ``name/`` past the page, costs one more ``LIST``
+  (prefix ``parent/name/``, one key). In the root (always a directory, often a big one) only that one is
+  asked.
+- Only when nothing is under the parent are its ancestors asked about, all at once: a file on the way is
+  ``NotADirectoryError``; else the missing markers are put (or ``FileNotFoundError`` without
+  ``create_parents``).
+
+Nothing is remembered between calls: other processes share the bucket and may change any of it, so every
+write asks afresh (the check and the ``PUT`` stay two steps, as on any object store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from workspacefs import errors
+from workspacefs.backends._objects._client import ObjectClient, ObjectInfo
+from workspacefs.backends.objectstore._layout import Layout
+from workspacefs.paths import parent
+
+__all__ = ["PAGE_ENTRIES", "Targets"]
+
+PAGE_ENTRIES = 20
+"""Entries of the parent read with the target check. Each listed entry costs about a twentieth of a
+request (rendered by the store, parsed here, its time stamp above all: measured on moto), so a full page
+costs at most about two requests, what the two separate questions would, and answers both at once for
+most directories an agent writes into."""
+
+Parallel = Callable[[Callable[[str], object], Iterable[str]], object]
+"""Runs one call per item with several requests in flight (the filesystem's thread pool)."""
+
+
+def _ancestors_of(path: str) -> list[str]:
+    """Every directory above ``path``, the root left out, outermost first (``a/b/c`` → ``a``, ``a/b``)."""
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+class Targets:
+    """The checks before a write, over one workspace's keys."""
+
+    __slots__ = ("_client", "_layout", "_parallel")
+
+    def __init__(self, client: ObjectClient, layout: Layout, parallel: Parallel) -> None:
+        self._client = client
+        self._layout = layout
+        self._parallel = parallel
+
+    def check(self, path: str) -> bool:
+        """Raise ``IsADirectoryError`` if a directory is at ``path``; return whether its parent is a
+        directory (one request for the root or a parent of up to :data:`PAGE_ENTRIES` entries, else at most
+        two)."""
+        above = parent(path)
+        target = self._layout.dir_key(path)
+        if not above:  # the root is always there: only the path is in question
+            if self._client.probe([], [target])[1][0]:
+                raise errors.is_a_directory(path)
+            return True
+        page: list[ObjectInfo | str] = list(
+            self._client.list(self._layout.dir_key(above), recursive=False, limit=PAGE_ENTRIES)
+        )
+        if target in page:  # a common prefix: a marker or objects below the path
+            raise errors.is_a_directory(path)
+        if not page:
+            return False  # an empty prefix is no directory
+        last = page[-1]
+        if len(page) >= PAGE_ENTRIES and (last if isinstance(last, str) else last.key) < target:
+            _, occupied = self._client.probe([], [target])  # the page ends before ``name/``: ask about it
+            if occupied[0]:
+                raise errors.is_a_directory(path)
+        return True
+
+    def parent_exists(self, path: str) -> bool:
+        """True if ``path``'s parent is a directory (one request; the root always is)."""
+        above = parent(path)
+        return not above or self._client.probe([], [self._layout.dir_key(above)])[1][0]
+
+    def missing_parent(self, path: str, *, create: bool) -> None:
+        """Called when nothing is under ``path``'s parent: raise ``NotADirectoryError`` if an ancestor is a
+        file, else put the markers of the missing directories (``create``) or raise ``FileNotFoundError``.
+        One round trip of questions (every ancestor at once), one of markers."""
+        above = _ancestors_of(path)
+        if not above:
+            return
+        outer = above[:-1] if create else []  # the parent itself is known to be empty
+        found, occupied = self._client.probe(
+            [self._layout.key(a) for a in above], [self._layout.dir_key(a) for a in outer]
+        )
+        if any(info is not None for info in found):
+            raise errors.not_a_directory(path)
+        if not create:
+            raise errors.file_not_found(path)
+        missing = [a for a, there in zip(outer, occupied, strict=True) if not there] + [above[-1]]
+        self._parallel(lambda directory: self._client.put(self._layout.dir_key(directory), b""), missing)
+
+    def ensure_parents(self, path: str) -> None:
+        """Make the missing directories above ``path`` (``NotADirectoryError`` if a file is on the way); one
+        request when the parent is there already."""
+        if not self.parent_exists(path):
+            self.missing_parent(path, create=True)
