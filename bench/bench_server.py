@@ -3,14 +3,16 @@
 ``workspacefs serve`` runs as users run it (one uvicorn process, bearer auth on). Fifty keep-alive HTTP/1.1
 connections, driven by a minimal asyncio client (so the client costs little of the machine's CPU), send:
 
+- ``none``: ``GET /healthz``, no token, no table: the framework's own floor (routing, HTTP, the middleware);
 - ``floor``: ``GET /v1/agents`` with an agent-scoped token, which reads only the token's row (one indexed
-  lookup, never cached, so revocation is immediate): the framework's own cost per authenticated request,
-  the ceiling the file operations are measured against;
+  lookup, never cached, so revocation is immediate): the framework's cost per *authenticated* request, the
+  ceiling the file operations are measured against;
 - ``read``: ``GET /fs/{path}`` of a random 1 KiB file (JSON with content and ETag);
 - ``write``: ``PUT /fs/{path}`` of new 1 KiB content, each client over its own 20 files.
 
 It prints requests per second, p50 and p99 latency, errors (any non-2xx answer or a broken connection;
-there must be none), and each row's throughput as a ratio of the floor. PostgreSQL runs on a throwaway
+there must be none), and each row's throughput as a ratio of the authenticated floor (``÷floor``) and of the
+no-table one (``÷none``). PostgreSQL runs on a throwaway
 local server (``fsync=off``, like the tests); the SQLite file lives in a temporary directory on disk.
 
 Run: ``python bench/bench_server.py [--clients 50] [--requests 4000]``.
@@ -131,6 +133,9 @@ def run_backend(name: str, url: str, clients: int, total: int) -> dict[str, Resu
     base = f"/v1/agents/{AGENT}/sessions/{SESSION}/fs"
     rng = random.Random(7)
 
+    def none(_client: int, _n: int) -> bytes:
+        return b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n"
+
     def floor(_client: int, _n: int) -> bytes:
         return _request("GET", "/v1/agents", token)
 
@@ -147,12 +152,13 @@ def run_backend(name: str, url: str, clients: int, total: int) -> dict[str, Resu
     with running_service(url) as service:
         port = int(service.url.rsplit(":", 1)[1])
         asyncio.run(_phase(port, read, clients, min(total, 1000)))  # warm up: connections, caches, pools
-        for label, make in (("floor", floor), ("read", read), ("write", write)):
+        for label, make in (("none", none), ("floor", floor), ("read", read), ("write", write)):
             results[label] = asyncio.run(_phase(port, make, clients, total))
-            row = results[label]
+        for label, row in results.items():
             print(
                 f"{name:<11} {label:<6} {row.requests:>7} {row.rps:>9.0f} {row.percentile(0.5):>8.1f}"
-                f" {row.percentile(0.99):>8.1f} {row.errors:>7} {row.rps / results['floor'].rps:>8.2f}",
+                f" {row.percentile(0.99):>8.1f} {row.errors:>7} {row.rps / results['floor'].rps:>8.2f}"
+                f" {row.rps / results['none'].rps:>8.2f}",
                 flush=True,
             )
     return results
@@ -165,7 +171,8 @@ def main() -> None:
     parser.add_argument("--skip-postgres", action="store_true")
     args = parser.parse_args()
     print(f"{args.clients} concurrent keep-alive clients, {args.requests} requests per phase, 1 KiB files")
-    print(f"{'backend':<11} {'op':<6} {'reqs':>7} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'÷floor':>8}")
+    head = f"{'backend':<11} {'op':<6} {'reqs':>7} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}"
+    print(f"{head} {'÷floor':>8} {'÷none':>8}")
     errors = 0
     with tempfile.TemporaryDirectory(prefix="wsfs-bench-server-", dir=str(Path.home())) as scratch:
         for row in run_backend("sqlite", f"sqlite:///{scratch}/service.db", args.clients, args.requests).values():
