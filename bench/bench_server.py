@@ -15,7 +15,10 @@ there must be none), and each row's throughput as a ratio of the authenticated f
 no-table one (``÷none``). PostgreSQL runs on a throwaway
 local server (``fsync=off``, like the tests); the SQLite file lives in a temporary directory on disk.
 
-Run: ``python bench/bench_server.py [--clients 50] [--requests 4000]``.
+Each phase runs ``--repeat`` times (default 3), interleaved with the others, and the fastest run of each is
+shown: on a shared machine the load drifts, and the ratios must compare phases run under the same conditions.
+
+Run: ``python bench/bench_server.py [--clients 50] [--requests 4000] [--repeat 3]``.
 """
 
 from __future__ import annotations
@@ -128,7 +131,9 @@ def _seed(url: str) -> str:
     return token
 
 
-def run_backend(name: str, url: str, clients: int, total: int) -> dict[str, Result]:
+def run_backend(name: str, url: str, clients: int, total: int, repeat: int = 1) -> dict[str, Result]:
+    """Each phase ``repeat`` times, interleaved (a shared machine's load drifts between phases), keeping each
+    phase's fastest run; errors are summed over all runs."""
     token = _seed(url)
     base = f"/v1/agents/{AGENT}/sessions/{SESSION}/fs"
     rng = random.Random(7)
@@ -152,8 +157,16 @@ def run_backend(name: str, url: str, clients: int, total: int) -> dict[str, Resu
     with running_service(url) as service:
         port = int(service.url.rsplit(":", 1)[1])
         asyncio.run(_phase(port, read, clients, min(total, 1000)))  # warm up: connections, caches, pools
-        for label, make in (("none", none), ("floor", floor), ("read", read), ("write", write)):
-            results[label] = asyncio.run(_phase(port, make, clients, total))
+        for _ in range(repeat):
+            for label, make in (("none", none), ("floor", floor), ("read", read), ("write", write)):
+                row = asyncio.run(_phase(port, make, clients, total))
+                kept = results.get(label)
+                if kept is not None:
+                    row.errors += kept.errors
+                    if kept.rps >= row.rps:
+                        kept.errors = row.errors
+                        row = kept
+                results[label] = row
         for label, row in results.items():
             print(
                 f"{name:<11} {label:<6} {row.requests:>7} {row.rps:>9.0f} {row.percentile(0.5):>8.1f}"
@@ -168,18 +181,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--requests", type=int, default=4000, help="requests per phase")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved runs of each phase; the fastest is shown")
     parser.add_argument("--skip-postgres", action="store_true")
     args = parser.parse_args()
-    print(f"{args.clients} concurrent keep-alive clients, {args.requests} requests per phase, 1 KiB files")
+    print(
+        f"{args.clients} concurrent keep-alive clients, {args.requests} requests per phase, 1 KiB files,"
+        f" best of {args.repeat} interleaved runs"
+    )
     head = f"{'backend':<11} {'op':<6} {'reqs':>7} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}"
     print(f"{head} {'÷floor':>8} {'÷none':>8}")
     errors = 0
     with tempfile.TemporaryDirectory(prefix="wsfs-bench-server-", dir=str(Path.home())) as scratch:
-        for row in run_backend("sqlite", f"sqlite:///{scratch}/service.db", args.clients, args.requests).values():
+        for row in run_backend(
+            "sqlite", f"sqlite:///{scratch}/service.db", args.clients, args.requests, args.repeat
+        ).values():
             errors += row.errors
     if not args.skip_postgres:
         with running_postgres("wsfs_bench_server") as pg_url:
-            for row in run_backend("postgresql", pg_url, args.clients, args.requests).values():
+            for row in run_backend("postgresql", pg_url, args.clients, args.requests, args.repeat).values():
                 errors += row.errors
     if errors:
         raise SystemExit(f"{errors} requests failed")
