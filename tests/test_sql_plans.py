@@ -28,7 +28,6 @@ def statements(dialect: str) -> dict[str, tuple[str, tuple[Any, ...]]]:
         "CHILDREN": (hot.CHILDREN, (SESSION, PARENT, SESSION, PARENT)),
         "READ": (hot.READ, (1024, SESSION, PATH)),
         "ROWS_FOR_WRITE": (hot.ROWS_FOR_WRITE[dialect], rows_for_write),
-        "CHUNKS_OF_FILE": (hot.CHUNKS_OF_FILE, (SESSION, PATH)),
         "CHUNK_LIST": (hot.CHUNK_LIST, (SESSION, PATH)),
         "CHUNK": (hot.CHUNK, (BLOB,)),
         "UPDATE_FILE": (hot.UPDATE_FILE, (BLOB, 1, None, None, SESSION, PATH)),

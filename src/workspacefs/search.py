@@ -146,10 +146,13 @@ def _split_pattern(pattern: str, what: str) -> list[str]:
 class GlobMatcher:
     """A compiled glob pattern matched against ``/``-separated relative paths."""
 
-    __slots__ = ("_match", "pattern")
+    __slots__ = ("_match", "pattern", "regex")
 
     def __init__(self, pattern: str, *, what: str = "glob pattern") -> None:
         self.pattern = pattern
+        self.regex: str | None = None
+        """The Python regular expression (``re.DOTALL``, matched whole) the pattern became; ``None`` when it
+        has too many stars for a backtracking engine and runs on the linear-time one."""
         segments = _split_pattern(pattern, what)
         parts: list[str] = []
         stars = 0
@@ -170,6 +173,7 @@ class GlobMatcher:
         else:
             compiled = re.compile(text, re.DOTALL)
             self._match = lambda path: compiled.fullmatch(path) is not None
+            self.regex = text
 
     def matches(self, relative_path: str) -> bool:
         """True if the whole relative path matches."""

@@ -112,6 +112,8 @@ class GuardedFilesystem:
         """Check ``operation`` on ``path`` (and with ``tree`` on everything below it); the canonical path."""
         norm = self._canonical(path)
         if self.policy.restricts(operation):
+            if not tree and self.policy.decide(operation, norm).rule is None:
+                return norm  # no rule speaks about this path (what almost every path is): nothing to ask
             with caller_paths({norm: path}):
                 self.policy.check(operation, [norm, *(self._below(norm, operation) if tree else ())], detail=detail)
         return norm

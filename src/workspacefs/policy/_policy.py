@@ -3,21 +3,25 @@ it to a filesystem. See ``_rules.py`` for how patterns match."""
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from workspacefs.errors import PolicyDeniedError
+from workspacefs.paths import basename
 from workspacefs.policy._guard import GuardedFilesystem
 from workspacefs.policy._rules import (
     ALLOWED,
+    OPERATIONS,
     ApprovalRequest,
     Approver,
     Decision,
     Operation,
     PolicyRule,
     default_rules,
+    fold,
     reason_of,
     resolve,
     rule_from,
@@ -42,6 +46,14 @@ class Policy:
                 raise TypeError(f"Policy rules must be PolicyRule values, not {type(rule).__name__}")
         self.approve = approve
         self._views: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+        self._covering = {op: tuple(rule for rule in self.rules if rule.covers(op)) for op in OPERATIONS}
+        """The rules of each operation, in order (so a decision looks at those only)."""
+        self._restricting = frozenset(
+            op for op, rules in self._covering.items() if any(rule.action != "allow" for rule in rules)
+        )
+        self._screens = {op: _screen(rules) for op, rules in self._covering.items()}
+        """Per operation, one expression each for names and paths that every rule's match also matches: a path
+        neither matches is allowed without trying the rules one by one (what almost every path is)."""
 
     # --- building ----------------------------------------------------------------------------------------
 
@@ -52,8 +64,11 @@ class Policy:
         return cls(default_rules(), approve=approve)
 
     def with_approver(self, approve: Approver | None) -> Policy:
-        """The same rules with another approver."""
-        return Policy(self.rules, approve=approve)
+        """The same rules with another approver (cheap: the service makes one per request)."""
+        twin = object.__new__(Policy)
+        twin.rules, twin.approve, twin._views = self.rules, approve, weakref.WeakKeyDictionary()
+        twin._covering, twin._restricting, twin._screens = self._covering, self._restricting, self._screens
+        return twin
 
     def extended(self, rules: Iterable[PolicyRule]) -> Policy:
         """A policy whose ``rules`` come first (so they can allow what these rules ask about), then these."""
@@ -99,14 +114,22 @@ class Policy:
 
     def decide(self, operation: Operation, path: str) -> Decision:
         """The first rule covering ``operation`` whose pattern matches canonical ``path``; allow if none does."""
-        for rule in self.rules:
-            if rule.covers(operation) and rule.matches(path):
+        rules = self._covering.get(operation)
+        if rules is None:  # not an operation: what the rules say about it is nothing
+            return ALLOWED
+        folded = fold(path)
+        name = basename(folded)
+        screen = self._screens[operation]
+        if screen is not None and not _passes(screen, folded, name):
+            return ALLOWED
+        for rule in rules:
+            if rule.matches_folded(folded, name):
                 return Decision(rule.action, rule)
         return ALLOWED
 
     def restricts(self, operation: Operation) -> bool:
         """True if some rule could refuse or ask about ``operation`` (else checks can be skipped)."""
-        return any(rule.action != "allow" and rule.covers(operation) for rule in self.rules)
+        return operation in self._restricting
 
     def check(
         self, operation: Operation, paths: Sequence[str], *, target: str | None = None, detail: str | None = None
@@ -164,3 +187,31 @@ class Policy:
     def __repr__(self) -> str:
         approver = "" if self.approve is None else ", approve=…"
         return f"Policy({len(self.rules)} rules{approver})"
+
+
+_Screen = tuple["re.Pattern[str] | None", "re.Pattern[str] | None"]
+
+
+def _screen(rules: Sequence[PolicyRule]) -> _Screen | None:
+    """The alternation of ``rules``' name patterns and of their path patterns (``None``: some rule cannot be
+    screened this way, so every path goes through the rules)."""
+    names: list[str] = []
+    paths: list[str] = []
+    for rule in rules:
+        found = rule.regexes()
+        if found is None:
+            return None
+        for regex, by_name in found:
+            (names if by_name else paths).append(f"(?:{regex})")
+    return (
+        re.compile("|".join(names), re.DOTALL) if names else None,
+        re.compile("|".join(paths), re.DOTALL) if paths else None,
+    )
+
+
+def _passes(screen: _Screen, folded: str, name: str) -> bool:
+    """True if some rule of the screen may match (folded) ``path`` or its ``name``."""
+    by_name, by_path = screen
+    return (by_name is not None and by_name.fullmatch(name) is not None) or (
+        by_path is not None and by_path.fullmatch(folded) is not None
+    )

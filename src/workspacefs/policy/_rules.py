@@ -33,6 +33,7 @@ __all__ = [
     "Operation",
     "PolicyRule",
     "default_rules",
+    "fold",
     "reason_of",
     "resolve",
     "rule_from",
@@ -44,7 +45,7 @@ OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 ACTIONS: tuple[Action, ...] = get_args(Action)
 
 
-def _fold(text: str) -> str:
+def fold(text: str) -> str:
     """The form rules compare: Unicode NFC, case-folded (so no spelling of a name slips past a rule)."""
     return unicodedata.normalize("NFC", text).casefold()
 
@@ -74,8 +75,18 @@ class PolicyRule:
 
     def matches(self, path: str) -> bool:
         """True if the canonical ``path`` (root-relative, ``""`` for the root) matches the pattern."""
-        folded = _fold(path)
-        name = basename(folded)
+        folded = fold(path)
+        return self.matches_folded(folded, basename(folded))
+
+    def regexes(self) -> tuple[tuple[str, bool], ...] | None:
+        """The pattern as whole-match regular expressions (``re.DOTALL``), each flagged ``True`` if it matches
+        names; ``None`` if one needs the linear-time engine (a policy then cannot screen with it)."""
+        found = tuple((matcher.regex, by_name) for matcher, by_name in self._matchers)
+        return None if any(regex is None for regex, _ in found) else found  # type: ignore[return-value]
+
+    def matches_folded(self, folded: str, name: str) -> bool:
+        """:meth:`matches` for a path already in the form rules compare (:func:`fold`) and its last segment
+        (a policy folds a path once for all its rules)."""
         return any(matcher.matches(name if by_name else folded) for matcher, by_name in self._matchers)
 
     def describe(self) -> str:
@@ -94,7 +105,7 @@ def _compile(pattern: str) -> tuple[tuple[GlobMatcher, bool], ...]:
     """Matchers for a rule pattern, each flagged ``True`` if it matches names rather than whole paths."""
     if not isinstance(pattern, str) or not pattern.strip("/"):
         raise ValueError(f"A policy rule needs a non-empty pattern, not {pattern!r}")
-    text = _fold(pattern.strip().lstrip("/"))
+    text = fold(pattern.strip().lstrip("/"))
     if "/" not in text.rstrip("/"):
         return ((GlobMatcher(text.rstrip("/"), what="policy pattern"), True),)
     matchers = [(GlobMatcher(text, what="policy pattern"), False)]

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse
+from fastapi.responses import Response
 from starlette.convertors import Convertor, register_url_convertor
 
 from workspacefs.server._auth import Reader, Writer
@@ -67,17 +67,17 @@ async def not_an_action_method(action: str) -> None:
 @router.post("/stat", response_model=FileModel, responses=error_responses(404, 422), summary="A file's metadata")
 async def stat(
     *, body: PathRequest, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep
-) -> JSONResponse:
+) -> Response:
     """Metadata of a file or directory, without content; the ``ETag`` header carries its content id."""
     norm = wire_path(body.path)
 
-    def work() -> JSONResponse:
+    def work() -> Response:
         return described(running.filesystem(who, agent_id, session_id), session_id, norm)
 
     return await running.run(work)
 
 
-def _transfer(fs: ServedFilesystem, session_id: str, body: TransferRequest, *, move: bool) -> JSONResponse:
+def _transfer(fs: ServedFilesystem, session_id: str, body: TransferRequest, *, move: bool) -> Response:
     source = wire_path(body.src_path)
     if source == "/":
         raise ApiError(400, "invalid_path", "The root directory cannot be moved or copied")
@@ -89,11 +89,11 @@ def _transfer(fs: ServedFilesystem, session_id: str, body: TransferRequest, *, m
 @router.post("/move", response_model=FileModel, responses=error_responses(403, 404, 409, 422), summary="Move")
 async def move(
     *, body: TransferRequest, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep
-) -> JSONResponse:
+) -> Response:
     """Move or rename a file or directory; missing parents of ``dst_path`` are created. 409 if
     ``dst_path`` exists, unless ``overwrite`` (which never replaces a directory by a file or back)."""
 
-    def work() -> JSONResponse:
+    def work() -> Response:
         return _transfer(running.filesystem(who, agent_id, session_id), session_id, body, move=True)
 
     return await running.run(work)
@@ -102,10 +102,10 @@ async def move(
 @router.post("/copy", response_model=FileModel, responses=error_responses(403, 404, 409, 422), summary="Copy")
 async def copy(
     *, body: TransferRequest, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep
-) -> JSONResponse:
+) -> Response:
     """Copy a file, or a directory recursively (no content is duplicated in storage)."""
 
-    def work() -> JSONResponse:
+    def work() -> Response:
         return _transfer(running.filesystem(who, agent_id, session_id), session_id, body, move=False)
 
     return await running.run(work)

@@ -14,12 +14,13 @@ a header a form or link on another site cannot add: together they keep cross-sit
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol, TypeVar
 
 from fastapi import Depends, Header, Request
 
+from workspacefs.server._access import AccessReader, SessionAccess
 from workspacefs.server._errors import (
     BrowserHeaderRequiredError,
     RateLimitedError,
@@ -34,7 +35,10 @@ __all__ = [
     "BROWSER_HEADER",
     "Admin",
     "Caller",
+    "Credentials",
+    "ReadAccess",
     "Reader",
+    "WriteAccess",
     "Writer",
     "authenticate",
     "caller",
@@ -55,6 +59,8 @@ class Caller:
     token: TokenInfo | None
     cookie: bool = False
     """True if the request was signed in by the browser's cookie rather than a bearer token."""
+    session: SessionAccess | None = None
+    """The session the URL names, read with the token (one statement, ``_access.py``); ``None``: not read."""
 
     def allows(self, agent_id: str) -> bool:
         """True if the caller may act for ``agent_id``."""
@@ -79,6 +85,7 @@ class Authenticating(Protocol):
 
     auth: bool
     tokens: TokenStore
+    access: AccessReader
     rate_limits: RateLimiter
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
@@ -107,8 +114,11 @@ def require_browser_header(request: Request) -> None:
         )
 
 
-def authenticate(running: Authenticating, info: TokenInfo | None, *, cookie: bool = False) -> Caller:
-    """The caller a verified token makes, after its expiry and its rate limit are checked."""
+def authenticate(
+    running: Authenticating, info: TokenInfo | None, *, cookie: bool = False, session: SessionAccess | None = None
+) -> Caller:
+    """The caller a verified token makes, after its expiry and its rate limit are checked (``session``: the
+    URL's session, read with the token)."""
     if info is None:
         if cookie:
             raise TokenRequiredError("This browser's sign-in was revoked; sign in again (workspacefs open)")
@@ -126,31 +136,80 @@ def authenticate(running: Authenticating, info: TokenInfo | None, *, cookie: boo
     if wait is not None:
         limit = running.rate_limits.default_per_minute if info.rate_limit is None else info.rate_limit
         raise RateLimitedError(f"This token may send {limit} requests per minute; retry in {wait} s", retry_after=wait)
-    return Caller(info, cookie)
+    return Caller(info, cookie, session)
 
 
-async def caller(
+def _url_session(request: Request) -> tuple[str | None, str | None]:
+    """The agent and session the URL names (``None`` where it names none): read with the token."""
+    params = request.path_params
+    agent_id, session_id = params.get("agent_id"), params.get("session_id")
+    return (agent_id if isinstance(agent_id, str) else None), (session_id if isinstance(session_id, str) else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What a request presented, checked as far as no database is needed (a missing token is 401, a cookie's
+    change without the browser's header 403): :meth:`verify` turns it into a :class:`Caller`.
+
+    The routes of a request's hot path (reading and writing files) verify in the same worker call as their
+    own database work, so such a request crosses to the thread pool once; every other route verifies in its
+    dependency (``Reader``, ``Writer``, ``Admin``)."""
+
+    running: Authenticating
+    secret: str | None
+    """The bearer token or cookie; ``None`` when the service runs without auth."""
+    cookie: bool = False
+    url_session: tuple[str | None, str | None] = (None, None)
+    """The agent and session the URL names, read with the token."""
+    needed: Scope = Scope.READ
+
+    def verify(self) -> Caller:
+        """The caller (blocking: run it in the service's thread pool): 401 for an unknown, revoked or expired
+        token, 429 over its rate, 403 if its scope does not cover :attr:`needed`."""
+        if self.secret is None:
+            return Caller(None)
+        if not self.secret.isascii():
+            return authenticate(self.running, None, cookie=self.cookie)
+        found = self.running.access.lookup(self.secret, *self.url_session)
+        info = found.token
+        if self.cookie and info is not None and not info.browser:
+            info = None  # an API token never works as a cookie
+        who = authenticate(self.running, info, cookie=self.cookie, session=found.session)
+        if not who.scope.covers(self.needed):
+            raise ScopeDeniedError(
+                f"This token's scope is {who.scope.value!r}; this request needs {self.needed.value!r}"
+            )
+        return who
+
+
+async def presented(
     request: Request,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
-) -> Caller:
-    """Authenticate the bearer token, or else the browser's sign-in cookie (a FastAPI dependency, run once per
-    request): 401 without a valid one (unless auth is off), 403 for a cookie's change without the browser's
-    header, 429 over its rate."""
+) -> Credentials:
+    """The bearer token, or else the browser's sign-in cookie, not yet verified (no database work): 401 without
+    either (unless auth is off), 403 for a cookie's change without the browser's header. ``async`` although it
+    never waits: FastAPI runs a plain function dependency in its thread pool (a round trip per request)."""
     running = _service(request)
     if not running.auth:
-        return Caller(None)
+        return Credentials(running, None)
     if authorization is None and (secret := request.cookies.get(signin_cookie(request))) is not None:
         if request.method not in _SAFE_METHODS:
             require_browser_header(request)
-        info = await running.run(running.tokens.verify, secret) if secret.isascii() else None
-        return authenticate(running, info if info is None or info.browser else None, cookie=True)
+        return Credentials(running, secret, True, _url_session(request))
     if not authorization or not authorization.lower().startswith("bearer "):
         raise TokenRequiredError(
             "Send 'Authorization: Bearer <token>' (workspacefs token create), or sign the browser in (workspacefs open)"
         )
-    secret = authorization[7:].strip()
-    info = await running.run(running.tokens.verify, secret) if secret.isascii() else None
-    return authenticate(running, info)
+    return Credentials(running, authorization[7:].strip(), False, _url_session(request))
+
+
+async def caller(presenting: Annotated[Credentials, Depends(presented)]) -> Caller:
+    """Authenticate the bearer token, or else the browser's sign-in cookie (a FastAPI dependency, run once per
+    request): 401 without a valid one (unless auth is off), 403 for a cookie's change without the browser's
+    header, 429 over its rate."""
+    if presenting.secret is None:
+        return Caller(None)
+    return await presenting.running.run(presenting.verify)
 
 
 def _needs(scope: Scope) -> Callable[[Caller], Awaitable[Caller]]:
@@ -165,9 +224,23 @@ def _needs(scope: Scope) -> Callable[[Caller], Awaitable[Caller]]:
     return check
 
 
+def _will_need(scope: Scope) -> Callable[[Credentials], Awaitable[Credentials]]:
+    """A dependency for the hot routes: credentials that :meth:`Credentials.verify` admits only with ``scope``."""
+
+    async def check(presenting: Annotated[Credentials, Depends(presented)]) -> Credentials:
+        return replace(presenting, needed=scope)
+
+    check.__name__ = f"needs_{scope.value}"
+    return check
+
+
 Reader = Annotated[Caller, Depends(_needs(Scope.READ))]
 """A caller that may read (every valid token)."""
 Writer = Annotated[Caller, Depends(_needs(Scope.WRITE))]
 """A caller that may change files, snapshots and sessions of its agents."""
 Admin = Annotated[Caller, Depends(_needs(Scope.ADMIN))]
 """A caller that may manage tokens."""
+ReadAccess = Annotated[Credentials, Depends(_will_need(Scope.READ))]
+"""Credentials to :meth:`~Credentials.verify` (as a reader) in the route's own worker call."""
+WriteAccess = Annotated[Credentials, Depends(_will_need(Scope.WRITE))]
+"""Credentials to :meth:`~Credentials.verify` (as a writer) in the route's own worker call."""

@@ -1,6 +1,8 @@
 """``/v1/agents/{agent_id}/sessions/{session_id}/fs``: read, create, update and delete by path.
 
-Each handler does its database work in one hop to the thread pool. Only ``_`` as the first segment is
+Each handler does its database work in one hop to the thread pool, verifying the caller's token there too
+(``Credentials.verify``: token, session and policy in one statement), so a JSON request crosses to a worker
+thread once; a raw upload verifies first, before it streams. Only ``_`` as the first segment is
 reserved (for the actions in ``_actions.py``); ``_config`` and ``__init__.py`` are ordinary names.
 """
 
@@ -11,13 +13,13 @@ from contextlib import contextmanager
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from starlette.convertors import Convertor, register_url_convertor
 
 from workspacefs.errors import PreconditionFailedError, UnsupportedOperationError
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, strict_path_pattern
 from workspacefs.protocol import ByteWriter
-from workspacefs.server._auth import Reader, Writer
+from workspacefs.server._auth import ReadAccess, WriteAccess
 from workspacefs.server._errors import ApiError, error_responses
 from workspacefs.server._models import CreateFileRequest, FileList, FileModel, UpdateFileRequest
 from workspacefs.server._service import (
@@ -105,8 +107,12 @@ def _body_schema(model: type[Any]) -> dict[str, Any]:
     }
 
 
-def _json(model: FileModel | FileList, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse(model.model_dump(mode="json"), status_code=status, headers=headers)
+_JSON = "application/json"
+
+
+def _json(model: FileModel | FileList, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    # pydantic writes the JSON itself (the bytes JSONResponse(model.model_dump(mode="json")) sends, in one step)
+    return Response(model.model_dump_json().encode(), status_code=status, headers=headers, media_type=_JSON)
 
 
 def target_path(path: str) -> str:
@@ -119,7 +125,7 @@ def target_path(path: str) -> str:
     return norm
 
 
-def described(fs: ServedFilesystem, session_id: str, norm: str, status: int = 200) -> JSONResponse:
+def described(fs: ServedFilesystem, session_id: str, norm: str, status: int = 200) -> Response:
     """A path's JSON without content, with the ``ETag`` of a file's current content: metadata and id come
     from one versioned read, so they describe the same version."""
     try:
@@ -171,16 +177,16 @@ _READ_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _listing(fs: ServedFilesystem, session_id: str, norm: str) -> JSONResponse:
+def _listing(fs: ServedFilesystem, session_id: str, norm: str) -> Response:
     return _json(FileList(data=[file_model(session_id, child) for child in fs.list_stats(norm)]))
 
 
 @router.get("", response_model=FileList, responses=error_responses(404), summary="List the root directory")
-async def list_root(*, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep) -> JSONResponse:
+async def list_root(*, agent_id: AgentId, session_id: SessionId, access: ReadAccess, running: ServiceDep) -> Response:
     """The root directory's entries."""
 
-    def work() -> JSONResponse:
-        return _listing(running.filesystem(who, agent_id, session_id), session_id, "/")
+    def work() -> Response:
+        return _listing(running.filesystem(access.verify(), agent_id, session_id), session_id, "/")
 
     return await running.run(work)
 
@@ -205,13 +211,19 @@ def _read(fs: ServedFilesystem, session_id: str, norm: str, raw: bool) -> Respon
 
 @router.get("/{path:wsfs_path}", responses=_READ_RESPONSES, summary="Read a file or list a directory")
 async def read(
-    *, request: Request, path: AnyPath, agent_id: AgentId, session_id: SessionId, who: Reader, running: ServiceDep
+    *,
+    request: Request,
+    path: AnyPath,
+    agent_id: AgentId,
+    session_id: SessionId,
+    access: ReadAccess,
+    running: ServiceDep,
 ) -> Response:
     """A file as JSON (text or base64 content), its raw bytes, or a directory as ``{"data": [...]}``."""
     raw = wants_raw(request)
 
     def work() -> Response:
-        fs = running.filesystem(who, agent_id, session_id)
+        fs = running.filesystem(access.verify(), agent_id, session_id)
         return _read(fs, session_id, wire_path(path), raw)
 
     return await running.run(work)
@@ -226,7 +238,7 @@ def _require_flags(fs: ServedFilesystem) -> None:
         raise UnsupportedOperationError("This session's storage cannot mark files read-only")
 
 
-def _create_json(fs: ServedFilesystem, session_id: str, norm: str, body: CreateFileRequest) -> JSONResponse:
+def _create_json(fs: ServedFilesystem, session_id: str, norm: str, body: CreateFileRequest) -> Response:
     if body.is_directory:
         if body.content is not None or body.is_readonly:
             raise ApiError(422, "invalid_body", "A directory has no content and cannot be read-only")
@@ -248,21 +260,35 @@ def _create_json(fs: ServedFilesystem, session_id: str, norm: str, body: CreateF
     summary="Create a file or directory",
 )
 async def create(
-    *, request: Request, path: TargetPath, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep
-) -> JSONResponse:
+    *,
+    request: Request,
+    path: TargetPath,
+    agent_id: AgentId,
+    session_id: SessionId,
+    access: WriteAccess,
+    running: ServiceDep,
+) -> Response:
     """Create a file (JSON ``content`` or a raw body) or, with ``is_directory``, a directory; parents are
     created as needed. 409 if something is already there."""
-    norm = target_path(path)
-    fs = await running.run(running.filesystem, who, agent_id, session_id)
     if is_raw(request):
+        who = await running.run(access.verify)
+        norm = target_path(path)
+        fs = await running.run(running.filesystem, who, agent_id, session_id)
 
         def open_new() -> ByteWriter:
             return fs.open_write(norm, mode="create")
 
         await receive_upload(request, open_new, running.max_upload_bytes, running.run)
         return await running.run(described, fs, session_id, norm, 201)
-    body = parse_json(CreateFileRequest, await request.body())
-    return await running.run(_create_json, fs, session_id, norm, body)
+    data = await request.body()  # already read whole by BodyLimit, within the JSON limit
+
+    def work() -> Response:
+        who = access.verify()
+        norm = target_path(path)
+        fs = running.filesystem(who, agent_id, session_id)
+        return _create_json(fs, session_id, norm, parse_json(CreateFileRequest, data))
+
+    return await running.run(work)
 
 
 # --- update -----------------------------------------------------------------------------------------------
@@ -270,7 +296,7 @@ async def create(
 
 def _update_json(
     fs: ServedFilesystem, session_id: str, norm: str, body: UpdateFileRequest, tags: list[str] | None
-) -> JSONResponse:
+) -> Response:
     """Content and flag in one conditional step: a failed If-Match (or anything else) changes neither."""
     data = None if body.content is None else decode_content(body.content, body.encoding)
     if body.is_readonly is not None:
@@ -305,16 +331,17 @@ async def update(
     path: TargetPath,
     agent_id: AgentId,
     session_id: SessionId,
-    who: Writer,
+    access: WriteAccess,
     running: ServiceDep,
     if_match: IfMatch = None,
-) -> JSONResponse:
+) -> Response:
     """Replace an existing file's content (JSON or raw body) and/or its read-only flag. With ``If-Match``
     the write happens only if the file still has that ETag (412 otherwise), so editors never clobber."""
-    norm = target_path(path)
-    tags = expected_version(if_match)
-    fs = await running.run(running.filesystem, who, agent_id, session_id)
     if is_raw(request):
+        who = await running.run(access.verify)
+        norm = target_path(path)
+        tags = expected_version(if_match)
+        fs = await running.run(running.filesystem, who, agent_id, session_id)
 
         def open_existing() -> ByteWriter:
             expect = _resolve_expect(fs, norm, tags)
@@ -323,8 +350,16 @@ async def update(
 
         await receive_upload(request, open_existing, running.max_upload_bytes, running.run)
         return await running.run(described, fs, session_id, norm)
-    body = parse_json(UpdateFileRequest, await request.body())
-    return await running.run(_update_json, fs, session_id, norm, body, tags)
+    data = await request.body()  # already read whole by BodyLimit, within the JSON limit
+
+    def work() -> Response:
+        who = access.verify()
+        norm = target_path(path)
+        tags = expected_version(if_match)
+        fs = running.filesystem(who, agent_id, session_id)
+        return _update_json(fs, session_id, norm, parse_json(UpdateFileRequest, data), tags)
+
+    return await running.run(work)
 
 
 # --- delete -----------------------------------------------------------------------------------------------
@@ -346,18 +381,19 @@ async def delete(
     path: ExistingPath,
     agent_id: AgentId,
     session_id: SessionId,
-    who: Writer,
+    access: WriteAccess,
     running: ServiceDep,
     recursive: Recursive = False,
     if_match: IfMatch = None,
 ) -> Response:
     """Delete a file (read-only files too) or an empty directory; ``?recursive=true`` for a whole tree."""
-    norm = wire_path(path)
-    if norm == "/":
-        raise ApiError(400, "invalid_path", "The root directory cannot be deleted")
-    tags = expected_version(if_match)
 
     def work() -> None:
+        who = access.verify()
+        norm = wire_path(path)
+        if norm == "/":
+            raise ApiError(400, "invalid_path", "The root directory cannot be deleted")
+        tags = expected_version(if_match)
         _delete(running.filesystem(who, agent_id, session_id), norm, recursive, tags)
 
     await running.run(work)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import os
 import time
@@ -29,6 +30,7 @@ from workspacefs.protocol import BytesLike, ConditionalWrites, SnapshotableFiles
 from workspacefs.quota import Quota
 from workspacefs.results import FileStat, WriteResult
 from workspacefs.search import text_or_base64
+from workspacefs.server._access import AccessReader, SessionAccess
 from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalStore, stored_policy
 from workspacefs.server._auth import Caller
 from workspacefs.server._errors import ApiError
@@ -99,6 +101,8 @@ class Service:
         """Where each session's files are (the service's database unless ``serve --sessions-root``)."""
         self.catalog = SessionCatalog(store)
         self.tokens = TokenStore(store)
+        self.access = AccessReader(store)
+        """Token, session and session policy of a request, in one statement."""
         self.auth = auth
         self.max_upload_bytes = max_upload_bytes
         self.rate_limits = RateLimiter(rate_limit)
@@ -116,24 +120,39 @@ class Service:
         """Run blocking (database) work in the service's thread pool."""
         return await anyio.to_thread.run_sync(function, *args, limiter=self.limiter)
 
+    def _access(self, who: Caller, agent_id: str, session_id: str) -> SessionAccess:
+        """The session the caller names and its policy: as read with the token (the same statement), or else
+        (without auth, or for another URL's ids) read now, in one statement."""
+        found = who.session
+        if found is None or not found.names(agent_id, session_id):
+            found = self.access.lookup(None, agent_id, session_id).session
+            assert found is not None
+        return found
+
     def session(self, who: Caller, agent_id: str, session_id: str) -> CatalogEntry:
         """A session the caller may see, else 404 (never 403: existence must not leak across agents).
 
-        Looked up on every request (one indexed statement), never cached: a deleted session is gone at once,
-        in every process, and an id can never lead to a session of another agent."""
-        info = self.catalog.get(agent_id, session_id) if who.allows(agent_id) else None
+        Read on every request (with the token, in one indexed statement: ``_access.py``), never cached: a
+        deleted session is gone at once, in every process, and an id can never lead to a session of another
+        agent."""
+        info = self._access(who, agent_id, session_id).entry if who.allows(agent_id) else None
         if info is None:
             raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
         return info
 
     def filesystem(self, who: Caller, agent_id: str, session_id: str) -> ServedFilesystem:
         """The filesystem of a session the caller may see (404 otherwise), seen through the session's policy
-        (or the service's) and then the token's own, with ``ask`` held for a person (``_approvals.py``)."""
-        entry = self.session(who, agent_id, session_id)
+        (or the service's) and then the token's own, with ``ask`` held for a person (``_approvals.py``).
+        Both policies are read with the request's token, never cached (a change applies to the next request);
+        their compiled rules are kept per stored text (``stored_policy``)."""
+        found = self._access(who, agent_id, session_id) if who.allows(agent_id) else None
+        entry = None if found is None else found.entry
+        if found is None or entry is None:
+            raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
         storage = self.sessions.open(entry, quota=self.quota)
         token_id = who.token.token_id if who.token is not None else None
         approve = self.approvals.approver(agent_id=entry.agent_id, session_id=entry.session_id, token_id=token_id)
-        rules = self.approvals.session_policy(entry.storage_id) or self.policy
+        rules = self.policy if found.policy is None else stored_policy(found.policy)
         served: ServedFilesystem = rules.with_approver(approve).guard(storage)
         if who.token is not None and who.token.policy is not None:
             own = stored_policy(json.dumps(who.token.policy, sort_keys=True))
@@ -141,8 +160,9 @@ class Service:
         return served
 
 
-def service(request: Request) -> Service:
-    """The running service (a FastAPI dependency)."""
+async def service(request: Request) -> Service:
+    """The running service (a FastAPI dependency; ``async`` because FastAPI runs a plain function dependency
+    in its thread pool, a worker-thread round trip per request for a lookup of an attribute)."""
     found: Service = request.app.state.workspacefs
     return found
 
@@ -210,12 +230,23 @@ def decode_content(content: str, encoding: str) -> bytes:
     return data
 
 
+def file_id(session_id: str, path: str) -> str:
+    """A file's id: ``uuid5`` of its session and path (stable, so a client can key by it), computed as the
+    standard does (RFC 9562: SHA-1 of namespace and name, version and variant bits set) without building the
+    intermediate ``UUID`` objects, which cost more than the hash."""
+    digest = bytearray(hashlib.sha1(_FILE_IDS.bytes + f"{session_id}\0{path}".encode(), usedforsecurity=False).digest())
+    digest[6] = (digest[6] & 0x0F) | 0x50
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    text = digest[:16].hex()
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
 def file_model(session_id: str, info: FileStat, content: bytes | None = None) -> FileModel:
     """Seed 004's file JSON for a file's metadata (and its content, when the response carries it)."""
     text, encoding = text_or_base64(content) if content is not None else (None, None)
     updated = info.modified_at or info.created_at or _EPOCH
     return FileModel(
-        id=str(uuid.uuid5(_FILE_IDS, f"{session_id}\0{info.path}")),
+        id=file_id(session_id, info.path),
         session_id=session_id,
         path=shown(info.path),
         name=basename(info.path),

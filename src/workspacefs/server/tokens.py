@@ -42,6 +42,7 @@ __all__ = [
     "TokenInfo",
     "TokenStore",
     "hash_token",
+    "parsed_policy",
 ]
 
 TOKEN_PREFIX = "wsfs_"  # noqa: S105 - a prefix, not a secret
@@ -74,6 +75,12 @@ class Scope(StrEnum):
 def hash_token(secret: str) -> str:
     """The stored form of a secret."""
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def parsed_policy(text: str) -> dict[str, Any]:
+    """A token's stored policy (``Policy.to_dict()`` form, as JSON) as data."""
+    found: dict[str, Any] = json.loads(text)
+    return found
 
 
 def _utc(stamp: datetime | None) -> datetime | None:
@@ -184,7 +191,7 @@ class TokenStore:
             Scope(row.scope),
             _utc(row.expires_at),
             row.rate_limit,
-            json.loads(row.policy) if row.policy is not None else None,
+            parsed_policy(row.policy) if row.policy is not None else None,
             bool(row.browser),
             row.parent_id,
         )

@@ -440,10 +440,9 @@ class SqlFilesystem(BaseFilesystem):
                         tx.run(self._sql.insert_file, (*values, now, now))
                         return
                     replaced = row.blob_id if row.blob_id != blob_id else None
-                    if replaced and driver.postgres:
-                        hashes = list(target[4] or ())
-                    elif replaced:  # SQLite: ask before the row points elsewhere
-                        hashes = [r[0] for r in tx.run(self._sql.chunks_of_file, (session, path)).fetchall()]
+                    if replaced:  # the chunks the replaced content used: read with the rows, before they change
+                        chunks = target[4]
+                        hashes = list(chunks or ()) if driver.postgres else (chunks.split(",") if chunks else [])
                     tx.run(self._sql.update_file, (blob_id, len(data), now, read_only, session, path))
                     if replaced:
                         tx.collect(self._store.release_statements([replaced], hashes))

@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 __all__ = [
     "CHILDREN",
     "CHUNK",
-    "CHUNKS_OF_FILE",
     "CHUNK_LIST",
     "DELETE_BLOB",
     "DELETE_CHUNKS",
@@ -57,10 +56,12 @@ READ = (
 its hash, where it is stored and its size: a chunk in the content store has empty ``data``)."""
 
 ROWS_FOR_WRITE = {
-    "sqlite": (  # two lookups by key (an IN list or OR may be planned as a scan)
-        "SELECT path, is_directory, is_readonly, blob_id FROM wsfs_files WHERE session_id = ? AND path = ?"
+    "sqlite": (  # two lookups by key (an IN list or OR may be planned as a scan); the target's chunks as text
+        "SELECT path, is_directory, is_readonly, blob_id, NULL FROM wsfs_files WHERE session_id = ? AND path = ?"
         " UNION ALL"
-        " SELECT path, is_directory, is_readonly, blob_id FROM wsfs_files WHERE session_id = ? AND path = ?"
+        " SELECT f.path, f.is_directory, f.is_readonly, f.blob_id,"
+        " (SELECT group_concat(chunk_hash, ',') FROM wsfs_blob_chunks WHERE blob_id = f.blob_id)"
+        " FROM wsfs_files f WHERE f.session_id = ? AND f.path = ?"
     ),
     # one statement: store the content (PUT_INLINE), shared-lock the parent (it cannot go while a child is
     # added), lock the target for update and list the chunks an overwrite may free
@@ -75,14 +76,9 @@ ROWS_FOR_WRITE = {
         " SELECT * FROM p UNION ALL SELECT * FROM t"
     ),
 }
-"""The parent's and the target's rows (path, is_directory, is_readonly, blob_id; PostgreSQL: and the chunks
-of the target's content, with the new content stored by the same statement)."""
-
-CHUNKS_OF_FILE = (
-    "SELECT bc.chunk_hash FROM wsfs_files f JOIN wsfs_blob_chunks bc ON bc.blob_id = f.blob_id"
-    " WHERE f.session_id = ? AND f.path = ?"
-)
-"""The chunks the file's current content is made of (none when it is inline): what a release may free."""
+"""The parent's and the target's rows (path, is_directory, is_readonly, blob_id) and the chunks of the target's
+content (PostgreSQL: an array, SQLite: comma-separated hashes, NULL for inline content); PostgreSQL stores the
+new content in the same statement."""
 
 CHUNK_LIST = (
     "SELECT bc.chunk_hash FROM wsfs_files f JOIN wsfs_blob_chunks bc ON bc.blob_id = f.blob_id"
@@ -171,7 +167,6 @@ class Statements:
     children: str
     read: str
     rows_for_write: str
-    chunks_of_file: str
     chunk_list: str
     chunk: str
     put_inline: str
@@ -188,7 +183,6 @@ class Statements:
             children=placeholders(CHILDREN),
             read=placeholders(READ),
             rows_for_write=placeholders(ROWS_FOR_WRITE[dialect]),
-            chunks_of_file=placeholders(CHUNKS_OF_FILE),
             chunk_list=placeholders(CHUNK_LIST),
             chunk=placeholders(CHUNK),
             put_inline=placeholders(PUT_INLINE[dialect]),
