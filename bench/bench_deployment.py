@@ -47,8 +47,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from bench_server import RequestMaker, Result, phase, request_makers, seed
 
-from workspacefs.backends.sql._store import engine_url
-from workspacefs.testing._postgres import running_postgres
+from workspacefs.testing._postgres import create_database, running_postgres
 from workspacefs.testing._s3 import S3Server, running_s3
 from workspacefs.testing._service import ServiceProcess, running_service
 
@@ -192,15 +191,6 @@ def measured(
 # --- the deployment -----------------------------------------------------------------------------------------
 
 
-def fresh_database(server_url: str, name: str) -> str:
-    """A new, empty database on the PostgreSQL server (one database has one content store)."""
-    engine = sa.create_engine(engine_url(server_url)[0], isolation_level="AUTOCOMMIT")
-    with engine.connect() as connection:
-        connection.exec_driver_sql(f"CREATE DATABASE {name}")
-    engine.dispose()
-    return sa.engine.make_url(server_url).set(database=name).render_as_string(hide_password=False)
-
-
 @contextmanager
 def serving(db_url: str, content_url: str, processes: int) -> Iterator[list[ServiceProcess]]:
     """``processes`` serve processes over one database and one content store; stopped on the way out."""
@@ -233,7 +223,7 @@ def run_layout(
     """Three processes over one fresh database and content-store prefix; each phase runs with every client on
     the first process (a one-process deployment: the other two sit idle), then at once spread over all three,
     so the ratio compares two runs seconds apart on the same processes. Prints and returns the rows."""
-    db = fresh_database(pg_url, f"wsfs_bench_deploy_{layout}")
+    db = create_database(pg_url, f"wsfs_bench_deploy_{layout}")
     content = s3.url(BUCKET, f"bench-{layout}")
     min_bytes = S3_MIN_BYTES if layout == "s3" else None
     db_url = f"{db}?content_store_min_bytes={min_bytes}" if min_bytes else db

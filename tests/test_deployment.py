@@ -23,12 +23,11 @@ from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
 from conftest import missing
 
 from workspacefs import SqlStore
-from workspacefs.backends.sql._store import engine_url
 from workspacefs.server.tokens import TokenStore
+from workspacefs.testing._postgres import create_database
 from workspacefs.testing._s3 import S3Server, moto_available, running_s3
 from workspacefs.testing._service import ServiceProcess, free_port, running_service
 
@@ -42,12 +41,7 @@ _ids = itertools.count()
 
 def fresh_database(server_url: str) -> str:
     """A new, empty database on the test PostgreSQL server: one database has one content store."""
-    name = f"wsfs_deploy_{os.getpid()}_{next(_ids)}"
-    engine = sa.create_engine(engine_url(server_url)[0], isolation_level="AUTOCOMMIT")
-    with engine.connect() as connection:
-        connection.exec_driver_sql(f"CREATE DATABASE {name}")
-    engine.dispose()
-    return sa.engine.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    return create_database(server_url, f"wsfs_deploy_{os.getpid()}_{next(_ids)}")
 
 
 @dataclass

@@ -49,14 +49,18 @@ class ObjectStoreFactory:
         self.s3 = s3_client
         yield
 
+    def fresh_root(self) -> str:
+        """A new prefix for one filesystem."""
+        return fresh_root()
+
     def create_filesystem(self, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
-        return ObjectStoreFilesystem(self.s3, fresh_root(), read_only=read_only, mount_point=mount_point)
+        return ObjectStoreFilesystem(self.s3, self.fresh_root(), read_only=read_only, mount_point=mount_point)
 
     def create_filesystem_with_quota(self, quota: Quota) -> Filesystem:
-        return ObjectStoreFilesystem(self.s3, fresh_root(), quota=quota)
+        return ObjectStoreFilesystem(self.s3, self.fresh_root(), quota=quota)
 
     def create_read_only_filesystem(self, files: Mapping[str, bytes], *, mount_point: str | None = None) -> Filesystem:
-        root = fresh_root()
+        root = self.fresh_root()
         writable = ObjectStoreFilesystem(self.s3, root)
         for path, data in files.items():
             writable.write_bytes(path, data)

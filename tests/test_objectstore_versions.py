@@ -5,15 +5,14 @@ the store, and deleting snapshots deletes the superseded versions no snapshot na
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from test_objectstore import ObjectStoreFactory
 
 from workspacefs import ObjectStoreFilesystem, SnapshotRestoreError
-from workspacefs.protocol import Filesystem
-from workspacefs.quota import Quota
 from workspacefs.testing import CapabilitiesSuite, ModelSuite, SnapshotSuite
 from workspacefs.testing._s3 import S3Server
 
@@ -34,11 +33,8 @@ def versioned_s3(s3_server: S3Server) -> Any:
     return s3
 
 
-class VersionedFactory:
+class VersionedFactory(ObjectStoreFactory):
     """A fresh prefix of the versioned bucket per filesystem."""
-
-    server: S3Server
-    s3: Any
 
     @pytest.fixture(autouse=True)
     def _server(self, s3_server: S3Server, versioned_s3: Any) -> Iterator[None]:
@@ -46,18 +42,8 @@ class VersionedFactory:
         self.s3 = versioned_s3
         yield
 
-    def create_filesystem(self, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
-        return ObjectStoreFilesystem(self.s3, fresh_root(), read_only=read_only, mount_point=mount_point)
-
-    def create_filesystem_with_quota(self, quota: Quota) -> Filesystem:
-        return ObjectStoreFilesystem(self.s3, fresh_root(), quota=quota)
-
-    def create_read_only_filesystem(self, files: Mapping[str, bytes], *, mount_point: str | None = None) -> Filesystem:
-        root = fresh_root()
-        writable = ObjectStoreFilesystem(self.s3, root)
-        for path, data in files.items():
-            writable.write_bytes(path, data)
-        return ObjectStoreFilesystem(self.s3, root, read_only=True, mount_point=mount_point)
+    def fresh_root(self) -> str:
+        return fresh_root()
 
 
 class TestVersionedSnapshots(VersionedFactory, SnapshotSuite, CapabilitiesSuite, ModelSuite):

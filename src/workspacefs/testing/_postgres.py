@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PostgresServer", "postgres_binaries", "postgres_server", "running_postgres"]
+__all__ = ["PostgresServer", "create_database", "postgres_binaries", "postgres_server", "running_postgres"]
 
 
 def postgres_binaries() -> Path | None:
@@ -92,6 +92,19 @@ def postgres_server(database: str = "wsfs_test") -> Iterator[PostgresServer]:
                 check=False,
             )
         shutil.rmtree(base, ignore_errors=True)
+
+
+def create_database(server_url: str, name: str) -> str:
+    """Make a new, empty database ``name`` on the server at ``server_url``; return its URL."""
+    import sqlalchemy as sa  # noqa: PLC0415 - the sql extra
+
+    from workspacefs.backends.sql import engine_url  # noqa: PLC0415
+
+    engine = sa.create_engine(engine_url(server_url)[0], isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.exec_driver_sql(f"CREATE DATABASE {name}")
+    engine.dispose()
+    return sa.engine.make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
 @contextmanager
