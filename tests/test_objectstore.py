@@ -192,6 +192,26 @@ class TestObjectStoreBehaviour(ObjectStoreFactory):
         uploads = self.s3.call_s3("list_multipart_uploads", Bucket=BUCKET, Prefix=root.split("/", 1)[1])
         assert not uploads.get("Uploads")  # the failed one was aborted, not left to cost storage
 
+    def test_content_id_records_of_replaced_uploads_are_collected(self) -> None:
+        """An object written in parts has its content id recorded beside the snapshots (``ids/<etag>``);
+        deleting a snapshot also deletes the records of versions no longer live."""
+        root = fresh_root()
+        fs = ObjectStoreFilesystem(self.s3, root)
+        part = bytes(range(256)) * 4096 * 6  # 6 MiB: a stream of two goes up in parts
+        with fs.open_write("big.bin") as writer:
+            writer.write(part)
+            writer.write(part)
+        snapshot = fs.snapshot()
+        with fs.open_write("big.bin") as writer:
+            writer.write(part)
+            writer.write(part + b"more")
+        store = f"{BUCKET}/.wsfs-store/{root.split('/', 1)[1]}/ids/"
+        assert len(self.keys(store)) == 2
+        fs.delete_snapshot(snapshot)
+        assert len(self.keys(store)) == 1  # the live version's record stays
+        again = ObjectStoreFilesystem(self.server.filesystem(), root)  # no memory of the ids
+        assert again.content_id("big.bin") == content_id_of(part + part + b"more")
+
     def test_a_reader_of_a_replaced_large_file_fails_rather_than_mix_versions(self) -> None:
         from workspacefs import ConcurrentChangeError
 

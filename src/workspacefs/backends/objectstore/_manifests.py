@@ -93,6 +93,18 @@ class ManifestStore:
         record = json.loads(data)
         return str(record["id"]) if record.get("size") == size else None
 
+    def forget_ids(self, live_etags: Iterable[str]) -> int:
+        """Delete the content-id records of object versions no longer live (a record is only a shortcut: a
+        version whose record is gone is read and hashed once more); return how many went."""
+        live = {_etag_name(etag) for etag in live_etags}
+        doomed = [
+            item.key
+            for item in self._client.list(f"{self._prefix}ids/", recursive=True)
+            if isinstance(item, ObjectInfo) and item.key.rpartition("/")[2] not in live
+        ]
+        self._client.delete(doomed)
+        return len(doomed)
+
     def record_id(self, etag: str, size: int, content_id: str) -> None:
         """Remember the content id of an object version (one small object, outside the workspace)."""
         body = json.dumps({"id": content_id, "size": size}).encode()

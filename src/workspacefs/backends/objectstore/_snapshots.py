@@ -233,6 +233,7 @@ class ObjectSnapshots(SnapshotMixin):
             fs._store.collect(blobs)
         if any(entry.version is not None for entry in held.files.values()):
             self._prune_versions(kept)
+        fs._store.forget_ids(info.etag for info in fs._tree("").files.values())
 
     def _prune_versions(self, kept: Iterable[uuid.UUID]) -> None:
         """Delete the superseded versions of the workspace's objects that no kept snapshot names, once
