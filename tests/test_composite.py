@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import tracemalloc
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -43,7 +44,7 @@ MIB = 1024 * 1024
 _ids = itertools.count()
 
 
-class CompositeFactory:
+class CompositeFactory(ABC):
     """Each filesystem of the suite is a composite whose root mount is a fresh filesystem of one backend."""
 
     tmp_root: Path
@@ -53,8 +54,9 @@ class CompositeFactory:
         self.tmp_root = fast_tmp
         yield
 
+    @abstractmethod
     def inner(self, *, quota: Quota | None = None) -> Filesystem:
-        raise NotImplementedError
+        """A fresh, empty filesystem of the backend under test, to mount at the composite's root."""
 
     def create_filesystem(self, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
         return CompositeFilesystem({"/": self.inner()}, read_only=read_only, mount_point=mount_point)
