@@ -9,6 +9,8 @@ answer allows (each one costs a round trip, and on a busy store more than the wr
   A parent with more entries than one page holds, ``name/`` past the page, costs one more ``LIST``
   (prefix ``parent/name/``, one key). In the root (always a directory, often a big one) only that one is
   asked.
+- A listing that shows only common prefixes (no marker, no file) is confirmed with one undelimited ``LIST``:
+  some stores list a prefix whose objects are all deleted (delete markers in a versioned bucket).
 - Only when nothing is under the parent are its ancestors asked about, all at once: a file on the way is
   ``NotADirectoryError``; else the missing markers are put (or ``FileNotFoundError`` without
   ``create_parents``).
@@ -67,9 +69,9 @@ class Targets:
         page: list[ObjectInfo | str] = list(
             self._client.list(self._layout.dir_key(above), recursive=False, limit=PAGE_ENTRIES)
         )
-        if target in page:  # a common prefix: a marker or objects below the path
+        if target in page and self._holds_objects(path):  # a common prefix: a marker or objects below
             raise errors.is_a_directory(path)
-        if not page:
+        if not any(isinstance(item, ObjectInfo) for item in page) and not (page and self._holds_objects(above)):
             return False  # an empty prefix is no directory
         last = page[-1]
         if len(page) >= PAGE_ENTRIES and (last if isinstance(last, str) else last.key) < target:
@@ -77,6 +79,13 @@ class Targets:
             if occupied[0]:
                 raise errors.is_a_directory(path)
         return True
+
+    def _holds_objects(self, directory: str) -> bool:
+        """Whether a current object lies below ``directory``: asked again without a delimiter when a delimited
+        listing showed only its common prefix, since some stores (moto; SeaweedFS before 2026-07) also show
+        a prefix whose every object is deleted in a versioned bucket. Only then: a marker or a file in the
+        listing answers the question already."""
+        return bool(self._client.probe([], [self._layout.dir_key(directory)])[1][0])
 
     def parent_exists(self, path: str) -> bool:
         """True if ``path``'s parent is a directory (one request; the root always is)."""
