@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "workspacefs.search",
         "workspacefs.snapshots",
         "workspacefs.undo",
+        "workspacefs.history",
         "workspacefs.policy",
         "workspacefs._hostio",
     ),

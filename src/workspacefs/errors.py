@@ -27,6 +27,7 @@ __all__ = [
     "FileChangedSinceReadError",
     "FileTooLargeError",
     "HardLinkRefusedError",
+    "HistoryEntryNotFoundError",
     "InvalidPathError",
     "InvalidPatternError",
     "LimitExceededError",
@@ -53,6 +54,7 @@ __all__ = [
     "SnapshotRestoreError",
     "SpecialFileError",
     "SymlinkRefusedError",
+    "UndoConflictError",
     "UnsafeNameError",
     "UnsupportedOperationError",
     "WorkspaceError",
@@ -239,6 +241,19 @@ class ConcurrentChangeError(_PathOSError):
     reason = "Changed concurrently; try again"
 
 
+class UndoConflictError(_PathOSError):
+    """An undo found a path changed again after the entry it undoes (by a later entry or from outside);
+    nothing was changed. Undo the later entries first, or pass ``force=True`` to overwrite them."""
+
+    errno_code = errno.EBUSY
+    reason = "Changed again since that entry; undo the later changes first, or force it"
+
+    def __init__(self, path: str | None, reason: str | None = None, *, later: tuple[int, ...] = ()) -> None:
+        super().__init__(path, reason)
+        self.later = later
+        """The ids of the later journal entries that touched the path (empty: changed outside workspacefs)."""
+
+
 # --- invalid input (ValueError) -----------------------------------------------------------------------
 
 
@@ -323,6 +338,10 @@ class AmbiguousSnapshotError(SnapshotError, ValueError):
     """A short id prefix names more than one snapshot: give more of the id (or the tag)."""
 
 
+class HistoryEntryNotFoundError(WorkspaceError, LookupError):
+    """No journal entry has that id (it never existed, or retention dropped it)."""
+
+
 # --- the shared names every surface maps ----------------------------------------------------------------
 
 ERROR_CODES: Mapping[type[BaseException], str] = {
@@ -345,6 +364,7 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     FileExistsError: "already_exists",
     PreconditionFailedError: "precondition_failed",
     ConcurrentChangeError: "conflict",
+    UndoConflictError: "undo_conflict",
     QuotaExceededError: "quota_exceeded",
     FileTooLargeError: "file_too_large",
     OSError: "os_error",
@@ -370,6 +390,7 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     SnapshotNotFoundError: "snapshot_not_found",
     SnapshotIncompatibleError: "snapshot_incompatible",
     AmbiguousSnapshotError: "snapshot_ambiguous",
+    HistoryEntryNotFoundError: "history_entry_not_found",
 }
 """A stable, machine-readable code for every error type (REST bodies, ``--json`` errors, MCP results)."""
 

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from workspacefs.backends._core import FilesystemCore
+from workspacefs.backends._history import HistoryMixin
 from workspacefs.errors import SnapshotIncompatibleError
 from workspacefs.results import FilesystemDiff, FilesystemSnapshot
 
@@ -23,7 +23,7 @@ __all__ = ["SnapshotMixin"]
 _MISSING = object()
 
 
-class SnapshotMixin(FilesystemCore):
+class SnapshotMixin(HistoryMixin):
     """``snapshot``, ``restore``, ``diff``, ``snapshots`` and ``delete_snapshot`` for every backend."""
 
     def _snapshot_root(self) -> str:
@@ -72,7 +72,8 @@ class SnapshotMixin(FilesystemCore):
         self._check_compatible(snapshot)
         self._writable("/")
         try:
-            self._restore_state(snapshot)
+            with self._journaled("restore", detail=str(snapshot.snapshot_id)):
+                self._restore_state(snapshot)
         finally:
             self._state_replaced()
         self._current_snapshot_id = self._head = snapshot.snapshot_id

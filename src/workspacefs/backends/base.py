@@ -411,7 +411,7 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
         self._writable(path)
         if norm == ROOT:
             raise RootProtectedError(path, "The workspace root cannot be deleted")
-        with caller_paths({norm: path}):
+        with caller_paths({norm: path}), self._journaled("delete"):
             info = self._stat(norm)
             released = self._released(norm, info)
             if not info.is_directory:
@@ -433,7 +433,7 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
         """
         norm = self._norm(path)
         self._writable(path)
-        with caller_paths({norm: path}):
+        with caller_paths({norm: path}), self._journaled("mkdir"):
             try:
                 info = self._stat(norm)
             except FileNotFoundError:
@@ -508,9 +508,10 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
             IsADirectoryError / NotADirectoryError: ``overwrite`` would replace a directory by a file or back.
             MoveIntoSelfError: ``dst`` is ``src`` or inside it.
         """
-        src_norm, dst_norm, source, change = self._prepare_transfer(src, dst, overwrite, "move")
-        with caller_paths({src_norm: src, dst_norm: dst}):
-            self._rename(src_norm, dst_norm, replace=overwrite and source.is_file)
+        with self._journaled("move"):
+            src_norm, dst_norm, source, change = self._prepare_transfer(src, dst, overwrite, "move")
+            with caller_paths({src_norm: src, dst_norm: dst}):
+                self._rename(src_norm, dst_norm, replace=overwrite and source.is_file)
         if change is not None:
             self._apply(*change)
 
@@ -519,12 +520,13 @@ class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
 
         Raises: as :meth:`move`, and ``QuotaExceededError``/``FileTooLargeError`` (before anything is copied).
         """
-        src_norm, dst_norm, source, change = self._prepare_transfer(src, dst, overwrite, "copy")
-        with caller_paths({src_norm: src, dst_norm: dst}):
-            if source.is_directory:
-                self._copy_tree(src_norm, dst_norm)
-            else:
-                self._copy_file(src_norm, dst_norm)
+        with self._journaled("copy"):
+            src_norm, dst_norm, source, change = self._prepare_transfer(src, dst, overwrite, "copy")
+            with caller_paths({src_norm: src, dst_norm: dst}):
+                if source.is_directory:
+                    self._copy_tree(src_norm, dst_norm)
+                else:
+                    self._copy_file(src_norm, dst_norm)
         if change is not None:
             self._apply(*change)
 

@@ -24,10 +24,13 @@ from typing import Any
 import immutables
 
 from workspacefs import errors
+from workspacefs.backends._history import Scope
+from workspacefs.backends._journal import MemoryJournal, RawChange
 from workspacefs.backends.base import BaseFilesystem, Fingerprint, lines_window, total_lines
 from workspacefs.backends.hydration import HostMount, HydrationResult, collect_mount, locate_mount
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import SnapshotNotFoundError, SnapshotRestoreError
+from workspacefs.history import DIRECTORY, JournalEntry, current_actor
 from workspacefs.paths import ROOT, ancestors, basename, parent
 from workspacefs.protocol import ByteReader, ByteWriter, VersionedContent
 from workspacefs.quota import Quota, Usage
@@ -158,6 +161,7 @@ class _Edit:
         self.total_bytes = state.total_bytes
         self.log = state.log
         self.touched: list[str] = []
+        self.changes: list[RawChange] = []
         self.now = time.time()
 
     def get(self, path: str) -> _Node | None:
@@ -179,6 +183,7 @@ class _Edit:
         else:
             self.file_count += 1
         node = _File(path, data, self.now if created is None else created, self.now if modified is None else modified)
+        self.changes.append(RawChange(path, old, node))
         self.touched.append(path)
         self.total_bytes += len(data)
         self.nodes[path] = node
@@ -186,12 +191,14 @@ class _Edit:
 
     def put_dir(self, path: str, children: immutables.Map[str, FileEntry] = _EMPTY_CHILDREN) -> None:
         node = _Dir(path, children, self.now, self.now)
+        self.changes.append(RawChange(path, self.nodes.get(path), node))
         self.nodes[path] = node
         self._link(path, node.entry)
 
     def remove(self, path: str) -> None:
         """Remove one node (a directory must already be empty)."""
         node = self.nodes[path]
+        self.changes.append(RawChange(path, node, None))
         if isinstance(node, _File):
             self.file_count -= 1
             self.total_bytes -= len(node.data)
@@ -227,6 +234,35 @@ class _MemoryWriter(StreamWriter):
         self._buffer = io.BytesIO()
 
 
+def _describe(node: _Node | None) -> tuple[str | None, int]:
+    """A journaled node as ``(content id or DIRECTORY or None, size)``."""
+    if node is None:
+        return None, 0
+    if isinstance(node, _File):
+        return node.content_id(), len(node.data)
+    return DIRECTORY, 0
+
+
+def _state_changes(old: _State, new: _State) -> list[RawChange]:
+    """What replacing state ``old`` by ``new`` changed: directories made first, files, then directories
+    removed deepest first (so an undo, which runs backwards, makes parents before children)."""
+    touched = _paths_between(old.log, new.log, max(1024, old.file_count + new.file_count))
+    if touched is None:
+        touched = {p for p, n in old.nodes.items() if isinstance(n, _File)} | {
+            p for p, n in new.nodes.items() if isinstance(n, _File)
+        }
+    files = [
+        RawChange(path, old.nodes.get(path), new.nodes.get(path))
+        for path in sorted(touched)
+        if old.nodes.get(path) is not new.nodes.get(path)
+    ]
+    old_dirs = {p for p, n in old.nodes.items() if isinstance(n, _Dir) and p != ROOT} if files else set()
+    new_dirs = {p for p, n in new.nodes.items() if isinstance(n, _Dir) and p != ROOT} if files else set()
+    made = [RawChange(p, old.nodes.get(p), new.nodes[p]) for p in sorted(new_dirs - old_dirs)]
+    gone = [RawChange(p, old.nodes[p], new.nodes.get(p)) for p in sorted(old_dirs - new_dirs, reverse=True)]
+    return [*made, *files, *gone]
+
+
 def _timestamp(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
@@ -238,7 +274,7 @@ class InMemoryFilesystem(BaseFilesystem):
     """
 
     backend_name = "memory"
-    declared_capabilities = Capabilities(cheap_snapshots=True, persistent=False, fork=True)
+    declared_capabilities = Capabilities(cheap_snapshots=True, persistent=False, fork=True, watch=True, history=True)
 
     usage_is_live = True  # the state carries its file count and bytes
 
@@ -246,6 +282,7 @@ class InMemoryFilesystem(BaseFilesystem):
         super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
         self._set_state(_empty_state())
         self._lock = threading.RLock()
+        self._changes = MemoryJournal(_describe)
         # A snapshot carries its own state, so the catalogue holds it weakly: it lists the snapshots some
         # caller still holds, and never keeps an old state alive by itself.
         self._kept: weakref.WeakValueDictionary[uuid.UUID, FilesystemSnapshot] = weakref.WeakValueDictionary()
@@ -270,6 +307,30 @@ class InMemoryFilesystem(BaseFilesystem):
 
     def _node(self, path: str) -> _Node | None:
         return self._nodes.get(path)
+
+    # --- history ---------------------------------------------------------------------------------------
+
+    def _journal(self) -> MemoryJournal:
+        return self._changes
+
+    def _note(self, operation: str, changes: Sequence[RawChange]) -> None:
+        """Journal what a primitive changed: into the operation in progress, or as an entry of its own."""
+        scope = self._current_scope()
+        if scope is not None:
+            scope.changes.extend(changes)
+        elif changes:
+            self._changes.record(operation, changes, current_actor())
+
+    def _scope_finished(self, scope: Scope) -> None:
+        scope.entry_id = self._changes.record(
+            scope.operation, scope.changes, scope.actor, undoes=scope.undoes, detail=scope.detail
+        )
+
+    def _history_content(self, entry: JournalEntry, index: int) -> bytes:
+        node = self._changes.before_object(entry.entry_id, index)
+        if not isinstance(node, _File):
+            raise errors.file_not_found(entry.changes[index].path)
+        return node.data
 
     def _missing_parent(self, path: str, nodes: Any) -> OSError:
         """Why ``path``'s parent is unusable: a file above it, or simply missing."""
@@ -371,6 +432,7 @@ class InMemoryFilesystem(BaseFilesystem):
             self._log = _Log(self._log, (path,))
             self._file_count += old is None
             self._total_bytes += len(data) - replaced
+            self._note("write", (RawChange(path, old, node),))
 
     _write_content = _store
 
@@ -386,6 +448,7 @@ class InMemoryFilesystem(BaseFilesystem):
                 if node is None:
                     edit.put_dir(directory)
             self._set_state(edit.finish())
+            self._note("mkdir", edit.changes)
 
     def _make_dir(self, path: str) -> None:
         with self._lock:
@@ -395,6 +458,7 @@ class InMemoryFilesystem(BaseFilesystem):
             self._check_parent(path, edit)
             edit.put_dir(path)
             self._set_state(edit.finish())
+            self._note("mkdir", edit.changes)
 
     def _remove_file(self, path: str) -> None:
         with self._lock:
@@ -406,6 +470,7 @@ class InMemoryFilesystem(BaseFilesystem):
             edit = _Edit(self._capture_state())
             edit.remove(path)
             self._set_state(edit.finish())
+            self._note("delete", edit.changes)
 
     def _remove_empty_dir(self, path: str) -> None:
         with self._lock:
@@ -419,6 +484,7 @@ class InMemoryFilesystem(BaseFilesystem):
             edit = _Edit(self._capture_state())
             edit.remove(path)
             self._set_state(edit.finish())
+            self._note("delete", edit.changes)
 
     def _remove_tree(self, path: str) -> None:
         with self._lock:
@@ -428,6 +494,7 @@ class InMemoryFilesystem(BaseFilesystem):
             for victim in reversed(self._subtree(path)):
                 edit.remove(victim)
             self._set_state(edit.finish())
+            self._note("delete", edit.changes)
 
     def _graft(self, src: str, dst: str, *, keep_times: bool) -> _Edit:
         """An edit that adds a copy of the ``src`` subtree at ``dst`` (content shared, not copied)."""
@@ -457,6 +524,7 @@ class InMemoryFilesystem(BaseFilesystem):
             for victim in reversed(doomed):
                 edit.remove(victim)
             self._set_state(edit.finish())
+            self._note("move", (RawChange(dst, existing, self._nodes[dst], src),))
 
     def _copy_file(self, src: str, dst: str) -> None:
         with self._lock:
@@ -471,7 +539,9 @@ class InMemoryFilesystem(BaseFilesystem):
             self._check_parent(dst, nodes)
             if nodes.get(dst) is not None:
                 raise errors.file_exists(dst)
-            self._set_state(self._graft(src, dst, keep_times=False).finish())
+            edit = self._graft(src, dst, keep_times=False)
+            self._set_state(edit.finish())
+            self._note("copy", edit.changes)
 
     def _walk(self, base: str) -> Iterator[FileEntry]:
         nodes = self._nodes  # one consistent version, whatever happens meanwhile
@@ -544,7 +614,9 @@ class InMemoryFilesystem(BaseFilesystem):
     def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
         state = self._payload(snapshot)
         with self._lock:
+            old = self._capture_state()
             self._set_state(state)
+        self._note("restore", _state_changes(old, state))
 
     def _diff(self, base: FilesystemSnapshot, target: FilesystemSnapshot | None) -> FilesystemDiff:
         """Compare only the paths changed between the two states (their shared history says which); states

@@ -221,6 +221,7 @@ EXIT_CODES: Mapping[type[BaseException], int] = {
     FileExistsError: EXIT_CONFLICT,
     errors.PreconditionFailedError: EXIT_CONFLICT,
     errors.ConcurrentChangeError: EXIT_CONFLICT,
+    errors.UndoConflictError: EXIT_CONFLICT,
     errors.QuotaExceededError: EXIT_DENIED,
     errors.FileTooLargeError: EXIT_DENIED,
     OSError: EXIT_FAILURE,
@@ -244,6 +245,7 @@ EXIT_CODES: Mapping[type[BaseException], int] = {
     errors.SnapshotCreationError: EXIT_FAILURE,
     errors.SnapshotRestoreError: EXIT_FAILURE,
     errors.SnapshotNotFoundError: EXIT_NOT_FOUND,
+    errors.HistoryEntryNotFoundError: EXIT_NOT_FOUND,
     errors.SnapshotIncompatibleError: EXIT_INVALID,
     errors.AmbiguousSnapshotError: EXIT_INVALID,
 }

@@ -135,6 +135,7 @@ HTTP_STATUS: Mapping[type[BaseException], int] = {
     FileExistsError: 409,
     errors.PreconditionFailedError: 412,
     errors.ConcurrentChangeError: 409,
+    errors.UndoConflictError: 409,
     errors.QuotaExceededError: 507,
     errors.FileTooLargeError: 413,
     OSError: 500,
@@ -160,6 +161,7 @@ HTTP_STATUS: Mapping[type[BaseException], int] = {
     errors.SnapshotNotFoundError: 404,
     errors.SnapshotIncompatibleError: 400,
     errors.AmbiguousSnapshotError: 400,
+    errors.HistoryEntryNotFoundError: 404,
 }
 """The HTTP status of each error type (looked up by the exception's MRO: most specific first); the body's
 ``code`` is the type's shared code (``errors.ERROR_CODES``)."""

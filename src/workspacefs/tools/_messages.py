@@ -15,6 +15,7 @@ from workspacefs.errors import (
     FileChangedSinceReadError,
     FileTooLargeError,
     HardLinkRefusedError,
+    HistoryEntryNotFoundError,
     InvalidPathError,
     InvalidPatternError,
     LimitExceededError,
@@ -41,6 +42,7 @@ from workspacefs.errors import (
     SnapshotRestoreError,
     SpecialFileError,
     SymlinkRefusedError,
+    UndoConflictError,
     UnsafeNameError,
     UnsupportedOperationError,
     error_code,
@@ -209,6 +211,11 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
     FileExistsError: lambda _, w: f"'{w.shown}' already exists.",
     PreconditionFailedError: lambda _, w: f"'{w.shown}' changed since it was read; read it again, then retry.",
     ConcurrentChangeError: lambda _, w: f"'{w.shown}' was changed by another writer at the same moment; try again.",
+    UndoConflictError: lambda e, w: (
+        f"'{w.shown}' was changed again after that entry"
+        + (f" (by entries {', '.join(map(str, e.later))})" if e.later else " (from outside workspacefs)")
+        + ", so it was not undone and nothing changed. Undo the later entries first, or ask the user to force it."
+    ),
     QuotaExceededError: _quota_refusal,
     FileTooLargeError: _quota_refusal,
     OSError: lambda e, w: f"'{w.shown}' could not be {w.verb}: {_reason(e)}.",
@@ -261,6 +268,7 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
     ),
     SnapshotIncompatibleError: lambda e, _w: f"{_reason(e)}.",
     AmbiguousSnapshotError: lambda e, _w: f"{_reason(e)}.",
+    HistoryEntryNotFoundError: lambda e, _w: f"{_reason(e)}. Call history to see the entries that are kept.",
 }
 """The message a model reads for each error type (looked up by the exception's MRO: most specific first)."""
 

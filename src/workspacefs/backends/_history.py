@@ -1,0 +1,250 @@
+"""``history``, ``undo``, ``watch`` and ``prune_history``, written once over a backend's journal.
+
+A backend with ``capabilities.history`` keeps a :class:`~workspacefs.history.Journal` and records each
+change its primitives make. Operations made of several primitives (a recursive delete, a move, a copy,
+an undo) open one *scope*, so their changes become one entry; a primitive outside any scope is an entry
+of its own. The actor is read from :func:`~workspacefs.history.current_actor` when the entry is made.
+
+Undo is written here, over the public methods, so it is itself journaled (as ``undo``, naming the entry
+it undid) and passes every check an ordinary write does.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import uuid
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from workspacefs.backends._core import FilesystemCore
+from workspacefs.errors import HistoryEntryNotFoundError, UndoConflictError, UnsupportedOperationError
+from workspacefs.history import DIRECTORY, Actor, Change, ChangeWatcher, Journal, JournalEntry, current_actor
+from workspacefs.protocol import ByteReader
+
+__all__ = ["HistoryMixin", "Scope"]
+
+
+@dataclass(slots=True)
+class Scope:
+    """One operation in progress on one filesystem: its changes become one journal entry."""
+
+    owner: object
+    operation: str
+    key: str
+    actor: Actor
+    undoes: int | None = None
+    detail: str | None = None
+    changes: list[Any] = field(default_factory=list)
+    entry_id: int | None = None
+    """The entry the scope's changes became (set once the first is recorded, or when the scope ends)."""
+
+
+_SCOPE: ContextVar[Scope | None] = ContextVar("workspacefs_journal_scope", default=None)
+
+
+class HistoryMixin(FilesystemCore):
+    """The journal's public face for every backend (``capabilities.history`` says whether it is kept)."""
+
+    def _journal(self) -> Journal | None:
+        """The journal this filesystem records into (``None``: it keeps no history)."""
+        return None
+
+    def _current_scope(self) -> Scope | None:
+        """The operation in progress on this filesystem in this thread or task, if any."""
+        scope = _SCOPE.get()
+        return scope if scope is not None and scope.owner is self else None
+
+    @contextlib.contextmanager
+    def _journaled(self, operation: str, *, undoes: int | None = None, detail: str | None = None) -> Iterator[Scope]:
+        """Group every change made inside the block into one entry named ``operation`` (an operation
+        already in progress on this filesystem absorbs it)."""
+        scope = self._current_scope()
+        if scope is not None:
+            yield scope
+            return
+        scope = Scope(self, operation, uuid.uuid4().hex, current_actor(), undoes, detail)
+        token = _SCOPE.set(scope)
+        try:
+            yield scope
+        finally:
+            _SCOPE.reset(token)
+            if scope.changes:
+                self._scope_finished(scope)
+
+    def _scope_finished(self, scope: Scope) -> None:
+        """Record a finished scope's changes as one entry (a journal kept in process does it here)."""
+
+    # --- reading ------------------------------------------------------------------------------------
+
+    def _require_journal(self) -> Journal:
+        journal = self._journal()
+        if journal is None:
+            raise UnsupportedOperationError(f"{type(self).__name__} keeps no history of changes")
+        return journal
+
+    def history(
+        self,
+        path: str | None = None,
+        *,
+        since: int | datetime | None = None,
+        actor: str | Actor | None = None,
+        limit: int | None = 100,
+    ) -> builtins.list[JournalEntry]:
+        """Journal entries, newest first: those touching ``path`` (or below it), after entry id or time
+        ``since``, made by ``actor`` (an :class:`Actor` or a name, session or tool-call id); at most ``limit``.
+
+        Raises:
+            UnsupportedOperationError: the filesystem keeps no history (``capabilities.history``).
+        """
+        journal = self._require_journal()
+        if limit is not None and limit < 0:
+            raise ValueError("limit must not be negative")
+        norm = None if path is None else self._norm(path)
+        return journal.entries(path=norm, since=since, actor=actor, limit=limit)
+
+    def history_entry(self, entry_id: int) -> JournalEntry:
+        """One journal entry.
+
+        Raises:
+            HistoryEntryNotFoundError: no entry has that id (or retention dropped it).
+        """
+        return self._require_journal().entry(_entry_id(entry_id))
+
+    def prune_history(self, *, before: datetime | None = None, keep: int | None = None) -> int:
+        """Drop entries older than ``before`` and all but the newest ``keep``; returns how many went."""
+        if keep is not None and keep < 0:
+            raise ValueError("keep must not be negative")
+        return self._require_journal().prune(before=before, keep=keep)
+
+    def watch(self, path: str = "/", *, recursive: bool = True) -> ChangeWatcher:
+        """Events for changes at ``path`` (and below it when ``recursive``) from now on: iterate the watcher,
+        or ``async for`` it; close it to stop.
+
+        Raises:
+            UnsupportedOperationError: the filesystem cannot be watched (``capabilities.watch``).
+        """
+        if not self.capabilities.watch:
+            raise UnsupportedOperationError(f"{type(self).__name__} cannot be watched")
+        return self._require_journal().watch(self._norm(path), recursive)
+
+    # --- undo ---------------------------------------------------------------------------------------
+
+    def undo(
+        self,
+        entry_id: int | None = None,
+        *,
+        actor: str | Actor | None = None,
+        last: int | None = None,
+        force: bool = False,
+    ) -> builtins.list[JournalEntry]:
+        """Put back what journal entry ``entry_id`` changed — or the ``last`` n entries of ``actor``, newest
+        first — each as a new ``undo`` entry (so an undo can be undone). Returns the new entries.
+
+        Refuses, changing nothing, when a later change (or one made outside workspacefs) touched the same
+        path, unless ``force``.
+
+        Raises:
+            HistoryEntryNotFoundError: no such entry.
+            UndoConflictError: a path changed again since (only without ``force``).
+        """
+        journal = self._require_journal()
+        self._writable("/")
+        if entry_id is not None:
+            if actor is not None or last is not None:
+                raise ValueError("give an entry id, or an actor with last=n, not both")
+            targets = [journal.entry(_entry_id(entry_id))]
+        else:
+            if actor is None:
+                raise ValueError("give the entry id to undo, or an actor and last=n")
+            count = 1 if last is None else last
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ValueError("last must be a positive number of entries")
+            targets = journal.entries(actor=actor, limit=count)
+            if not targets:
+                raise HistoryEntryNotFoundError(f"No journal entries by {actor!r}")
+        undone: builtins.list[JournalEntry] = []
+        for target in targets:  # newest first: each undo sees the state the later one left
+            if not force:
+                self._check_undoable(journal, target)
+            with self._journaled("undo", undoes=target.entry_id, detail=target.operation) as scope:
+                for index in reversed(range(len(target.changes))):
+                    self._put_back(target, index)
+            if scope.entry_id is not None:
+                undone.append(journal.entry(scope.entry_id))
+        return undone
+
+    def _check_undoable(self, journal: Journal, target: JournalEntry) -> None:
+        """Raise ``UndoConflictError`` unless every path of ``target`` still holds what it left there.
+
+        The state decides, not the mere presence of later entries: a later change undone since (or one that
+        wrote the same bytes again) is no conflict. The error names the later entries that touched the path;
+        none means it was changed outside workspacefs."""
+        for change in target.changes:
+            moved_away = change.from_path is not None and self._version_now(change.from_path) is not None
+            if self._version_now(change.path) == change.after and not moved_away:
+                continue
+            path = change.from_path if moved_away and change.from_path is not None else change.path
+            later = tuple(each.entry_id for each in journal.later_touching(target) if path in each.paths)
+            raise UndoConflictError(path, later=later)
+
+    def _version_now(self, path: str) -> str | None:
+        """What ``path`` holds now, as a change records it: a content id, ``DIRECTORY`` or ``None``."""
+        try:
+            info = self._stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return DIRECTORY if info.is_directory else self._content_id(path)
+
+    def _put_back(self, entry: JournalEntry, index: int) -> None:
+        """Return one change's path to what it was before ``entry`` (a move goes back to its source)."""
+        change: Change = entry.changes[index]
+        now = self._version_now(change.path)
+        if change.from_path is not None:  # moved here from from_path: move it back, then what it replaced
+            if now is not None:
+                self.move("/" + change.path, "/" + change.from_path, overwrite=True)
+            now = None
+        if now == change.before:
+            return
+        if change.before is None:
+            if now is not None:
+                self.delete("/" + change.path, recursive=now == DIRECTORY)
+            return
+        if change.before == DIRECTORY:
+            if now is not None and now != DIRECTORY:
+                self.delete("/" + change.path)
+            self.mkdir("/" + change.path, parents=True, exist_ok=True)
+            return
+        content = self._history_content(entry, index)
+        if now == DIRECTORY:
+            self.delete("/" + change.path, recursive=True)
+        if isinstance(content, bytes):
+            self.write_bytes("/" + change.path, content)  # type: ignore[attr-defined]
+            return
+        with content, self.open_write("/" + change.path) as writer:  # type: ignore[attr-defined]
+            writer.write_all(content)
+
+    def _history_content(self, entry: JournalEntry, index: int) -> bytes | ByteReader:
+        """The content the entry's ``index``-th change replaced (what an undo writes back)."""
+        raise UnsupportedOperationError(f"{type(self).__name__} keeps no content for undo")
+
+    # --- helpers for backends -----------------------------------------------------------------------
+
+    @staticmethod
+    def _actor() -> Actor:
+        """The actor an entry made now is attributed to."""
+        return current_actor()
+
+
+def _entry_id(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"a journal entry id is an int, not {type(value).__name__}")
+    return value
+
+
+def entries_after(journal: Journal, entry_id: int) -> Sequence[JournalEntry]:
+    """Every entry after ``entry_id``, oldest first (what an SSE client resuming from it missed)."""
+    return list(reversed(journal.entries(since=entry_id, limit=None)))

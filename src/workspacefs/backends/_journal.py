@@ -1,0 +1,152 @@
+"""``MemoryJournal``: a journal kept in process (the in-memory backend's).
+
+Recording must cost next to nothing on the hot path of a write, so an entry is kept raw — the states'
+own node objects before and after each change — and turned into a :class:`JournalEntry` (content ids,
+sizes) only when someone reads it. The node objects also hold the before-content an undo puts back;
+they are shared with the filesystem's states, so keeping them costs no copy. Retention drops the oldest
+entries (and with them the only references to content nothing else holds).
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from workspacefs.errors import HistoryEntryNotFoundError
+from workspacefs.history import Actor, Change, Journal, JournalEntry, entry_matches
+
+__all__ = ["DEFAULT_MAX_ENTRIES", "MemoryJournal", "RawChange"]
+
+DEFAULT_MAX_ENTRIES = 100_000
+"""Entries a journal keeps by default; older ones are dropped."""
+
+
+class RawChange(NamedTuple):
+    """A change as recorded: the backend's own objects for the path before and after (``None``: absent)."""
+
+    path: str
+    before: Any
+    after: Any
+    from_path: str | None = None
+
+
+Describe = Callable[[Any], tuple[str | None, int]]
+"""Turns a recorded object into ``(content id or DIRECTORY or None, size)``."""
+
+
+class _Raw(NamedTuple):
+    entry_id: int
+    stamp: float
+    actor: Actor
+    operation: str
+    changes: tuple[RawChange, ...]
+    undoes: int | None
+    detail: str | None
+
+
+class MemoryJournal(Journal):
+    """Raw entries in a list (ids ascending), described on demand by ``describe``."""
+
+    def __init__(self, describe: Describe, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+        super().__init__()
+        self._describe = describe
+        self._lock = threading.Lock()
+        self._raw: list[_Raw] = []
+        self._built: dict[int, JournalEntry] = {}
+        self._next = 1
+        self.max_entries = max_entries
+
+    def record(
+        self,
+        operation: str,
+        changes: Sequence[RawChange],
+        actor: Actor,
+        *,
+        undoes: int | None = None,
+        detail: str | None = None,
+    ) -> int:
+        """Keep one entry (and publish it to watchers); returns its id."""
+        with self._lock:
+            raw = _Raw(self._next, time.time(), actor, operation, tuple(changes), undoes, detail)
+            self._next += 1
+            self._raw.append(raw)
+            if len(self._raw) > self.max_entries:
+                self._drop(len(self._raw) - self.max_entries)
+        if self.watched:
+            self.publish(self._build(raw).events())
+        return raw.entry_id
+
+    def _build(self, raw: _Raw) -> JournalEntry:
+        built = self._built.get(raw.entry_id)
+        if built is None:
+            changes = []
+            for change in raw.changes:
+                before, size_before = self._describe(change.before)
+                after, size_after = self._describe(change.after)
+                changes.append(Change(change.path, before, after, size_before, size_after, change.from_path))
+            built = JournalEntry(
+                raw.entry_id,
+                datetime.fromtimestamp(raw.stamp, UTC),
+                raw.actor,
+                raw.operation,
+                tuple(changes),
+                raw.undoes,
+                raw.detail,
+            )
+            self._built[raw.entry_id] = built
+        return built
+
+    def _find(self, entry_id: int) -> _Raw:
+        with self._lock:
+            at = bisect.bisect_left(self._raw, entry_id, key=lambda raw: raw.entry_id)
+            if at < len(self._raw) and self._raw[at].entry_id == entry_id:
+                return self._raw[at]
+        raise HistoryEntryNotFoundError(f"No journal entry {entry_id}")
+
+    def before_object(self, entry_id: int, index: int) -> Any:
+        """The recorded object the entry's ``index``-th change replaced (what an undo puts back)."""
+        return self._find(entry_id).changes[index].before
+
+    def entries(
+        self,
+        *,
+        path: str | None = None,
+        since: int | datetime | None = None,
+        actor: str | Actor | None = None,
+        limit: int | None = 100,
+    ) -> list[JournalEntry]:
+        with self._lock:
+            kept = self._raw
+            start = bisect.bisect_right(kept, since, key=lambda raw: raw.entry_id) if isinstance(since, int) else 0
+            window = kept[start:]
+        found: list[JournalEntry] = []
+        for raw in reversed(window):
+            entry = self._build(raw)
+            if entry_matches(entry, path=path, since=since, actor=actor):
+                found.append(entry)
+                if limit is not None and len(found) >= limit:
+                    break
+        return found
+
+    def entry(self, entry_id: int) -> JournalEntry:
+        return self._build(self._find(entry_id))
+
+    def prune(self, *, before: datetime | None = None, keep: int | None = None) -> int:
+        with self._lock:
+            doomed = 0
+            if before is not None:
+                doomed = bisect.bisect_left(self._raw, before.timestamp(), key=lambda raw: raw.stamp)
+            if keep is not None:
+                doomed = max(doomed, len(self._raw) - keep)
+            self._drop(doomed)
+            return doomed
+
+    def _drop(self, count: int) -> None:
+        """Forget the ``count`` oldest entries (the lock is held)."""
+        for raw in self._raw[:count]:
+            self._built.pop(raw.entry_id, None)
+        del self._raw[:count]
