@@ -23,6 +23,7 @@ from workspacefs import SqlFilesystem, SqlStore, open_filesystem
 from workspacefs.backends.sql import migrate
 from workspacefs.backends.sql._schema import session_files
 from workspacefs.backends.sql._store import migration_config
+from workspacefs.errors import UnsupportedOperationError
 from workspacefs.search import GrepPattern, required_literal
 from workspacefs.server import SessionCatalog, TokenStore
 
@@ -107,17 +108,35 @@ def test_content_is_deduplicated_and_copies_are_metadata(store: SqlStore) -> Non
     assert fs.read_bytes("b.bin").content == data
 
 
-def test_overwrites_and_deletes_collect_content_at_once(store: SqlStore) -> None:
+def test_overwrites_and_deletes_collect_content_once_nothing_needs_it(store: SqlStore) -> None:
     fs = new_session(store)
     before = store.content_stats()
     fs.write_bytes("a.bin", os.urandom(MIB))
-    fs.write_bytes("a.bin", os.urandom(MIB))  # the first content is now unreferenced
+    fs.write_bytes("a.bin", os.urandom(MIB))  # the first content is now held only by the journal (for undo)
+    assert store.content_stats()["chunk_bytes"] - before["chunk_bytes"] == 2 * MIB
+    fs.prune_history(keep=0)  # retention drops the entries: what only they held is collected at once
     assert store.content_stats()["chunk_bytes"] - before["chunk_bytes"] == MIB
     snapshot = fs.snapshot()
     fs.delete("a.bin")
-    assert store.content_stats()["chunk_bytes"] - before["chunk_bytes"] == MIB  # the snapshot holds it
+    assert store.content_stats()["chunk_bytes"] - before["chunk_bytes"] == MIB  # the snapshot and journal hold it
     fs.delete_snapshot(snapshot)
+    assert store.content_stats()["chunk_bytes"] - before["chunk_bytes"] == MIB  # the journal still does
+    fs.prune_history(keep=0)
     assert store.content_stats()["chunk_bytes"] == before["chunk_bytes"]
+
+
+def test_without_history_replaced_content_is_collected_at_once(fast_tmp: Path) -> None:
+    store = SqlStore(f"sqlite:///{fast_tmp / 'no-history.db'}?history=off")
+    fs = SqlFilesystem(store, "plain")
+    assert not fs.capabilities.history and not fs.capabilities.watch
+    fs.write_bytes("a.bin", os.urandom(MIB))
+    fs.write_bytes("a.bin", os.urandom(MIB))
+    assert store.content_stats()["chunk_bytes"] == MIB
+    fs.delete("a.bin")
+    assert store.content_stats()["chunk_bytes"] == 0
+    with pytest.raises(UnsupportedOperationError):
+        fs.history()
+    store.close()
 
 
 def test_aborted_streams_leave_nothing_behind(store: SqlStore) -> None:
@@ -234,7 +253,7 @@ def test_migrations_are_applied_and_idempotent(fast_tmp: Path) -> None:
     migrate(url)
     engine = sa.create_engine(url)
     with engine.connect() as connection:
-        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0005"
+        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0006"
     engine.dispose()
 
 

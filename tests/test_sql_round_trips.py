@@ -62,9 +62,9 @@ def test_a_small_write_is_two_round_trips_in_one_transaction(pg_store: SqlStore)
         pg_store, lambda: fs.write_bytes("dir/a.txt", b"replaced, the old content collected"), transaction=True
     )
     assert new.round_trips == 2 and overwrite.round_trips == 2
-    # BEGIN and one statement that stores the content and locks the rows; the file row, COMMIT
-    assert new.statements == 4
-    assert overwrite.statements == 4 + 1  # and, after the COMMIT, the collection of the replaced content
+    # BEGIN and one statement that stores the content and locks the rows; the file row, its journal row, COMMIT
+    assert new.statements == 5
+    assert overwrite.statements == 5 + 1  # and, after the COMMIT, the collection of the replaced content
     assert fs.read_bytes("dir/a.txt").content == b"replaced, the old content collected"
 
 

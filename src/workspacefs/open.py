@@ -184,7 +184,8 @@ def _open_sql(url: str, params: dict[str, str]) -> Filesystem:
     _check_options(
         "a SQL filesystem",
         params,
-        {"session", "read_only", "mount_point", "create", "content_store", "content_store_min_bytes"},
+        {"session", "read_only", "mount_point", "create", "content_store", "content_store_min_bytes", "history"}
+        | {"history_entries"},
     )
     create = query_flag(params, "create", default=True)
     if not create and (absent := missing_database(url)) is not None:

@@ -18,12 +18,13 @@ from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, cast
 
 from workspacefs.backends._core import FilesystemCore
 from workspacefs.errors import HistoryEntryNotFoundError, UndoConflictError, UnsupportedOperationError
 from workspacefs.history import DIRECTORY, Actor, Change, ChangeWatcher, Journal, JournalEntry, current_actor
-from workspacefs.protocol import ByteReader
+from workspacefs.protocol import ByteReader, ByteWriter
+from workspacefs.results import WriteMode, WriteResult
 
 __all__ = ["HistoryMixin", "Scope"]
 
@@ -41,6 +42,19 @@ class Scope:
     changes: list[Any] = field(default_factory=list)
     entry_id: int | None = None
     """The entry the scope's changes became (set once the first is recorded, or when the scope ends)."""
+
+
+class _Mutations(Protocol):
+    """What undo needs of the filesystem it is mixed into (``BaseFilesystem``)."""
+
+    def _content_id(self, path: str) -> str: ...
+    def move(self, src: str, dst: str, *, overwrite: bool = False) -> None: ...
+    def delete(self, path: str, *, recursive: bool = False) -> None: ...
+    def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None: ...
+    def write_bytes(
+        self, path: str, content: bytes, *, mode: WriteMode = "overwrite", create_parents: bool = True
+    ) -> WriteResult: ...
+    def open_write(self, path: str, *, mode: WriteMode = "overwrite", create_parents: bool = True) -> ByteWriter: ...
 
 
 _SCOPE: ContextVar[Scope | None] = ContextVar("workspacefs_journal_scope", default=None)
@@ -173,9 +187,14 @@ class HistoryMixin(FilesystemCore):
             with self._journaled("undo", undoes=target.entry_id, detail=target.operation) as scope:
                 for index in reversed(range(len(target.changes))):
                     self._put_back(target, index)
-            if scope.entry_id is not None:
-                undone.append(journal.entry(scope.entry_id))
+            made = self._scope_entry(scope) if scope.changes else None
+            if made is not None:
+                undone.append(made)
         return undone
+
+    def _scope_entry(self, scope: Scope) -> JournalEntry | None:
+        """The entry a finished scope became (a journal that writes rows as it goes finds it by the key)."""
+        return None if scope.entry_id is None else self._require_journal().entry(scope.entry_id)
 
     def _check_undoable(self, journal: Journal, target: JournalEntry) -> None:
         """Raise ``UndoConflictError`` unless every path of ``target`` still holds what it left there.
@@ -197,34 +216,35 @@ class HistoryMixin(FilesystemCore):
             info = self._stat(path)
         except (FileNotFoundError, NotADirectoryError):
             return None
-        return DIRECTORY if info.is_directory else self._content_id(path)
+        return DIRECTORY if info.is_directory else cast(_Mutations, self)._content_id(path)
 
     def _put_back(self, entry: JournalEntry, index: int) -> None:
         """Return one change's path to what it was before ``entry`` (a move goes back to its source)."""
         change: Change = entry.changes[index]
+        fs = cast(_Mutations, self)
         now = self._version_now(change.path)
         if change.from_path is not None:  # moved here from from_path: move it back, then what it replaced
             if now is not None:
-                self.move("/" + change.path, "/" + change.from_path, overwrite=True)
+                fs.move("/" + change.path, "/" + change.from_path, overwrite=True)
             now = None
         if now == change.before:
             return
         if change.before is None:
             if now is not None:
-                self.delete("/" + change.path, recursive=now == DIRECTORY)
+                fs.delete("/" + change.path, recursive=now == DIRECTORY)
             return
         if change.before == DIRECTORY:
             if now is not None and now != DIRECTORY:
-                self.delete("/" + change.path)
-            self.mkdir("/" + change.path, parents=True, exist_ok=True)
+                fs.delete("/" + change.path)
+            fs.mkdir("/" + change.path, parents=True, exist_ok=True)
             return
         content = self._history_content(entry, index)
         if now == DIRECTORY:
-            self.delete("/" + change.path, recursive=True)
+            fs.delete("/" + change.path, recursive=True)
         if isinstance(content, bytes):
-            self.write_bytes("/" + change.path, content)  # type: ignore[attr-defined]
+            fs.write_bytes("/" + change.path, content)
             return
-        with content, self.open_write("/" + change.path) as writer:  # type: ignore[attr-defined]
+        with content, fs.open_write("/" + change.path) as writer:
             writer.write_all(content)
 
     def _history_content(self, entry: JournalEntry, index: int) -> bytes | ByteReader:

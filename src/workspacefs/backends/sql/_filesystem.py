@@ -10,8 +10,10 @@ seeing the content it opened even if the file is overwritten and collected meanw
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
+import tempfile
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -23,9 +25,18 @@ from sqlalchemy.exc import IntegrityError
 
 from workspacefs import errors
 from workspacefs.backends._core import too_big
+from workspacefs.backends._history import Scope
 from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
 from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql._hot import Checked
+from workspacefs.backends.sql._journal import (
+    JournalTag,
+    SqlJournal,
+    insert_changes,
+    insert_rows,
+    tagged,
+    tree_rows,
+)
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     session_files,
@@ -42,6 +53,7 @@ from workspacefs.errors import (
     SnapshotNotFoundError,
     caller_paths,
 )
+from workspacefs.history import DIRECTORY, Change, JournalEntry, current_actor
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT, ancestors, basename, parent
 from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
 from workspacefs.quota import Quota, Usage
@@ -60,6 +72,8 @@ _PATH: Any = sa.bindparam("b_path")
 _ROW = sa.select(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
 _ROW_FOR_UPDATE = _ROW.with_for_update()
 _ROW_FOR_SHARE = _ROW.with_for_update(read=True)
+_SPOOL_BYTES = 8 * 1024 * 1024
+"""Content an undo writes back stays in memory up to this size, then spills to a temporary file."""
 _INLINE_VERSIONED = 1024 * 1024
 """``open_versioned`` reads files up to this size with their row in one statement; larger ones stream."""
 _ENTRY_COLUMNS = (
@@ -106,7 +120,7 @@ class SqlFilesystem(BaseFilesystem):
     """One session of a :class:`SqlStore` (pass a store, or a ``sqlite:///`` / ``postgresql://`` URL)."""
 
     backend_name: ClassVar[str] = "sql"
-    declared_capabilities: ClassVar[Capabilities] = Capabilities(file_read_only=True)
+    declared_capabilities: ClassVar[Capabilities] = Capabilities(file_read_only=True, history=True, watch=True)
 
     def __init__(
         self,
@@ -137,6 +151,7 @@ class SqlFilesystem(BaseFilesystem):
         )
         self._session = session_id
         self._sql = self._store.sql
+        self._history = SqlJournal(self._store, session_id)
         if create:  # a caller that knows the session exists (the service) skips this write
             with self._store.write() as connection:
                 self._store.ensure_session(connection, session_id)
@@ -160,6 +175,68 @@ class SqlFilesystem(BaseFilesystem):
         """Release the database connections if this filesystem opened them."""
         if self._owns_store:
             self._store.close()
+
+    # --- history: journal rows in each change's own transaction ------------------------------------------
+
+    def _journal(self) -> SqlJournal | None:
+        return self._history if self._store.history else None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """As declared, less ``history``/``watch`` when the store keeps no journal (``history=off``)."""
+        if self._store.history:
+            return self.declared_capabilities
+        return dataclasses.replace(self.declared_capabilities, history=False, watch=False)
+
+    def _tag(self, operation: str) -> JournalTag | None:
+        """What this primitive's journal rows carry: the operation in progress, or one of its own (``None``:
+        the store keeps no journal)."""
+        if not self._store.history:
+            return None
+        scope = self._current_scope()
+        if scope is None:
+            return JournalTag(uuid.uuid4().hex, operation, current_actor(), None, None)
+        return JournalTag(scope.key, scope.operation, scope.actor, scope.undoes, scope.detail)
+
+    def _journal_changes(self, connection: Connection, tag: JournalTag | None, *changes: Change) -> None:
+        if tag is not None:
+            insert_changes(connection, tag, self._session, changes)
+
+    def _journal_row(self, tx: Any, tag: JournalTag | None, now: Any, change: Change) -> None:
+        """Queue a change's journal row in a driver-level transaction (the small write's hot path)."""
+        if tag is not None:
+            tx.run(self._sql.insert_journal, tag.row(self._session, now, change))
+
+    def _committed(self, tag: JournalTag | None) -> None:
+        """A primitive's transaction committed with its journal rows: tell the scope and the watchers, and now
+        and then drop the entries past the store's retention."""
+        if tag is None:
+            return
+        if self._store.journaled():
+            self._history.prune(keep=self._store.history_entries)
+        scope = self._current_scope()
+        if scope is not None:
+            scope.changes.append(tag.op_key)
+        if self._history.watched:
+            self._history.changed()
+
+    def _scope_entry(self, scope: Scope) -> JournalEntry | None:
+        return self._history.entry_of_key(scope.key)
+
+    def _history_content(self, entry: JournalEntry, index: int) -> bytes | ByteReader:
+        change = entry.changes[index]
+        blob_id = str(change.before)
+        with self._store.read() as connection:
+            hashes, inline = self._store.blob_parts(connection, blob_id)
+            if inline is not None:
+                return inline
+            if not hashes:
+                raise OSError(5, "The content this entry replaced is no longer kept", change.path)
+            spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - the reader closes it
+            for digest in hashes:
+                spool.write(self._store.read_chunk(connection, digest))
+        spool.seek(0)
+        return StreamReader(change.path, spool, change.size_before)
 
     # --- helpers --------------------------------------------------------------------------------------
 
@@ -207,16 +284,20 @@ class SqlFilesystem(BaseFilesystem):
         *,
         existing: Row[Any] | None,
         mode: WriteMode,
+        tag: JournalTag | None,
         read_only: bool | None = None,
     ) -> None:
-        """Point the file's row at new content (``read_only``: and set its flag, in the same transaction)."""
+        """Point the file's row at new content (``read_only``: and set its flag), journaled, in the caller's
+        transaction."""
         if existing is None:
             values = self._new_row(path, directory=False, blob_id=blob_id, size=size, is_readonly=bool(read_only))
             if connection.execute(self._store.insert_file_row, values).first() is None:
                 if mode == "create":
                     raise errors.file_exists(path)
                 raise _Raced  # another writer created it first: run the write again
+            self._journal_changes(connection, tag, Change(path, None, blob_id, 0, size))
             return
+        self._journal_changes(connection, tag, Change(path, existing.blob_id, blob_id, existing.size_bytes, size))
         connection.execute(
             _SET_CONTENT,
             {"b_session": self._session, "b_path": path, "blob": blob_id, "size": size, "now": datetime.now(UTC)},
@@ -364,6 +445,7 @@ class SqlFilesystem(BaseFilesystem):
     def _commit_stream(
         self, path: str, mode: WriteMode, expect: str | None, read_only: bool | None, upload: FinishedUpload
     ) -> None:
+        tag = self._tag("write")
         with self._store.write() as connection:
             self._store.finish_upload(connection, upload.upload_id)
             self._parent_dir(connection, path)
@@ -374,11 +456,14 @@ class SqlFilesystem(BaseFilesystem):
                 raise ConcurrentChangeError(path, "The file changed while it was being appended to; append again")
             blob_id = self._store.register_blob(connection, upload.hashes, upload.size)
             try:
-                self._put_file(connection, path, blob_id, upload.size, existing=row, mode=mode, read_only=read_only)
+                self._put_file(
+                    connection, path, blob_id, upload.size, existing=row, mode=mode, tag=tag, read_only=read_only
+                )
             except _Raced:
                 raise ConcurrentChangeError(path, "Another writer created the file meanwhile; write it again") from None
             # the content may already have been stored inline: then the chunks just uploaded are unused
             self._store.drop_unused_chunks(connection, upload.hashes)
+        self._committed(tag)
 
     def _write_content(
         self, path: str, data: bytes, mode: WriteMode, *, expect: str | None = None, read_only: bool | None = None
@@ -386,6 +471,7 @@ class SqlFilesystem(BaseFilesystem):
         if mode != "append" and self._store.inline(len(data)):
             self._write_small(path, data, mode, expect, read_only)
             return
+        tag = self._tag("write")
         for attempt in range(_RETRIES):
             try:
                 with self._store.write() as connection:
@@ -397,7 +483,10 @@ class SqlFilesystem(BaseFilesystem):
                         blob_id, size = self._appended(connection, row, data)
                     else:
                         blob_id, size = self._store.put_content(connection, data), len(data)
-                    self._put_file(connection, path, blob_id, size, existing=row, mode=mode, read_only=read_only)
+                    self._put_file(
+                        connection, path, blob_id, size, existing=row, mode=mode, tag=tag, read_only=read_only
+                    )
+                self._committed(tag)
                 return
             except _Raced:
                 if attempt == _RETRIES - 1:
@@ -413,8 +502,22 @@ class SqlFilesystem(BaseFilesystem):
         return hashes, b""
 
     def _write_small(self, path: str, data: bytes, mode: WriteMode, expect: str | None, read_only: bool | None) -> None:
-        """A whole write of at most one chunk, in two batches: lock and check the rows while the content is
-        stored inline, then point the file at it, collect what it replaced and commit."""
+        """A whole write of at most one chunk, journaled in its own transaction."""
+        tag = self._tag("write")
+        self._write_small_rows(path, data, mode, expect, read_only, tag)
+        self._committed(tag)
+
+    def _write_small_rows(  # noqa: PLR0917 - the hot path: positional, as _write_small's
+        self,
+        path: str,
+        data: bytes,
+        mode: WriteMode,
+        expect: str | None,
+        read_only: bool | None,
+        tag: JournalTag | None,
+    ) -> None:
+        """The write in two batches: lock and check the rows while the content is stored inline, then point
+        the file at it, write its journal row, collect what it replaced and commit."""
         driver = self._store.driver
         session, above, blob_id, now = self._session, parent(path), inline_blob_id(data), driver.now()
         if driver.postgres:
@@ -438,12 +541,14 @@ class SqlFilesystem(BaseFilesystem):
                     if row is None or target is None:
                         values = (session, path, above, basename(path), False, bool(read_only), blob_id, len(data))
                         tx.run(self._sql.insert_file, (*values, now, now))
+                        self._journal_row(tx, tag, now, Change(path, None, blob_id, 0, len(data)))
                         return
                     replaced = row.blob_id if row.blob_id != blob_id else None
                     if replaced:  # the chunks the replaced content used: read with the rows, before they change
                         chunks = target[4]
                         hashes = list(chunks or ()) if driver.postgres else (chunks.split(",") if chunks else [])
                     tx.run(self._sql.update_file, (blob_id, len(data), now, read_only, session, path))
+                    self._journal_row(tx, tag, now, Change(path, row.blob_id, blob_id, int(target[5]), len(data)))
                     if replaced:
                         tx.collect(self._store.release_statements([replaced], hashes))
                 return
@@ -466,6 +571,7 @@ class SqlFilesystem(BaseFilesystem):
         return self._store.register_blob(connection, hashes, size), size
 
     def _make_dir(self, path: str) -> None:
+        tag = self._tag("mkdir")
         with self._store.write() as connection:
             self._parent_dir(connection, path)
             if self._row(connection, path) is not None:
@@ -475,8 +581,11 @@ class SqlFilesystem(BaseFilesystem):
                     connection.execute(_INSERT_ROW, self._new_row(path, directory=True, blob_id=None, size=0))
             except IntegrityError:
                 raise errors.file_exists(path) from None
+            self._journal_changes(connection, tag, Change(path, None, DIRECTORY))
+        self._committed(tag)
 
     def _remove_file(self, path: str) -> None:
+        tag = self._tag("delete")
         with self._store.write() as connection:
             row = self._row(connection, path, lock=True)
             if row is None:
@@ -484,9 +593,12 @@ class SqlFilesystem(BaseFilesystem):
             if row.is_directory:
                 raise errors.is_a_directory(path)
             connection.execute(_DELETE_ROW, {"b_session": self._session, "b_path": path})
+            self._journal_changes(connection, tag, Change(path, row.blob_id, None, row.size_bytes, 0))
             self._store.release(connection, [row.blob_id])
+        self._committed(tag)
 
     def _remove_empty_dir(self, path: str) -> None:
+        tag = self._tag("delete")
         with self._store.write() as connection:
             row = self._row(connection, path, lock=True)
             if row is None:
@@ -499,19 +611,26 @@ class SqlFilesystem(BaseFilesystem):
             if child is not None:
                 raise errors.DirectoryNotEmptyError(path)
             connection.execute(sa.delete(F).where(self._where(path)))
+            self._journal_changes(connection, tag, Change(path, DIRECTORY, None))
+        self._committed(tag)
 
     def _blobs_below(self, connection: Connection, path: str) -> list[str]:
         query = sa.select(F.c.blob_id).where(F.c.session_id == self._session, _subtree(path), F.c.blob_id.is_not(None))
         return [r[0] for r in connection.execute(query.distinct())]
 
     def _remove_tree(self, path: str) -> None:
+        tag = self._tag("delete")
         with self._store.write() as connection:
             row = self._row(connection, path, lock=True)
             if row is None:
                 raise errors.file_not_found(path)
             released = [*self._blobs_below(connection, path), row.blob_id]
+            if tag is not None:  # children before their directory
+                rows = tree_rows(tag, self._session, datetime.now(UTC), path, deleting=True)
+                connection.execute(insert_rows(rows.order_by(F.c.path.desc())))
             connection.execute(sa.delete(F).where(self._where(path)))  # the parent key cascades down
             self._store.release(connection, released)
+        self._committed(tag)
 
     def _graft(self, connection: Connection, src: str, dst: str, *, keep_times: bool) -> None:
         """Insert a copy of the ``src`` subtree at ``dst`` (parents first): metadata only."""
@@ -538,8 +657,10 @@ class SqlFilesystem(BaseFilesystem):
             connection.execute(sa.insert(F).values(value))
 
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
+        tag = self._tag("move")
         with self._store.write() as connection:
-            if self._row(connection, src, lock=True) is None:
+            moved = self._row(connection, src, lock=True)
+            if moved is None:
                 raise errors.file_not_found(src)
             self._parent_dir(connection, dst)
             existing = self._row(connection, dst, lock=True)
@@ -551,21 +672,32 @@ class SqlFilesystem(BaseFilesystem):
                 connection.execute(sa.delete(F).where(self._where(dst)))
             self._graft(connection, src, dst, keep_times=True)
             connection.execute(sa.delete(F).where(self._where(src)))
+            before = None if existing is None else existing.blob_id
+            after = DIRECTORY if moved.is_directory else moved.blob_id
+            size_before = 0 if existing is None else existing.size_bytes
+            change = Change(dst, before, after, size_before, moved.size_bytes, from_path=src)
+            self._journal_changes(connection, tag, change)
             if existing is not None:
                 self._store.release(connection, [existing.blob_id])
+        self._committed(tag)
 
     def _copy_file(self, src: str, dst: str) -> None:
+        tag = self._tag("copy")
         with self._store.write() as connection:
             source = self._file_row(connection, src)
             self._parent_dir(connection, dst)
             existing = self._row(connection, dst, lock=True)
             self._check_writable_file(existing, dst, "overwrite")
             try:
-                self._put_file(connection, dst, source.blob_id, source.size_bytes, existing=existing, mode="overwrite")
+                self._put_file(
+                    connection, dst, source.blob_id, source.size_bytes, existing=existing, mode="overwrite", tag=tag
+                )
             except _Raced:
                 raise errors.file_exists(dst) from None
+        self._committed(tag)
 
     def _copy_tree(self, src: str, dst: str) -> None:
+        tag = self._tag("copy")
         with self._store.write() as connection:
             if self._row(connection, src) is None:
                 raise errors.file_not_found(src)
@@ -573,6 +705,10 @@ class SqlFilesystem(BaseFilesystem):
             if self._row(connection, dst) is not None:
                 raise errors.file_exists(dst)
             self._graft(connection, src, dst, keep_times=False)
+            if tag is not None:
+                rows = tree_rows(tag, self._session, datetime.now(UTC), dst, deleting=False)
+                connection.execute(insert_rows(rows.order_by(F.c.path)))
+        self._committed(tag)
 
     def _iter_files(self, base: str) -> Iterator[str]:
         with self._store.read() as connection:
@@ -758,8 +894,11 @@ class SqlFilesystem(BaseFilesystem):
         same = sa.and_(E.c.path == F.c.path, *[E.c[c].is_not_distinct_from(F.c[c]) for c in _ENTRY_COLUMNS[1:]])
         kept = sa.exists().where(E.c.snapshot_id == snapshot_id, same)
         changed = sa.and_(F.c.session_id == self._session, F.c.path != ROOT, ~kept)
+        tag = self._tag("restore")
         with self._store.write() as connection:
             self._own_snapshot(connection, snapshot)
+            if tag is not None:
+                self._journal_restore(connection, tag, snapshot_id)
             released = [r[0] for r in connection.execute(sa.select(F.c.blob_id).where(changed).distinct())]
             connection.execute(sa.delete(F).where(changed))  # a removed directory's rows cascade
             present = sa.exists().where(F.c.session_id == self._session, F.c.path == E.c.path)
@@ -772,6 +911,39 @@ class SqlFilesystem(BaseFilesystem):
                 )
             )
             self._store.release(connection, [b for b in released if b])
+        self._committed(tag)
+
+    def _journal_restore(self, connection: Connection, tag: JournalTag, snapshot_id: str) -> None:
+        """Journal what restoring ``snapshot_id`` changes, before it does: every path whose kind or content
+        differs between the session and the snapshot (metadata alone, such as times, is no change)."""
+        now, twin = datetime.now(UTC), E.alias("twin")
+        mine = sa.case((F.c.is_directory, sa.literal(DIRECTORY)), else_=F.c.blob_id)
+        theirs = sa.case((twin.c.is_directory, sa.literal(DIRECTORY)), else_=twin.c.blob_id)
+        at = sa.and_(twin.c.snapshot_id == snapshot_id, twin.c.path == F.c.path)
+        their_kind = sa.select(theirs).where(at).scalar_subquery()
+        their_size = sa.select(twin.c.size_bytes).where(at).scalar_subquery()
+        changed = (
+            tagged(tag, self._session, now, F.c.path, mine, their_kind, F.c.size_bytes, sa.func.coalesce(their_size, 0))
+            .where(F.c.session_id == self._session, F.c.path != ROOT)
+            .where(sa.or_(their_kind.is_(None), their_kind != mine))
+        )
+        present = sa.exists().where(F.c.session_id == self._session, F.c.path == twin.c.path)
+        created = (
+            tagged(
+                tag,
+                self._session,
+                now,
+                twin.c.path,
+                sa.literal(None, type_=sa.Text),
+                theirs,
+                sa.literal(0),
+                twin.c.size_bytes,
+            )
+            .select_from(twin)
+            .where(twin.c.snapshot_id == snapshot_id, twin.c.path != ROOT, ~present)
+        )
+        connection.execute(insert_rows(changed.order_by(F.c.path.desc())))
+        connection.execute(insert_rows(created.order_by(twin.c.path)))
 
     def _manifest(self, snapshot: FilesystemSnapshot | None) -> Mapping[str, Fingerprint]:
         with self._store.read() as connection:

@@ -57,10 +57,11 @@ its hash, where it is stored and its size: a chunk in the content store has empt
 
 ROWS_FOR_WRITE = {
     "sqlite": (  # two lookups by key (an IN list or OR may be planned as a scan); the target's chunks as text
-        "SELECT path, is_directory, is_readonly, blob_id, NULL FROM wsfs_files WHERE session_id = ? AND path = ?"
+        "SELECT path, is_directory, is_readonly, blob_id, NULL, size_bytes FROM wsfs_files"
+        " WHERE session_id = ? AND path = ?"
         " UNION ALL"
         " SELECT f.path, f.is_directory, f.is_readonly, f.blob_id,"
-        " (SELECT group_concat(chunk_hash, ',') FROM wsfs_blob_chunks WHERE blob_id = f.blob_id)"
+        " (SELECT group_concat(chunk_hash, ',') FROM wsfs_blob_chunks WHERE blob_id = f.blob_id), f.size_bytes"
         " FROM wsfs_files f WHERE f.session_id = ? AND f.path = ?"
     ),
     # one statement: store the content (PUT_INLINE), shared-lock the parent (it cannot go while a child is
@@ -68,17 +69,17 @@ ROWS_FOR_WRITE = {
     "postgresql": (
         "WITH put AS (INSERT INTO wsfs_blobs (id, size, chunk_count, data) VALUES (?, ?, 0, ?)"
         " ON CONFLICT (id) DO UPDATE SET size = excluded.size RETURNING 1),"
-        " p AS (SELECT path, is_directory, is_readonly, blob_id, NULL::text[] AS chunks FROM wsfs_files"
+        " p AS (SELECT path, is_directory, is_readonly, blob_id, NULL::text[] AS chunks, size_bytes FROM wsfs_files"
         " WHERE session_id = ? AND path = ? FOR SHARE),"
         " t AS (SELECT f.path, f.is_directory, f.is_readonly, f.blob_id,"
-        " ARRAY(SELECT chunk_hash FROM wsfs_blob_chunks WHERE blob_id = f.blob_id) AS chunks"
+        " ARRAY(SELECT chunk_hash FROM wsfs_blob_chunks WHERE blob_id = f.blob_id) AS chunks, f.size_bytes"
         " FROM wsfs_files f WHERE f.session_id = ? AND f.path = ? FOR UPDATE)"
         " SELECT * FROM p UNION ALL SELECT * FROM t"
     ),
 }
-"""The parent's and the target's rows (path, is_directory, is_readonly, blob_id) and the chunks of the target's
-content (PostgreSQL: an array, SQLite: comma-separated hashes, NULL for inline content); PostgreSQL stores the
-new content in the same statement."""
+"""The parent's and the target's rows (path, is_directory, is_readonly, blob_id, chunks, size_bytes); the chunks
+of the target's content are a PostgreSQL array, SQLite comma-separated hashes, NULL for inline content. PostgreSQL
+stores the new content in the same statement."""
 
 CHUNK_LIST = (
     "SELECT bc.chunk_hash FROM wsfs_files f JOIN wsfs_blob_chunks bc ON bc.blob_id = f.blob_id"
@@ -126,8 +127,17 @@ DELETE_BLOB = (
     "DELETE FROM wsfs_blobs WHERE id = ?"
     " AND NOT EXISTS (SELECT 1 FROM wsfs_files WHERE blob_id = ?)"
     " AND NOT EXISTS (SELECT 1 FROM wsfs_snapshot_entries WHERE blob_id = ?)"
+    " AND NOT EXISTS (SELECT 1 FROM wsfs_journal WHERE before_id = ?)"
 )
-"""Delete a blob nothing refers to (its chunk list cascades); the check and the delete are one statement."""
+"""Delete a blob nothing refers to — no file, snapshot or journal entry an undo may need (its chunk list
+cascades); the check and the delete are one statement."""
+
+INSERT_JOURNAL = (
+    "INSERT INTO wsfs_journal (session_id, op_key, at, operation, actor_name, actor_session, actor_call, actor_via,"
+    " path, from_path, before_id, after_id, size_before, size_after, undoes, detail)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+"""One journal row, in the change's own transaction."""
 
 DELETE_CHUNKS = (
     "DELETE FROM wsfs_chunks WHERE hash IN ({marks})"
@@ -141,7 +151,7 @@ _BATCH = 500
 
 def release_statements(blob_ids: Sequence[str], chunk_hashes: Sequence[str]) -> list[tuple[str, tuple[Any, ...]]]:
     """The statements that collect ``blob_ids`` if unreferenced, then whichever of their chunks nothing uses."""
-    statements: list[tuple[str, tuple[Any, ...]]] = [(DELETE_BLOB, (b, b, b)) for b in blob_ids]
+    statements: list[tuple[str, tuple[Any, ...]]] = [(DELETE_BLOB, (b, b, b, b)) for b in blob_ids]
     wanted = sorted(set(chunk_hashes))
     for start in range(0, len(wanted), _BATCH):  # bounded IN lists
         batch = tuple(wanted[start : start + _BATCH])
@@ -174,6 +184,7 @@ class Statements:
     hold_chunk: str
     insert_file: str
     update_file: str
+    insert_journal: str
 
     @classmethod
     def build(cls, dialect: str, placeholders: Callable[[str], str]) -> Statements:
@@ -190,4 +201,5 @@ class Statements:
             hold_chunk=placeholders(HOLD_CHUNK),
             insert_file=placeholders(INSERT_FILE),
             update_file=placeholders(UPDATE_FILE),
+            insert_journal=placeholders(INSERT_JOURNAL),
         )

@@ -28,6 +28,7 @@ __all__ = [
     "blob_chunks",
     "blobs",
     "chunks",
+    "journal",
     "metadata",
     "session_files",
     "sessions",
@@ -140,3 +141,34 @@ snapshot_entries = sa.Table(
     sa.Column("created_at", Stamp, nullable=False),
     sa.Column("updated_at", Stamp, nullable=False),
 )
+
+journal = sa.Table(
+    "wsfs_journal",
+    metadata,
+    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.Text, sa.ForeignKey("wsfs_sessions.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("op_key", sa.Text, nullable=False),
+    sa.Column("at", Stamp, nullable=False),
+    sa.Column("operation", sa.Text, nullable=False),
+    sa.Column("actor_name", sa.Text, nullable=True),
+    sa.Column("actor_session", sa.Text, nullable=True),
+    sa.Column("actor_call", sa.Text, nullable=True),
+    sa.Column("actor_via", sa.Text, nullable=True),
+    sa.Column("path", Path, nullable=False),
+    sa.Column("from_path", Path, nullable=True),
+    sa.Column("before_id", sa.Text, nullable=True),
+    sa.Column("after_id", sa.Text, nullable=True),
+    sa.Column("size_before", sa.BigInteger, nullable=False),
+    sa.Column("size_after", sa.BigInteger, nullable=False),
+    sa.Column("undoes", sa.BigInteger, nullable=True),
+    sa.Column("detail", sa.Text, nullable=True),
+    sa.Index("wsfs_journal_session", "session_id", "seq"),
+    sa.Index("wsfs_journal_path", "session_id", "path"),
+    sa.Index("wsfs_journal_op", "op_key"),
+    sa.Index("wsfs_journal_before", "before_id"),
+)
+"""One row per path a change touched, written in the change's own transaction (migration ``0006``); the rows of
+one operation share ``op_key`` and form one entry whose id is their lowest ``seq``. ``before_id``/``after_id``
+hold a content id (a blob's id), ``'directory'`` or NULL; a blob named by ``before_id`` is kept (undo writes it
+back) until retention drops the row. Its inserts notify ``wsfs_journal`` on PostgreSQL (a trigger), so every
+process serving the session can publish the change to its watchers."""

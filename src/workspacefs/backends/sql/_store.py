@@ -35,6 +35,7 @@ from workspacefs.backends.sql._schema import (
     blob_chunks,
     blobs,
     chunks,
+    journal,
     session_files,
     sessions,
     snapshot_entries,
@@ -57,6 +58,11 @@ __all__ = [
 ]
 
 CONTENT_STORE_URL_PARAMETERS = ("content_store", "content_store_min_bytes")
+HISTORY_URL_PARAMETERS = ("history", "history_entries")
+DEFAULT_HISTORY_ENTRIES = 10_000
+"""Journal entries each session keeps by default; older ones, and the content only they held, are dropped."""
+_PRUNE_EVERY = 256
+"""Journaled commits of a store between two retention passes over the session just written."""
 """Options of a SQL URL that configure its store's content store (``content_store`` percent-encoded)."""
 UPLOAD_GRACE = timedelta(hours=1)
 """A streaming write silent for this long is taken for abandoned by :meth:`SqlStore.gc`."""
@@ -89,6 +95,7 @@ def engine_url(url: str) -> tuple[str, dict[str, str]]:
     """
     parsed = sa.engine.make_url(url)
     ours = {"session", "read_only", "agent", "mount_point", "create", *CONTENT_STORE_URL_PARAMETERS}
+    ours |= set(HISTORY_URL_PARAMETERS)
     ours |= set(QUOTA_URL_PARAMETERS)
     options = {k: str(v) for k, v in parsed.query.items() if k in ours}
     parsed = parsed.difference_update_query(list(ours))
@@ -185,8 +192,14 @@ class SqlStore:
         pool_size: int = 10,
         content_store: str | ContentStore | None = None,
         content_store_min_bytes: int | None = None,
+        history: bool | None = None,
+        history_entries: int | None = None,
     ) -> None:
         """Open (and migrate) the database at ``url``.
+
+        ``history`` (default on; the URL option ``history=off`` too) journals every change in its own
+        transaction, keeping the newest ``history_entries`` entries per session (default 10,000) and the
+        content they replaced, for ``history``/``undo``; off, replaced content is collected at once.
 
         ``content_store`` (or the URL's ``content_store`` option, percent-encoded) is an
         ``s3://bucket/prefix?endpoint_url=…`` URL: chunks of at least ``content_store_min_bytes`` (default
@@ -197,6 +210,9 @@ class SqlStore:
         self.url, options = engine_url(url)
         self.content = _content_store(content_store, content_store_min_bytes, options)
         """Where large chunks are kept (``None``: in the database)."""
+        self.history, self.history_entries = _history_options(history, history_entries, options)
+        """Whether changes are journaled, and how many entries each session keeps."""
+        self._journaled_commits = 0
         self.dialect = sa.engine.make_url(self.url).get_backend_name()
         if self.dialect == "sqlite":
             database = sa.engine.make_url(self.url).database
@@ -347,7 +363,10 @@ class SqlStore:
             .join(snapshots, snapshots.c.id == snapshot_entries.c.snapshot_id)
             .where(snapshots.c.session_id == session_id)
         )
-        return {r[0] for r in connection.execute(files.union(snaps)) if r[0] is not None}
+        kept = sa.select(journal.c.before_id).where(
+            journal.c.session_id == session_id, journal.c.before_id != "directory"
+        )
+        return {r[0] for r in connection.execute(sa.union(files, snaps, kept)) if r[0] is not None}
 
     # --- content ------------------------------------------------------------------------------------
 
@@ -591,6 +610,7 @@ class SqlStore:
         unreferenced = sa.select(blobs.c.id).where(
             ~sa.exists().where(session_files.c.blob_id == blobs.c.id),
             ~sa.exists().where(snapshot_entries.c.blob_id == blobs.c.id),
+            ~sa.exists().where(journal.c.before_id == blobs.c.id),
         )
         self.release(connection, [r[0] for r in connection.execute(unreferenced)])
         orphaned = sa.delete(chunks).where(
@@ -643,6 +663,11 @@ class SqlStore:
             "blobs": int(blob_rows),
         }
 
+    def journaled(self) -> bool:
+        """Count one journaled commit; ``True`` when it is time to apply retention to the session written."""
+        self._journaled_commits += 1
+        return self._journaled_commits % _PRUNE_EVERY == 0
+
     def close(self) -> None:
         """Release every pooled connection."""
         self.driver.close()
@@ -657,6 +682,23 @@ def inline_blob_id(data: bytes) -> str:
 def blob_id_for(hashes: Sequence[str], size: int) -> str:
     """A blob's id: the hash of its size and chunk hashes (fixed chunking makes it a content id)."""
     return content_id_of_chunks(hashes, size)
+
+
+def _history_options(history: bool | None, entries: int | None, options: dict[str, str]) -> tuple[bool, int]:
+    """``history`` and ``history_entries`` from the arguments, else the URL's options, else the defaults."""
+    if history is None:
+        flag = options.get("history", "on").lower()
+        if flag not in {"on", "off", "true", "false", "1", "0", "yes", "no"}:
+            raise ValueError(f"history must be on or off, not {flag!r}")
+        history = flag in {"on", "true", "1", "yes"}
+    if entries is None:
+        try:
+            entries = int(options.get("history_entries", DEFAULT_HISTORY_ENTRIES))
+        except ValueError:
+            raise ValueError("history_entries must be a whole number of entries") from None
+    if entries < 0:
+        raise ValueError("history_entries must not be negative")
+    return history, entries
 
 
 def _content_store(
