@@ -55,6 +55,7 @@ class _Mutations(Protocol):
         self, path: str, content: bytes, *, mode: WriteMode = "overwrite", create_parents: bool = True
     ) -> WriteResult: ...
     def open_write(self, path: str, *, mode: WriteMode = "overwrite", create_parents: bool = True) -> ByteWriter: ...
+    def open_read(self, path: str) -> ByteReader: ...
 
 
 _SCOPE: ContextVar[Scope | None] = ContextVar("workspacefs_journal_scope", default=None)
@@ -127,6 +128,38 @@ class HistoryMixin(FilesystemCore):
             HistoryEntryNotFoundError: no entry has that id (or retention dropped it).
         """
         return self._require_journal().entry(_entry_id(entry_id))
+
+    def read_version(self, entry_id: int, path: str, *, side: str = "after") -> bytes:
+        """The bytes ``path`` held just ``before`` or ``after`` journal entry ``entry_id`` (a diff between any
+        two versions of a file reads two of these).
+
+        Raises:
+            HistoryEntryNotFoundError: no such entry.
+            FileNotFoundError: the entry did not change ``path``, or left no file there (created, deleted,
+                a directory), or that content is no longer kept.
+        """
+        if side not in {"before", "after"}:
+            raise ValueError("side must be 'before' or 'after'")
+        journal = self._require_journal()
+        norm = self._norm(path)
+        entry = journal.entry(_entry_id(entry_id))
+        index = next((i for i, c in enumerate(entry.changes) if c.path == norm), None)
+        if index is None:
+            raise FileNotFoundError(2, f"Entry {entry_id} did not change this path", path)
+        change = entry.changes[index]
+        wanted = change.before if side == "before" else change.after
+        if wanted is None or wanted == DIRECTORY:
+            raise FileNotFoundError(2, f"No file was there {side} entry {entry_id}", path)
+        if side == "before":
+            return _whole(self._history_content(entry, index))
+        for later in reversed(journal.entries(path=norm, since=entry.entry_id, limit=None)):  # oldest first
+            for position, each in enumerate(later.changes):
+                if each.path == norm and each.before == wanted:
+                    return _whole(self._history_content(later, position))
+        if self._version_now(norm) == wanted:
+            with cast(_Mutations, self).open_read(path) as reader:
+                return bytes(reader.read())
+        raise FileNotFoundError(2, f"The content after entry {entry_id} is no longer kept", path)
 
     def prune_history(self, *, before: datetime | None = None, keep: int | None = None) -> int:
         """Drop entries older than ``before`` and all but the newest ``keep``; returns how many went."""
@@ -257,6 +290,13 @@ class HistoryMixin(FilesystemCore):
     def _actor() -> Actor:
         """The actor an entry made now is attributed to."""
         return current_actor()
+
+
+def _whole(content: bytes | ByteReader) -> bytes:
+    if isinstance(content, bytes):
+        return content
+    with content:
+        return bytes(content.read())
 
 
 def _entry_id(value: object) -> int:
