@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from workspacefs.paths import ROOT, is_within
 
@@ -303,6 +303,19 @@ class Journal(ABC):
     def __init__(self) -> None:
         self._watchers: list[ChangeWatcher] = []
         self._watch_lock = threading.Lock()
+
+    def record(
+        self,
+        operation: str,
+        changes: Sequence[Any],
+        actor: Actor,
+        *,
+        undoes: int | None = None,
+        detail: str | None = None,
+    ) -> int:
+        """Keep one entry made of ``changes`` (and publish it); returns its id. A journal that writes its rows
+        in each change's own transaction (SQL) records there instead and refuses this."""
+        raise NotImplementedError(f"{type(self).__name__} records in each change's own transaction")
 
     @abstractmethod
     def entries(

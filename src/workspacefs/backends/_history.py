@@ -90,8 +90,24 @@ class HistoryMixin(FilesystemCore):
             if scope.changes:
                 self._scope_finished(scope)
 
+    def _note(self, operation: str, changes: Sequence[Any]) -> None:
+        """Journal what a primitive changed: into the operation in progress, or as an entry of its own (for
+        journals that record after the change; SQL writes its rows in the change's transaction instead)."""
+        scope = self._current_scope()
+        if scope is not None:
+            scope.changes.extend(changes)
+            return
+        journal = self._journal()
+        if changes and journal is not None:
+            journal.record(operation, changes, current_actor())
+
     def _scope_finished(self, scope: Scope) -> None:
-        """Record a finished scope's changes as one entry (a journal kept in process does it here)."""
+        """Record a finished scope's changes as one entry."""
+        journal = self._journal()
+        if journal is not None:
+            scope.entry_id = journal.record(
+                scope.operation, scope.changes, scope.actor, undoes=scope.undoes, detail=scope.detail
+            )
 
     # --- reading ------------------------------------------------------------------------------------
 

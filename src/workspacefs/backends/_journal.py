@@ -63,7 +63,7 @@ class MemoryJournal(Journal):
     def record(
         self,
         operation: str,
-        changes: Sequence[RawChange],
+        changes: Sequence[Any],
         actor: Actor,
         *,
         undoes: int | None = None,

@@ -24,13 +24,12 @@ from typing import Any
 import immutables
 
 from workspacefs import errors
-from workspacefs.backends._history import Scope
 from workspacefs.backends._journal import MemoryJournal, RawChange
 from workspacefs.backends.base import BaseFilesystem, Fingerprint, lines_window, total_lines
 from workspacefs.backends.hydration import HostMount, HydrationResult, collect_mount, locate_mount
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import SnapshotNotFoundError, SnapshotRestoreError
-from workspacefs.history import DIRECTORY, JournalEntry, current_actor
+from workspacefs.history import DIRECTORY, JournalEntry
 from workspacefs.paths import ROOT, ancestors, basename, parent
 from workspacefs.protocol import ByteReader, ByteWriter, VersionedContent
 from workspacefs.quota import Quota, Usage
@@ -312,19 +311,6 @@ class InMemoryFilesystem(BaseFilesystem):
 
     def _journal(self) -> MemoryJournal:
         return self._changes
-
-    def _note(self, operation: str, changes: Sequence[RawChange]) -> None:
-        """Journal what a primitive changed: into the operation in progress, or as an entry of its own."""
-        scope = self._current_scope()
-        if scope is not None:
-            scope.changes.extend(changes)
-        elif changes:
-            self._changes.record(operation, changes, current_actor())
-
-    def _scope_finished(self, scope: Scope) -> None:
-        scope.entry_id = self._changes.record(
-            scope.operation, scope.changes, scope.actor, undoes=scope.undoes, detail=scope.detail
-        )
 
     def _history_content(self, entry: JournalEntry, index: int) -> bytes:
         node = self._changes.before_object(entry.entry_id, index)

@@ -16,6 +16,7 @@ elsewhere its name records its writer, and the next open removes the names of de
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import shutil
@@ -27,7 +28,9 @@ from typing import ClassVar
 from workspacefs import errors
 from workspacefs._hostio import DIR_FLAGS, HostResolver, is_listable_name, parent_and_name, renameat_noreplace
 from workspacefs.backends._core import too_big
-from workspacefs.backends.base import BaseFilesystem, Fingerprint
+from workspacefs.backends.base import Fingerprint
+from workspacefs.backends.host._history import HostHistoryMixin
+from workspacefs.backends.host._journal import HostJournal
 from workspacefs.backends.host._ripgrep import Ripgrep
 from workspacefs.backends.host._snapshots import HostSnapshots, SnapshotStrategy
 from workspacefs.backends.host._temps import ReapReport, WriterRegistry, registry_dir
@@ -46,18 +49,19 @@ from workspacefs.backends.host._tree import (
 )
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import SpecialFileError, name_caller_path
+from workspacefs.history import DIRECTORY, Change
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT, join
 from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
 from workspacefs.quota import Quota
 from workspacefs.results import FileEntry, FileStat, FilesystemSnapshot, WriteMode, WriteResult
 from workspacefs.search import GrepPattern
 from workspacefs.snapshots import SnapshotRetentionPolicy
-from workspacefs.streams import StreamReader
+from workspacefs.streams import StreamReader, content_id_of
 
 __all__ = ["HostFilesystem"]
 
 
-class HostFilesystem(BaseFilesystem):
+class HostFilesystem(HostHistoryMixin):
     """A host directory, sandboxed: see the module docstring for what that guarantees.
 
     Warning: this backend touches a real disk. Point it at a directory the agent may change, and
@@ -66,7 +70,7 @@ class HostFilesystem(BaseFilesystem):
     """
 
     backend_name: ClassVar[str] = "host"
-    declared_capabilities: ClassVar[Capabilities] = Capabilities(host_directory=True)
+    declared_capabilities: ClassVar[Capabilities] = Capabilities(host_directory=True, history=True, watch=True)
 
     def __init__(
         self,
@@ -82,7 +86,10 @@ class HostFilesystem(BaseFilesystem):
         use_ripgrep: bool | None = None,
         use_tmpfile: bool | None = None,
         quota: Quota | None = None,
+        history: bool = True,
     ) -> None:
+        """``history`` journals every change made through this object (``history()``, ``undo()``, ``watch()``)
+        in ``<snapshot_dir>/journal``, copying the content a change replaces there."""
         super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
         self._root = os.fspath(root)
         if not os.path.lexists(self._root):
@@ -99,6 +106,9 @@ class HostFilesystem(BaseFilesystem):
             retention=retention,
         )
         self._tree.writers = WriterRegistry(registry_dir(self._snapshots.root, self._snapshots.directory))
+        journal_dir = self._snapshots.directory / "journal"
+        keeps_history = history and (not read_only or journal_dir.is_dir())
+        self._changes = HostJournal(journal_dir) if keeps_history else None
         self.reaped = ReapReport() if read_only else self._tree.writers.reap(self._tree.resolver.root_fd)
         """What this open removed of dead writers' temporary files (read-only opens remove nothing)."""
         self._ripgrep = Ripgrep.find() if use_ripgrep is not False else None
@@ -111,6 +121,13 @@ class HostFilesystem(BaseFilesystem):
     def root(self) -> str:
         """The host directory, as given."""
         return self._root
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """As declared, less ``history``/``watch`` when no journal is kept (``history=False``)."""
+        if self._changes is not None:
+            return self.declared_capabilities
+        return dataclasses.replace(self.declared_capabilities, history=False, watch=False)
 
     @property
     def snapshot_strategy(self) -> str:
@@ -141,6 +158,8 @@ class HostFilesystem(BaseFilesystem):
         """Release the root descriptor and any helper process; idempotent."""
         self._snapshots.close()
         self._tree.close()
+        if self._changes is not None:
+            self._changes.close()
 
     # --- primitives -------------------------------------------------------------------------------------
 
@@ -193,11 +212,17 @@ class HostFilesystem(BaseFilesystem):
             os.close(fd)
 
     def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:
-        if mode == "append":
-            return AppendWriter(self._tree, path)
-        return HostWriter(self._tree, path, mode)
+        if mode == "append":  # in place: what it held is kept now, before the first byte lands
+            before = self._observe(path, keep=True) if self._changes is not None else None
+            return self._journaled_writer(AppendWriter(self._tree, path), path, before)
+        return self._journaled_writer(HostWriter(self._tree, path, mode), path, None)
 
     def _write_content(self, path: str, data: bytes, mode: WriteMode) -> None:
+        after = None if mode == "append" or self._changes is None else (content_id_of(data), len(data))
+        with self._recording("write", path, after=after):
+            self._put_bytes(path, data, mode)
+
+    def _put_bytes(self, path: str, data: bytes, mode: WriteMode) -> None:
         if mode == "append":
             fd = self._tree.open_for_append(path)
             try:
@@ -225,9 +250,14 @@ class HostFilesystem(BaseFilesystem):
             os.close(dir_fd)
 
     def _make_dir(self, path: str) -> None:
-        self._tree.make_dir(path)
+        with self._recording("mkdir", path, after=(DIRECTORY, 0)):
+            self._tree.make_dir(path)
 
     def _remove_file(self, path: str) -> None:
+        with self._recording("delete", path, after=(None, 0)):
+            self._unlink(path)
+
+    def _unlink(self, path: str) -> None:
         above, name = parent_and_name(path)
         dir_fd = self._tree.open_parent(path, above)
         try:
@@ -249,23 +279,31 @@ class HostFilesystem(BaseFilesystem):
         dir_fd = self._tree.open_parent(path, above)
         try:
             os.rmdir(name, dir_fd=dir_fd)
+            self._note("delete", [Change(path, DIRECTORY, None)])
         except OSError as exc:
             raise fail(exc, path) from None
         finally:
             os.close(dir_fd)
 
     def _remove_tree(self, path: str) -> None:
+        gone = self._tree_before(path) if self._changes is not None else []
         above, name = parent_and_name(path)
         dir_fd = self._tree.open_parent(path, above)
         try:
             # rmtree with dir_fd walks by descriptor and re-checks each directory it enters
             shutil.rmtree(name, dir_fd=dir_fd)
+            self._note("delete", gone)
         except OSError as exc:
             raise fail(exc, path) from None
         finally:
             os.close(dir_fd)
 
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
+        moved = self._observe(src, keep=False) if self._changes is not None else None
+        with self._recording("move", dst, after=moved, from_path=src):
+            self._rename_entry(src, dst, replace=replace)
+
+    def _rename_entry(self, src: str, dst: str, *, replace: bool) -> None:
         src_above, src_name = parent_and_name(src)
         dst_above, dst_name = parent_and_name(dst)
         src_fd = self._tree.open_parent(src, src_above)
@@ -305,6 +343,10 @@ class HostFilesystem(BaseFilesystem):
         raise errors.file_exists(path)
 
     def _copy_file(self, src: str, dst: str) -> None:
+        with self._recording("copy", dst):
+            self._copy_bytes(src, dst)
+
+    def _copy_bytes(self, src: str, dst: str) -> None:
         src_fd, info = self._tree.open_regular(src)
 
         def fill(fd: int) -> None:
@@ -333,7 +375,7 @@ class HostFilesystem(BaseFilesystem):
         norm = self._norm(path)
         if norm != ROOT and not self._read_only and self._is_odd_entry(norm):
             try:
-                self._remove_file(norm)  # unlinks the entry itself
+                self._unlink(norm)  # unlinks the entry itself (not journaled: it is no file of the workspace)
             except OSError as exc:
                 name_caller_path(exc, norm, path)
                 raise
@@ -415,6 +457,11 @@ class HostFilesystem(BaseFilesystem):
         return self._snapshots.capture(draft)
 
     def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
+        paths, before = self._journal_restore(snapshot)
+        self._restore_files(snapshot)
+        self._journal_restored(paths, before)
+
+    def _restore_files(self, snapshot: FilesystemSnapshot) -> None:
         self._snapshots.restore(snapshot)
 
     def _manifest(self, snapshot: FilesystemSnapshot | None) -> Mapping[str, Fingerprint]:

@@ -220,6 +220,9 @@ class SqlFilesystem(BaseFilesystem):
         if self._history.watched:
             self._history.changed()
 
+    def _scope_finished(self, scope: Scope) -> None:
+        """Nothing to do: every primitive wrote its rows in its own transaction."""
+
     def _scope_entry(self, scope: Scope) -> JournalEntry | None:
         return self._history.entry_of_key(scope.key)
 

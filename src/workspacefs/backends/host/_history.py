@@ -1,0 +1,138 @@
+"""How a host directory journals its changes: observe each path a primitive touches before and after.
+
+Before a change, the path's kind, content id and size are read, and a file about to be replaced or removed
+is copied into the journal's ``objects/`` (what an undo writes back); after it, the path is read again
+(for a whole write the new content id is computed from the bytes written, not read back). A difference is
+a :class:`~workspacefs.history.Change`, noted into the operation in progress or recorded as an entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterator, Sequence
+
+from workspacefs.backends.base import BaseFilesystem
+from workspacefs.backends.host._journal import HostJournal
+from workspacefs.backends.host._tree import HostTree, content_id_of_fd
+from workspacefs.history import DIRECTORY, Change, JournalEntry
+from workspacefs.protocol import ByteReader, ByteWriter
+from workspacefs.results import FilesystemSnapshot
+from workspacefs.streams import StreamWriter
+
+__all__ = ["HostHistoryMixin", "Seen"]
+
+Seen = tuple[str | None, int]
+"""What a path held: ``(content id, DIRECTORY or None; size)``."""
+
+
+class HostHistoryMixin(BaseFilesystem):
+    """The journaling half of ``HostFilesystem`` (which sets ``_tree`` and ``_changes``)."""
+
+    _tree: HostTree
+    _changes: HostJournal | None
+
+    def _journal(self) -> HostJournal | None:
+        return self._changes
+
+    def _observe(self, path: str, *, keep: bool) -> Seen:
+        """What ``path`` holds now; with ``keep``, a file's content is copied into the journal first."""
+        try:
+            info = self._tree.resolver.fstat_path(path)
+        except OSError:  # missing, or a symlink or special file (no file of the workspace): the change decides
+            return None, 0
+        if stat.S_ISDIR(info.st_mode):
+            return DIRECTORY, 0
+        if not stat.S_ISREG(info.st_mode):
+            return None, 0
+        try:
+            fd, info = self._tree.open_regular(path)
+        except OSError:
+            return None, 0
+        try:
+            if keep and self._changes is not None:
+                return self._changes.keep(fd, info.st_size), info.st_size
+            return content_id_of_fd(fd, info.st_size), info.st_size
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _recording(
+        self, operation: str, path: str, *, after: Seen | None = None, from_path: str | None = None
+    ) -> Iterator[None]:
+        """Journal what the block changes at ``path`` (``after``: what it will hold, when known)."""
+        if self._changes is None:
+            yield
+            return
+        before = self._observe(path, keep=True)
+        yield
+        now = after if after is not None else self._observe(path, keep=False)
+        if now != before or from_path is not None:
+            self._note(operation, [Change(path, before[0], now[0], before[1], now[1], from_path)])
+
+    def _tree_before(self, path: str) -> list[Change]:
+        """A subtree about to go, children before their directory, its files kept for undo."""
+        changes = [Change(path, DIRECTORY, None)]
+        for entry in self._walk(path):
+            if entry.is_directory:
+                changes.append(Change(entry.path, DIRECTORY, None))
+            else:
+                seen = self._observe(entry.path, keep=True)
+                if seen[0] is not None:
+                    changes.append(Change(entry.path, seen[0], None, seen[1], 0))
+        changes.reverse()
+        return changes
+
+    def _journaled_writer(self, inner: ByteWriter, path: str, before: Seen | None) -> ByteWriter:
+        """``inner`` (an atomic or append writer), journaled when it commits."""
+        if self._changes is None:
+            return inner
+        return _JournaledWriter(self, path, inner, before)
+
+    def _history_content(self, entry: JournalEntry, index: int) -> ByteReader:
+        change = entry.changes[index]
+        assert self._changes is not None
+        return self._changes.content(str(change.before), change.path)
+
+    def _journal_restore(self, snapshot: FilesystemSnapshot) -> tuple[list[str], dict[str, Seen]]:
+        """Before a restore: the files it will change, each kept for undo."""
+        if self._changes is None:
+            return [], {}
+        diff = self._diff(snapshot, None)
+        paths = sorted({*diff.added, *diff.modified, *diff.deleted})
+        return paths, {p: self._observe(p, keep=True) for p in paths}
+
+    def _journal_restored(self, paths: Sequence[str], before: dict[str, Seen]) -> None:
+        """After a restore: note what changed."""
+        changes = []
+        for path in paths:
+            now = self._observe(path, keep=False)
+            if now != before[path]:
+                changes.append(Change(path, before[path][0], now[0], before[path][1], now[1]))
+        self._note("restore", changes)
+
+
+class _JournaledWriter(StreamWriter):
+    """Streams into the backend's own writer; its commit observes the path around the inner commit."""
+
+    __slots__ = ("_before", "_fs", "_inner")
+
+    def __init__(self, fs: HostHistoryMixin, path: str, inner: ByteWriter, before: Seen | None) -> None:
+        super().__init__(path)
+        self._fs = fs
+        self._inner = inner
+        self._before = before
+
+    def _write_chunk(self, data: bytes) -> None:
+        self._inner.write(data)
+
+    def _commit(self) -> None:
+        before = self._before if self._before is not None else self._fs._observe(self.path, keep=True)
+        self._inner.close()
+        now = self._fs._observe(self.path, keep=False)
+        if now != before:
+            self._fs._note("write", [Change(self.path, before[0], now[0], before[1], now[1])])
+
+    def _discard(self) -> None:
+        self._inner.abort()

@@ -1,0 +1,247 @@
+"""``HostJournal``: a host directory's journal, in a SQLite file beside its snapshots (never inside the root).
+
+One row per path an entry changed (the rows of an entry share its id), in ``journal.db`` (WAL, so several
+processes serving one root share it); the content a change replaced is copied, content-addressed, into
+``objects/`` (a reflink where the filesystem offers one), so an undo can write it back even after the
+file changed on disk. The file is written after the change itself: a crash between the two leaves a
+change without its entry (the change is still seen by a watcher of the directory), never the reverse.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import tempfile
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from workspacefs.errors import HistoryEntryNotFoundError
+from workspacefs.history import Actor, Change, Journal, JournalEntry
+from workspacefs.paths import ROOT
+from workspacefs.protocol import ByteReader
+from workspacefs.streams import ContentHasher, StreamReader
+
+__all__ = ["HostJournal"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS journal (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    entry INTEGER NOT NULL,
+    at REAL NOT NULL,
+    operation TEXT NOT NULL,
+    actor_name TEXT, actor_session TEXT, actor_call TEXT, actor_via TEXT,
+    path TEXT NOT NULL,
+    from_path TEXT,
+    before_id TEXT,
+    after_id TEXT,
+    size_before INTEGER NOT NULL,
+    size_after INTEGER NOT NULL,
+    undoes INTEGER,
+    detail TEXT
+);
+CREATE INDEX IF NOT EXISTS journal_entry ON journal (entry);
+CREATE INDEX IF NOT EXISTS journal_path ON journal (path);
+"""
+_OLDER_THAN_NEWEST = "SELECT DISTINCT entry FROM journal ORDER BY entry DESC LIMIT -1 OFFSET ?"
+_OLDER_THAN_TIME = "SELECT DISTINCT entry FROM journal WHERE at < ?"
+_KEPT_CONTENT = "SELECT DISTINCT before_id FROM journal WHERE before_id IS NOT NULL"
+_ACTOR_COLUMNS = ("actor_name", "actor_session", "actor_call", "actor_via")
+_COPY_BLOCK = 1024 * 1024
+_DEFAULT_KEEP = 10_000
+_OBJECT_GRACE_SECONDS = 600
+"""Kept content younger than this is never collected: its entry may still be on its way."""
+
+
+class HostJournal(Journal):
+    """Entries and replaced content of one host root, kept in ``directory``."""
+
+    def __init__(self, directory: Path, *, max_entries: int = _DEFAULT_KEEP) -> None:
+        super().__init__()
+        self.directory = directory
+        self.objects = directory / "objects"
+        self.objects.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(directory / "journal.db", timeout=30, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+        self._recorded = 0
+        self.max_entries = max_entries
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+    # --- content --------------------------------------------------------------------------------------
+
+    def keep(self, fd: int, size: int) -> str:
+        """Copy the first ``size`` bytes of open file ``fd`` into ``objects/`` (once per content); returns
+        its content id."""
+        hasher = ContentHasher()
+        handle, temp = tempfile.mkstemp(dir=self.objects, prefix=".keep-")
+        try:
+            offset = 0
+            while offset < size and (chunk := os.pread(fd, min(_COPY_BLOCK, size - offset), offset)):
+                hasher.update(chunk)
+                os.write(handle, chunk)
+                offset += len(chunk)
+            os.close(handle)
+            handle = -1
+            content_id = hasher.content_id()
+            target = self.objects / content_id
+            if target.exists():
+                os.unlink(temp)
+            else:
+                os.replace(temp, target)
+            return content_id
+        except BaseException:
+            if handle >= 0:
+                os.close(handle)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+            raise
+
+    def content(self, content_id: str, path: str) -> ByteReader:
+        """A reader of kept content ``content_id`` (``FileNotFoundError`` if it is not kept)."""
+        if not content_id or "/" in content_id or content_id.startswith("."):
+            raise FileNotFoundError(2, "No such kept content", path)
+        try:
+            handle = open(self.objects / content_id, "rb", buffering=0)  # noqa: SIM115 - the reader closes it
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "The content this entry replaced is no longer kept", path) from None
+        return StreamReader(path, handle, os.fstat(handle.fileno()).st_size)
+
+    # --- entries ----------------------------------------------------------------------------------------
+
+    def record(
+        self,
+        operation: str,
+        changes: Sequence[Any],
+        actor: Actor,
+        *,
+        undoes: int | None = None,
+        detail: str | None = None,
+    ) -> int:
+        stamp = datetime.now(UTC).timestamp()
+        fields = actor.fields()
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                entry = self._db.execute("SELECT coalesce(max(seq), 0) + 1 FROM journal").fetchone()[0]
+                self._db.executemany(
+                    "INSERT INTO journal (entry, at, operation, actor_name, actor_session, actor_call, actor_via,"
+                    " path, from_path, before_id, after_id, size_before, size_after, undoes, detail)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(entry, stamp, operation, *fields, *_columns(c), undoes, detail) for c in changes],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._recorded += 1
+            prune = self._recorded % 256 == 0
+        if prune:
+            self.prune(keep=self.max_entries)
+        if self.watched:
+            self.publish(self.entry(entry).events())
+        return int(entry)
+
+    def _rows(self, where: str, params: Sequence[Any]) -> list[JournalEntry]:
+        with self._lock:
+            query = f"SELECT * FROM journal WHERE {where} ORDER BY seq"  # noqa: S608 - conditions of ours, values bound
+            rows = self._db.execute(query, params).fetchall()
+        grouped: dict[int, list[Any]] = {}
+        for row in rows:
+            grouped.setdefault(row[1], []).append(row)
+        return [_entry(each) for each in grouped.values()]
+
+    def entries(
+        self,
+        *,
+        path: str | None = None,
+        since: int | datetime | None = None,
+        actor: str | Actor | None = None,
+        limit: int | None = 100,
+    ) -> list[JournalEntry]:
+        where: list[str] = ["1"]
+        params: list[Any] = []
+        if path is not None and path != ROOT:
+            where.append(
+                "(path = ? OR (path >= ? AND path < ?) OR from_path = ? OR (from_path >= ? AND from_path < ?))"
+            )
+            params += [path, path + "/", path + "0"] * 2
+        if isinstance(since, datetime):
+            where.append("at > ?")
+            params.append(since.timestamp())
+        elif since is not None:
+            where.append("entry > ?")
+            params.append(since)
+        if isinstance(actor, Actor):
+            for column, wanted in zip(_ACTOR_COLUMNS, actor.fields(), strict=True):
+                if wanted:
+                    where.append(f"{column} = ?")
+                    params.append(wanted)
+        elif actor is not None:
+            where.append("(actor_name = ? OR actor_session = ? OR actor_call = ?)")
+            params += [actor] * 3
+        conditions = " AND ".join(where)
+        query = f"SELECT DISTINCT entry FROM journal WHERE {conditions} ORDER BY entry DESC"  # noqa: S608 - as above
+        if limit is not None:
+            query += f" LIMIT {int(limit)}"
+        with self._lock:
+            ids = [r[0] for r in self._db.execute(query, params).fetchall()]
+        if not ids:
+            return []
+        marks = ", ".join("?" * len(ids))
+        return list(reversed(self._rows(f"entry IN ({marks})", ids)))
+
+    def entry(self, entry_id: int) -> JournalEntry:
+        found = self._rows("entry = ?", [entry_id])
+        if not found:
+            raise HistoryEntryNotFoundError(f"No journal entry {entry_id}")
+        return found[0]
+
+    def prune(self, *, before: datetime | None = None, keep: int | None = None) -> int:
+        with self._lock:
+            doomed: set[int] = set()
+            if keep is not None:
+                rows = self._db.execute(_OLDER_THAN_NEWEST, [keep])
+                doomed.update(r[0] for r in rows)
+            if before is not None:
+                doomed.update(r[0] for r in self._db.execute(_OLDER_THAN_TIME, [before.timestamp()]))
+            if not doomed:
+                return 0
+            ids = sorted(doomed)
+            marks = ", ".join("?" * len(ids))
+            self._db.execute(f"DELETE FROM journal WHERE entry IN ({marks})", ids)  # noqa: S608 - only placeholders
+            kept = {r[0] for r in self._db.execute(_KEPT_CONTENT)}
+        young = datetime.now(UTC).timestamp() - _OBJECT_GRACE_SECONDS
+        for item in self.objects.iterdir():
+            if item.name.startswith(".") or item.name in kept:
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if item.stat().st_mtime < young:  # another process may have kept it for an entry not yet written
+                    item.unlink()
+        return len(ids)
+
+
+def _columns(change: Change) -> tuple[Any, ...]:
+    return (change.path, change.from_path, change.before, change.after, change.size_before, change.size_after)
+
+
+def _entry(rows: Sequence[Any]) -> JournalEntry:
+    first = rows[0]
+    return JournalEntry(
+        int(first[1]),
+        datetime.fromtimestamp(first[2], UTC),
+        Actor(first[4], first[5], first[6], first[7]),
+        first[3],
+        tuple(Change(r[8], r[10], r[11], int(r[12]), int(r[13]), r[9]) for r in rows),
+        first[14],
+        first[15],
+    )
