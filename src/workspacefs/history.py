@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from workspacefs.paths import ROOT, is_within
 
@@ -33,6 +33,7 @@ __all__ = [
     "Change",
     "ChangeEvent",
     "ChangeWatcher",
+    "HistoryFilesystem",
     "Journal",
     "JournalEntry",
     "acting_as",
@@ -396,3 +397,35 @@ def entry_matches(
     if actor is not None and not entry.actor.matches(actor):
         return False
     return path is None or entry.touches(path)
+
+
+@runtime_checkable
+class HistoryFilesystem(Protocol):
+    """What a filesystem with ``capabilities.history`` (and ``watch``) offers; every built-in backend has
+    these methods, and ``capabilities`` says whether they work."""
+
+    def history(
+        self,
+        path: str | None = None,
+        *,
+        since: int | datetime | None = None,
+        actor: str | Actor | None = None,
+        limit: int | None = 100,
+    ) -> list[JournalEntry]: ...
+
+    def history_entry(self, entry_id: int) -> JournalEntry: ...
+
+    def read_version(self, entry_id: int, path: str, *, side: str = "after") -> bytes: ...
+
+    def undo(
+        self,
+        entry_id: int | None = None,
+        *,
+        actor: str | Actor | None = None,
+        last: int | None = None,
+        force: bool = False,
+    ) -> list[JournalEntry]: ...
+
+    def prune_history(self, *, before: datetime | None = None, keep: int | None = None) -> int: ...
+
+    def watch(self, path: str = "/", *, recursive: bool = True) -> ChangeWatcher: ...

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, cast
 from uuid import UUID
 
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import caller_paths
+from workspacefs.history import Actor, ChangeWatcher, HistoryFilesystem, JournalEntry
 from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, ROOT, check_non_negative, is_within, normalize_path
 from workspacefs.policy._rules import Checks, Operation
 from workspacefs.protocol import (
@@ -328,6 +330,65 @@ class GuardedFilesystem:
         forked: Filesystem = cast(Any, self._inner).fork(snapshot, **options)
         view: GuardedFilesystem = self.policy.guard(forked)
         return view
+
+    # --- history -------------------------------------------------------------------------------------------
+
+    def _history(self) -> HistoryFilesystem:
+        return cast(HistoryFilesystem, self._inner)  # offered where capabilities.history says
+
+    def history(
+        self,
+        path: str | None = None,
+        *,
+        since: int | datetime | None = None,
+        actor: str | Actor | None = None,
+        limit: int | None = 100,
+    ) -> builtins.list[JournalEntry]:
+        """As ``fs.history``; naming a path needs the policy's leave to read it."""
+        if path is not None:
+            self._check("read", path)
+        return self._history().history(path, since=since, actor=actor, limit=limit)
+
+    def history_entry(self, entry_id: int) -> JournalEntry:
+        """As ``fs.history_entry``."""
+        return self._history().history_entry(entry_id)
+
+    def read_version(self, entry_id: int, path: str, *, side: str = "after") -> bytes:
+        """As ``fs.read_version``, if the policy lets the path be read."""
+        self._check("read", path)
+        return self._history().read_version(entry_id, path, side=side)
+
+    def undo(
+        self,
+        entry_id: int | None = None,
+        *,
+        actor: str | Actor | None = None,
+        last: int | None = None,
+        force: bool = False,
+    ) -> builtins.list[JournalEntry]:
+        """As ``fs.undo``, if the policy allows writing every path the entries touched (an undo may create,
+        change or delete each of them)."""
+        journal = self._history()
+        if entry_id is not None:
+            targets = [journal.history_entry(entry_id)]
+        elif actor is not None:
+            targets = journal.history(actor=actor, limit=1 if last is None else last)
+        else:
+            targets = []
+        paths = sorted({path for entry in targets for path in entry.paths})
+        if paths:
+            self.policy.check("write", paths, target=ROOT, detail="undo")
+            self.policy.check("delete", paths, target=ROOT, detail="undo")
+        return journal.undo(entry_id, actor=actor, last=last, force=force)
+
+    def prune_history(self, *, before: datetime | None = None, keep: int | None = None) -> int:
+        """As ``fs.prune_history`` (no file changes)."""
+        return self._history().prune_history(before=before, keep=keep)
+
+    def watch(self, path: str = "/", *, recursive: bool = True) -> ChangeWatcher:
+        """As ``fs.watch``, if the policy lets the path be read."""
+        self._check("read", path)
+        return self._history().watch(path, recursive=recursive)
 
     # --- commands ------------------------------------------------------------------------------------------
 
