@@ -18,6 +18,8 @@ from workspacefs.errors import (
     LimitExceededError,
     PathEscapeError,
     SandboxError,
+    SnapshotError,
+    UnsupportedOperationError,
     error_code,
     lookup,
 )
@@ -40,6 +42,8 @@ KINDS: Mapping[type[BaseException], Kind] = {
     ValueError: "invalid",  # bad patterns, text that is not UTF-8
     OSError: "failed",  # quotas, storage unavailable, a concurrent change
     SandboxError: "failed",
+    SnapshotError: "failed",
+    UnsupportedOperationError: "failed",  # the backend lacks the operation (see its capabilities)
 }
 """Every workspacefs error type reaches one row through its MRO (``errors.lookup``); anything else is a bug
 and is raised, not reported."""

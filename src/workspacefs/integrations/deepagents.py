@@ -19,7 +19,6 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import datetime
 from typing import Final
 
 try:
@@ -57,10 +56,10 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import UnsupportedOperationError
 from workspacefs.integrations._deepagents_errors import file_error, kind_of, missing
-from workspacefs.paths import basename, normalize_path, parent
+from workspacefs.integrations._deepagents_text import crlf_only, execute_response, iso, relative, universal_newlines
+from workspacefs.paths import ancestors, normalize_path, parent
 from workspacefs.policy import Policy
 from workspacefs.protocol import CommandRunner, ConditionalWrites, Filesystem
-from workspacefs.results import ExecResult
 
 __all__ = ["WorkspaceBackend", "WorkspaceSandboxBackend"]
 
@@ -78,21 +77,6 @@ _EVERY_MATCH: Final = 2**31
 """``max_matches`` that means no cap (workspacefs caps grep at 1,000 unless told otherwise)."""
 
 
-def _iso(when: datetime | None) -> str | None:
-    return when.isoformat() if when is not None else None
-
-
-def _universal_newlines(text: str) -> str:
-    """``\\r\\n`` and lone ``\\r`` as ``\\n``, as Python's text mode reads them (``FilesystemBackend`` reads so)."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def _crlf_only(text: str) -> bool:
-    """True when every line of ``text`` ends in ``\\r\\n`` (an edit then keeps them so)."""
-    pairs = text.count("\r\n")
-    return pairs > 0 and pairs == text.count("\n") == text.count("\r")
-
-
 class WorkspaceBackend(BackendProtocol):
     """deepagents' ``BackendProtocol`` over a workspacefs filesystem (module docstring: what differs on purpose).
 
@@ -102,7 +86,7 @@ class WorkspaceBackend(BackendProtocol):
     the constructor returns a :class:`WorkspaceSandboxBackend`.
     """
 
-    def __new__(cls, fs: Filesystem, *, policy: Policy | None = None, **options: object) -> WorkspaceBackend:
+    def __new__(cls, fs: Filesystem, *, policy: Policy | None = None, **options: object) -> WorkspaceBackend:  # noqa: ARG004 - __init__ takes them
         """A :class:`WorkspaceSandboxBackend` where ``fs.capabilities.exec`` (deepagents offers ``execute`` by
         class, so the class must say it)."""
         chosen = WorkspaceSandboxBackend if cls is WorkspaceBackend and fs.capabilities.exec else cls
@@ -143,7 +127,7 @@ class WorkspaceBackend(BackendProtocol):
         except OSError:
             return {"path": shown, "is_dir": is_dir}
         info: FileInfo = {"path": shown, "is_dir": is_dir, "size": 0 if is_dir else stat.size_bytes}
-        modified = _iso(stat.modified_at)
+        modified = iso(stat.modified_at)
         if modified is not None:
             info["modified_at"] = modified
         return info
@@ -183,7 +167,7 @@ class WorkspaceBackend(BackendProtocol):
                     return ReadResult(error=f"Video file exceeds maximum input size of {MAX_VIDEO_INPUT_BYTES} bytes")
                 encoded = base64.standard_b64encode(self._content(file_path)).decode("ascii")
                 return ReadResult(file_data=FileData(content=encoded, encoding="base64"))
-            text = _universal_newlines(self._content(file_path).decode("utf-8"))
+            text = universal_newlines(self._content(file_path).decode("utf-8"))
         except Exception as exc:
             if missing(exc):
                 return ReadResult(error=f"File '{file_path}' not found")
@@ -203,8 +187,14 @@ class WorkspaceBackend(BackendProtocol):
                     continue
                 responses.append(FileDownloadResponse(path=path, content=self._content(path)))
             except Exception as exc:
-                responses.append(FileDownloadResponse(path=path, error=file_error(exc)))
+                error = "invalid_path" if missing(exc) and self._under_a_file(path) else file_error(exc)
+                responses.append(FileDownloadResponse(path=path, error=error))
         return responses
+
+    def _under_a_file(self, path: str) -> bool:
+        """True when a file stands where ``path`` needs a directory (deepagents calls that an invalid path;
+        some backends report it as missing)."""
+        return any(self._fs.stat(above).is_file for above in ancestors(self._norm(path)) if self._fs.exists(above))
 
     # --- searching -----------------------------------------------------------------------------------------
 
@@ -238,7 +228,7 @@ class WorkspaceBackend(BackendProtocol):
                 found = self._fs.grep(literal, path=norm, max_matches=asked)
             except Exception as exc:
                 return GrepResult(error=f"Error searching path '{base}': {exc}", matches=[])
-            kept = [m for m in found if include is None or include(_below(m.path, root))]
+            kept = [m for m in found if include is None or include(relative(m.path, root))]
             if len(found) < asked or len(kept) >= want or asked >= _EVERY_MATCH:
                 break
             asked = min(asked * 4, _EVERY_MATCH)  # the glob filtered some out: ask for more
@@ -273,7 +263,7 @@ class WorkspaceBackend(BackendProtocol):
                 if time.monotonic() > deadline:
                     truncated = True
                     break
-                if matches_pattern(_below(entry, root)):
+                if matches_pattern(relative(entry, root)):
                     found.append(entry)
         except Exception as exc:
             kind_of(exc)  # a bug is raised; a caller's error ends the walk with what it found
@@ -296,7 +286,7 @@ class WorkspaceBackend(BackendProtocol):
             return WriteResult(error=f"Error writing file '{file_path}': {exc}")
         return WriteResult(path=file_path)
 
-    def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:  # noqa: FBT001, FBT002 - deepagents' signature
+    def edit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
         """Replace ``old_string`` (exactly once, or every time with ``replace_all``) in a text file. The write is
         a compare-and-set over the version read, so a change made meanwhile is never lost; a file whose lines
         all end in CRLF keeps them."""
@@ -306,12 +296,12 @@ class WorkspaceBackend(BackendProtocol):
             raw, version = self._versioned(file_path)
             text = raw.decode("utf-8")
             replaced = perform_string_replacement(
-                _universal_newlines(text), _universal_newlines(old_string), _universal_newlines(new_string), replace_all
+                universal_newlines(text), universal_newlines(old_string), universal_newlines(new_string), replace_all
             )
             if isinstance(replaced, str):
                 return EditResult(error=replaced)
             content, occurrences = replaced
-            data = (content.replace("\n", "\r\n") if _crlf_only(text) else content).encode("utf-8")
+            data = (content.replace("\n", "\r\n") if crlf_only(text) else content).encode("utf-8")
             if version is None:
                 self._fs.write_bytes(file_path, data)
             else:
@@ -355,13 +345,6 @@ class WorkspaceBackend(BackendProtocol):
             except Exception as exc:
                 responses.append(FileUploadResponse(path=path, error=file_error(exc)))
         return responses
-
-
-def _below(norm: str, root: str) -> str:
-    """``norm`` relative to ``root`` (its name when it is ``root`` itself), as deepagents' glob rules match it."""
-    if not root:
-        return norm
-    return norm[len(root) + 1 :] if norm.startswith(root + "/") else basename(norm)
 
 
 class WorkspaceSandboxBackend(WorkspaceBackend, SandboxBackendProtocol):
@@ -411,16 +394,4 @@ class WorkspaceSandboxBackend(WorkspaceBackend, SandboxBackendProtocol):
             if timeout is None:
                 hint = ". For long-running commands, re-run using the timeout parameter."
             return ExecuteResponse(output=f"Error: Command timed out after {seconds} seconds{hint}", exit_code=124)
-        return _response(done)
-
-
-def _response(done: ExecResult) -> ExecuteResponse:
-    """stdout, then each stderr line marked ``[stderr]``, then a non-zero exit code: ``LocalShellBackend``'s form."""
-    parts = [done.stdout] if done.stdout else []
-    if done.stderr:
-        parts.extend(f"[stderr] {line}" for line in done.stderr.strip().split("\n"))
-    output = "\n".join(parts) if parts else "<no output>"
-    if done.exit_code != 0:
-        output = f"{output.rstrip()}\n\nExit code: {done.exit_code}"
-    return ExecuteResponse(output=output, exit_code=done.exit_code, truncated=done.truncated)
-
+        return execute_response(done)
