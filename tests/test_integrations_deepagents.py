@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from conftest import missing
-from deepagents import create_deep_agent
+from deepagents import FilesystemPermission, create_deep_agent
 from deepagents.backends import CompositeBackend, FilesystemBackend, StateBackend
 from deepagents.backends.protocol import BackendProtocol, SandboxBackendProtocol
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -391,12 +391,28 @@ def test_an_edit_never_overwrites_a_change_made_meanwhile() -> None:
     assert fs.read("a.txt").content == "changed by someone else\n"
 
 
-def test_a_mount_point_path_means_the_same_file() -> None:
+def test_under_a_mount_point_each_file_has_one_path_so_deepagents_permissions_hold() -> None:
+    """With a mount point the model's paths are the container's (``/workspace/src/a.py``); no second spelling
+    reaches the same file, so a deepagents permission rule on one spelling cannot be walked around."""
     fs = InMemoryFilesystem(mount_point="/workspace")
-    backend = WorkspaceBackend(fs)
+    fs.write(".env", "TOKEN=1\n")
+    backend = WorkspaceBackend(fs, policy=Policy())
     assert backend.write("/workspace/src/a.py", "x = 1\n").error is None
-    assert backend.read("/src/a.py").file_data == {"content": "x = 1\n", "encoding": "utf-8"}
-    assert [m["path"] for m in backend.glob("*.py").matches or []] == ["/src/a.py"]
+    assert backend.read("/workspace/src/a.py").file_data == {"content": "x = 1\n", "encoding": "utf-8"}
+    outside = backend.read("/src/a.py").error
+    assert outside is not None and "Outside the workspace" in outside
+    assert [e["path"] for e in backend.ls("/").entries or []] == ["/workspace/"]
+    assert [m["path"] for m in backend.glob("*.py").matches or []] == ["/workspace/src/a.py"]
+    assert [m["path"] for m in backend.grep("x = 1").matches or []] == ["/workspace/src/a.py"]
+    deny = FilesystemPermission(operations=["read"], paths=["/workspace/.env"], mode="deny")
+    model = ScriptedModel(messages=iter([call("read_file", file_path="/.env"), AIMessage(content="done")]))
+    agent = create_deep_agent(model=model, backend=backend, permissions=[deny])
+    (message,) = [
+        m
+        for m in agent.invoke({"messages": [{"role": "user", "content": "x"}]})["messages"]
+        if isinstance(m, ToolMessage)
+    ]
+    assert message.status == "error" and "TOKEN" not in message.content
 
 
 # --- errors by type, the extra, the pin ----------------------------------------------------------------------
@@ -469,17 +485,17 @@ def test_an_agent_runs_commands_in_a_container_workspace(image: str, tmp_path: P
         messages = run_agent(
             backend,
             [
-                call("write_file", file_path="/build.sh", content="echo built > out.txt\necho warn >&2\n"),
-                call("execute", command="sh build.sh && cat out.txt"),
+                call("write_file", file_path="/workspace/build.sh", content="echo built > out.txt\necho warn >&2\n"),
+                call("execute", command="sh build.sh && cat /workspace/out.txt"),
                 call("grep", pattern="built", output_mode="content"),
                 call("execute", command="exit 3"),
                 call("execute", command="sleep 5", timeout=1),
             ],
         )
-        assert [m.status for m in messages] == ["success"] * 5
+        assert [m.status for m in messages] == ["success"] * 5, summary(messages)
         assert "built" in messages[1].content and "[stderr] warn" in messages[1].content
         assert messages[1].artifact["exit_code"] == 0
-        assert "/out.txt:" in messages[2].content  # written by the command, found by the file tools
+        assert "/workspace/out.txt:" in messages[2].content  # written by the command, found by the file tools
         assert messages[3].artifact["exit_code"] == 3
         assert "timed out after 1 seconds" in messages[4].content
         assert sandbox.filesystem.read("out.txt").content == "built\n"

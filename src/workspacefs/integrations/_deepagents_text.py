@@ -1,4 +1,4 @@
-"""Small shapes deepagents expects: its newline handling, its glob-relative paths, its shell output form."""
+"""Small shapes deepagents expects: its newline handling, its timestamps, its shell output form."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ from datetime import datetime
 
 from deepagents.backends.protocol import ExecuteResponse
 
-from workspacefs.paths import basename
 from workspacefs.results import ExecResult
 
-__all__ = ["crlf_only", "execute_response", "iso", "relative", "universal_newlines"]
+__all__ = ["crlf_only", "execute_response", "iso", "universal_newlines"]
 
 
 def iso(when: datetime | None) -> str | None:
@@ -26,13 +25,6 @@ def crlf_only(text: str) -> bool:
     """True when every line break of ``text`` is ``\\r\\n`` (an edit then keeps them so)."""
     pairs = text.count("\r\n")
     return pairs > 0 and pairs == text.count("\n") == text.count("\r")
-
-
-def relative(norm: str, root: str) -> str:
-    """``norm`` relative to ``root`` (its name when it is ``root`` itself), as deepagents' glob rules match it."""
-    if not root:
-        return norm
-    return norm[len(root) + 1 :] if norm.startswith(root + "/") else basename(norm)
 
 
 def execute_response(done: ExecResult) -> ExecuteResponse:

@@ -9,7 +9,8 @@ that runs commands (``fs.capabilities.exec``) it is a :class:`WorkspaceSandboxBa
 
 On purpose stricter than ``FilesystemBackend``: symbolic links are never followed (listed nowhere, refused when
 named), the workspace policy (``Policy.default()`` unless given) guards every read, write and command, the
-workspace root cannot be deleted, and paths obey workspacefs's limits (16 segments, 80 characters a name).
+workspace root cannot be deleted, each file has one spelling (so deepagents' own permission rules cannot be
+walked around), and paths obey workspacefs's limits (16 segments, 80 characters a name).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Final
 
 try:
@@ -54,10 +56,11 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess witho
     ) from exc
 
 from workspacefs.capabilities import Capabilities
-from workspacefs.errors import UnsupportedOperationError
+from workspacefs.errors import UnsupportedOperationError, caller_paths
 from workspacefs.integrations._deepagents_errors import file_error, kind_of, missing
-from workspacefs.integrations._deepagents_text import crlf_only, execute_response, iso, relative, universal_newlines
-from workspacefs.paths import ancestors, normalize_path, parent
+from workspacefs.integrations._deepagents_paths import VirtualPaths, relative
+from workspacefs.integrations._deepagents_text import crlf_only, execute_response, iso, universal_newlines
+from workspacefs.paths import ancestors, parent
 from workspacefs.policy import Policy
 from workspacefs.protocol import CommandRunner, ConditionalWrites, Filesystem
 
@@ -80,10 +83,10 @@ _EVERY_MATCH: Final = 2**31
 class WorkspaceBackend(BackendProtocol):
     """deepagents' ``BackendProtocol`` over a workspacefs filesystem (module docstring: what differs on purpose).
 
-    Paths are virtual and absolute, rooted at the workspace root (``/src/app.py``); a path carrying the
-    filesystem's ``mount_point`` (``/workspace/src/app.py``) means the same file. ``policy`` guards every
-    operation (``None``: ``Policy.default()``; ``Policy()`` allows everything). On a workspace that runs commands
-    the constructor returns a :class:`WorkspaceSandboxBackend`.
+    Paths are absolute: ``/`` plus the workspace path (``/src/app.py``), under the filesystem's mount point when it
+    has one (``/workspace/src/app.py`` in a container, as its commands see it). ``policy`` guards every operation
+    (``None``: ``Policy.default()``; ``Policy()`` allows everything). On a workspace that runs commands the
+    constructor returns a :class:`WorkspaceSandboxBackend`.
     """
 
     def __new__(cls, fs: Filesystem, *, policy: Policy | None = None, **options: object) -> WorkspaceBackend:  # noqa: ARG004 - __init__ takes them
@@ -95,6 +98,7 @@ class WorkspaceBackend(BackendProtocol):
 
     def __init__(self, fs: Filesystem, *, policy: Policy | None = None) -> None:
         self._fs: Filesystem = (policy if policy is not None else Policy.default()).guard(fs)
+        self._paths = VirtualPaths(fs.mount_point)
 
     @property
     def filesystem(self) -> Filesystem:
@@ -111,17 +115,16 @@ class WorkspaceBackend(BackendProtocol):
 
     # --- paths ---------------------------------------------------------------------------------------------
 
-    def _norm(self, path: str) -> str:
-        return normalize_path(path, mount_point=self._fs.mount_point)
-
-    @staticmethod
-    def _shown(norm: str) -> str:
-        """A workspace path as deepagents shows it: absolute, from the workspace root."""
-        return "/" + norm
+    @contextmanager
+    def _at(self, path: str) -> Iterator[str]:
+        """The workspace path of ``path``; errors raised inside name ``path`` as the caller gave it."""
+        norm = self._paths.inside(path)
+        with caller_paths({norm: path}):
+            yield norm
 
     def _info(self, norm: str, *, is_dir: bool) -> FileInfo:
         """A ``FileInfo`` of one entry (just path and kind if it vanished meanwhile)."""
-        shown = self._shown(norm) + ("/" if is_dir else "")
+        shown = self._paths.shown(norm) + ("/" if is_dir else "")
         try:
             stat = self._fs.stat(norm)
         except OSError:
@@ -132,20 +135,33 @@ class WorkspaceBackend(BackendProtocol):
             info["modified_at"] = modified
         return info
 
-    def _content(self, path: str) -> bytes:
+    def _content(self, norm: str) -> bytes:
         """A whole file, streamed (no convenience cap, as ``FilesystemBackend`` has none)."""
-        with self._fs.open_read(path) as reader:
+        with self._fs.open_read(norm) as reader:
             return reader.read()
+
+    def _under_a_file(self, norm: str) -> bool:
+        """True when a file stands where ``norm`` needs a directory (deepagents calls that an invalid path; some
+        backends report it as missing)."""
+        return any(self._fs.stat(above).is_file for above in ancestors(norm) if self._fs.exists(above))
+
+    def _search_root(self, path: str | None) -> tuple[str, str]:
+        """``(workspace path to search, the absolute path asked for)``; above the mount point: the whole of it."""
+        asked = self._paths.absolute(path or "/")
+        return ("" if self._paths.above(asked) else self._paths.inside(asked)), asked
 
     # --- reading -------------------------------------------------------------------------------------------
 
     def ls(self, path: str) -> LsResult:
         """The entries directly in a directory, directories with a trailing ``/``, sorted by path."""
         try:
-            stat = self._fs.stat(path)
-            if not stat.is_directory:
-                return LsResult(error=f"Path '{path}': not_a_directory")
-            entries = self._fs.list(path)
+            above = self._paths.above(path)
+            if above is not None:
+                return LsResult(entries=[{"path": above + "/", "is_dir": True, "size": 0}])
+            with self._at(path) as norm:
+                if not self._fs.stat(norm).is_directory:
+                    return LsResult(error=f"Path '{path}': not_a_directory")
+                entries = self._fs.list(norm)
         except Exception as exc:
             if missing(exc):
                 return LsResult(error=f"Path '{path}': path_not_found")
@@ -158,16 +174,19 @@ class WorkspaceBackend(BackendProtocol):
         """Lines ``[offset, offset + limit)`` of a text file, raw (the middleware numbers them); a binary type
         (by extension, as deepagents decides) whole, in base64."""
         try:
-            stat = self._fs.stat(file_path)
-            if not stat.is_file:
-                return ReadResult(error=f"File '{file_path}' not found")
-            kind = _get_backend_read_file_type(file_path)
-            if kind != "text":
-                if kind == "video" and stat.size_bytes > MAX_VIDEO_INPUT_BYTES:
-                    return ReadResult(error=f"Video file exceeds maximum input size of {MAX_VIDEO_INPUT_BYTES} bytes")
-                encoded = base64.standard_b64encode(self._content(file_path)).decode("ascii")
-                return ReadResult(file_data=FileData(content=encoded, encoding="base64"))
-            text = universal_newlines(self._content(file_path).decode("utf-8"))
+            with self._at(file_path) as norm:
+                stat = self._fs.stat(norm)
+                if not stat.is_file:
+                    return ReadResult(error=f"File '{file_path}' not found")
+                kind = _get_backend_read_file_type(file_path)
+                if kind != "text":
+                    if kind == "video" and stat.size_bytes > MAX_VIDEO_INPUT_BYTES:
+                        return ReadResult(
+                            error=f"Video file exceeds maximum input size of {MAX_VIDEO_INPUT_BYTES} bytes"
+                        )
+                    encoded = base64.standard_b64encode(self._content(norm)).decode("ascii")
+                    return ReadResult(file_data=FileData(content=encoded, encoding="base64"))
+                text = universal_newlines(self._content(norm).decode("utf-8"))
         except Exception as exc:
             if missing(exc):
                 return ReadResult(error=f"File '{file_path}' not found")
@@ -182,19 +201,20 @@ class WorkspaceBackend(BackendProtocol):
         responses = []
         for path in paths:
             try:
-                if self._fs.stat(path).is_directory:
-                    responses.append(FileDownloadResponse(path=path, error="is_directory"))
-                    continue
-                responses.append(FileDownloadResponse(path=path, content=self._content(path)))
+                with self._at(path) as norm:
+                    try:
+                        if self._fs.stat(norm).is_directory:
+                            responses.append(FileDownloadResponse(path=path, error="is_directory"))
+                            continue
+                        responses.append(FileDownloadResponse(path=path, content=self._content(norm)))
+                    except Exception as exc:
+                        if missing(exc) and self._under_a_file(norm):
+                            responses.append(FileDownloadResponse(path=path, error="invalid_path"))
+                            continue
+                        raise
             except Exception as exc:
-                error = "invalid_path" if missing(exc) and self._under_a_file(path) else file_error(exc)
-                responses.append(FileDownloadResponse(path=path, error=error))
+                responses.append(FileDownloadResponse(path=path, error=file_error(exc)))
         return responses
-
-    def _under_a_file(self, path: str) -> bool:
-        """True when a file stands where ``path`` needs a directory (deepagents calls that an invalid path;
-        some backends report it as missing)."""
-        return any(self._fs.stat(above).is_file for above in ancestors(self._norm(path)) if self._fs.exists(above))
 
     # --- searching -----------------------------------------------------------------------------------------
 
@@ -212,29 +232,27 @@ class WorkspaceBackend(BackendProtocol):
                 return GrepResult(error=str(exc), matches=[])
         base = path or "/"
         try:
-            norm = self._norm(base)
+            norm, asked_path = self._search_root(path)
             stat = self._fs.stat(norm)
         except Exception as exc:
-            kind = kind_of(exc)
-            if kind in ("missing", "no_parent", "invalid"):
+            if kind_of(exc) in ("missing", "no_parent", "invalid"):
                 return GrepResult(matches=[])
             return GrepResult(error=f"Error searching path '{base}': {exc}", matches=[])
-        root = norm if stat.is_directory else parent(norm)
-        literal = re.escape(pattern)
+        where = asked_path if stat.is_directory else self._paths.shown(parent(norm))
         want = _EVERY_MATCH if max_count is None else max_count + 1  # one past the cap says more exist
         asked = want if include is None else max(want, 1000)
         while True:
             try:
-                found = self._fs.grep(literal, path=norm, max_matches=asked)
+                found = self._fs.grep(re.escape(pattern), path=norm, max_matches=asked)
             except Exception as exc:
+                kind_of(exc)
                 return GrepResult(error=f"Error searching path '{base}': {exc}", matches=[])
-            kept = [m for m in found if include is None or include(relative(m.path, root))]
+            shown = [(self._paths.shown(m.path), m) for m in found]
+            kept = [(s, m) for s, m in shown if include is None or include(relative(s, where))]
             if len(found) < asked or len(kept) >= want or asked >= _EVERY_MATCH:
                 break
-            asked = min(asked * 4, _EVERY_MATCH)  # the glob filtered some out: ask for more
-        matches: list[GrepMatch] = [
-            {"path": self._shown(m.path), "line": m.line_number, "text": m.line_content} for m in kept
-        ]
+            asked = min(asked * 4, _EVERY_MATCH)  # the glob left some out: ask for more
+        matches: list[GrepMatch] = [{"path": s, "line": m.line_number, "text": m.line_content} for s, m in kept]
         if max_count is not None and len(matches) > max_count:
             return GrepResult(matches=matches[:max_count], truncated=True)
         return GrepResult(matches=matches)
@@ -248,7 +266,7 @@ class WorkspaceBackend(BackendProtocol):
             return GlobResult(error=str(exc), matches=None)
         shown = path if path is not None else "<default>"
         try:
-            root = self._norm(path or "/")
+            root, asked = self._search_root(path)
             if not self._fs.stat(root).is_directory:
                 return GlobResult(matches=[])
         except Exception as exc:
@@ -259,12 +277,12 @@ class WorkspaceBackend(BackendProtocol):
         found: list[str] = []
         truncated = False
         try:
-            for entry in self._files(root):
+            for entry in self._fs.walk(root):
                 if time.monotonic() > deadline:
                     truncated = True
                     break
-                if matches_pattern(relative(entry, root)):
-                    found.append(entry)
+                if entry.is_file and matches_pattern(relative(self._paths.shown(entry.path), asked)):
+                    found.append(entry.path)
         except Exception as exc:
             kind_of(exc)  # a bug is raised; a caller's error ends the walk with what it found
             infos = sorted((self._info(n, is_dir=False) for n in found), key=lambda i: i["path"])
@@ -272,15 +290,13 @@ class WorkspaceBackend(BackendProtocol):
         infos = sorted((self._info(n, is_dir=False) for n in found), key=lambda i: i["path"])
         return GlobResult(matches=infos, truncated=truncated, truncation_reason="budget" if truncated else None)
 
-    def _files(self, root: str) -> Iterator[str]:
-        return (entry.path for entry in self._fs.walk(root) if entry.is_file)
-
     # --- writing -------------------------------------------------------------------------------------------
 
     def write(self, file_path: str, content: str) -> WriteResult:
         """Create or overwrite a text file (parents made as needed), atomically."""
         try:
-            self._fs.write(file_path, content)
+            with self._at(file_path) as norm:
+                self._fs.write(norm, content)
         except Exception as exc:
             kind_of(exc)
             return WriteResult(error=f"Error writing file '{file_path}': {exc}")
@@ -291,21 +307,25 @@ class WorkspaceBackend(BackendProtocol):
         a compare-and-set over the version read, so a change made meanwhile is never lost; a file whose lines
         all end in CRLF keeps them."""
         try:
-            if not self._fs.stat(file_path).is_file:
-                return EditResult(error=f"Error: File '{file_path}' not found")
-            raw, version = self._versioned(file_path)
-            text = raw.decode("utf-8")
-            replaced = perform_string_replacement(
-                universal_newlines(text), universal_newlines(old_string), universal_newlines(new_string), replace_all
-            )
-            if isinstance(replaced, str):
-                return EditResult(error=replaced)
-            content, occurrences = replaced
-            data = (content.replace("\n", "\r\n") if crlf_only(text) else content).encode("utf-8")
-            if version is None:
-                self._fs.write_bytes(file_path, data)
-            else:
-                self._conditional().write_bytes_if(file_path, data, expect=version)
+            with self._at(file_path) as norm:
+                if not self._fs.stat(norm).is_file:
+                    return EditResult(error=f"Error: File '{file_path}' not found")
+                raw, version = self._versioned(norm)
+                text = raw.decode("utf-8")
+                replaced = perform_string_replacement(
+                    universal_newlines(text),
+                    universal_newlines(old_string),
+                    universal_newlines(new_string),
+                    replace_all,
+                )
+                if isinstance(replaced, str):
+                    return EditResult(error=replaced)
+                content, occurrences = replaced
+                data = (content.replace("\n", "\r\n") if crlf_only(text) else content).encode("utf-8")
+                if version is None:
+                    self._fs.write_bytes(norm, data)
+                else:
+                    self._conditional().write_bytes_if(norm, data, expect=version)
         except Exception as exc:
             if missing(exc):
                 return EditResult(error=f"Error: File '{file_path}' not found")
@@ -316,18 +336,19 @@ class WorkspaceBackend(BackendProtocol):
         conditional: ConditionalWrites = self._fs  # type: ignore[assignment]  # offered where capabilities say
         return conditional
 
-    def _versioned(self, path: str) -> tuple[bytes, str | None]:
+    def _versioned(self, norm: str) -> tuple[bytes, str | None]:
         """A file's bytes and the content id of exactly those bytes (``None`` where the backend has none)."""
         if not self._fs.capabilities.conditional_writes:
-            return self._content(path), None
-        versioned = self._conditional().open_versioned(path)
+            return self._content(norm), None
+        versioned = self._conditional().open_versioned(norm)
         with versioned.reader as reader:
             return reader.read(), versioned.content_id
 
     def delete(self, file_path: str) -> DeleteResult:
         """Delete a file, or a directory with everything in it (never the workspace root)."""
         try:
-            self._fs.delete(file_path, recursive=True)
+            with self._at(file_path) as norm:
+                self._fs.delete(norm, recursive=True)
         except Exception as exc:
             if missing(exc):
                 return DeleteResult(error=f"Error: '{file_path}' not found")
@@ -339,7 +360,7 @@ class WorkspaceBackend(BackendProtocol):
         responses = []
         for path, content in files:
             try:
-                with self._fs.open_write(path) as writer:
+                with self._at(path) as norm, self._fs.open_write(norm) as writer:
                     writer.write(content)
                 responses.append(FileUploadResponse(path=path))
             except Exception as exc:
