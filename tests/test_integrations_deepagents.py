@@ -503,6 +503,11 @@ def test_an_agent_runs_commands_in_a_container_workspace(image: str, tmp_path: P
         assert (direct.output, direct.exit_code) == ("/workspace\n", 0)
         with pytest.raises(ValueError, match="positive"):
             backend.execute("true", timeout=0)
+        # deepagents offloads a large result under its artifacts root: inside /workspace, as the README says
+        composite = CompositeBackend(default=backend, routes={}, artifacts_root="/workspace")
+        (big,) = run_agent(composite, [call("execute", command="yes 0123456789abcdef | head -c 200000")])
+        assert "/workspace/large_tool_results/" in big.content and len(big.content) < 20_000
+        assert sandbox.filesystem.list("large_tool_results")
 
 
 def test_a_sandbox_backend_needs_a_workspace_that_runs_commands() -> None:
