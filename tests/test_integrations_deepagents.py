@@ -179,6 +179,8 @@ TREE: dict[str, bytes] = {
     "docs/guide.md": b"# Guide\nsee x(1)\n",
     "no_newline.txt": b"last line",
     "twice.txt": b"dup\ndup\n",
+    ".github/workflows/ci.yml": b"on: push\n",
+    ".prettierrc": b"{}\n",
 }
 EMPTY_DIRS = ("emptydir",)
 
@@ -225,6 +227,10 @@ CASES: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("glob", ("*",), {"path": "/lines.txt"}),
     ("glob", ("../*",), {}),
     ("glob", ("{app,more}.py",), {}),  # brace expansion
+    ("glob", ("*.yml",), {}),  # a bare pattern reaches into dot-directories ...
+    ("glob", ("**/*.yml",), {}),  # ... and ** does not
+    ("glob", ("*",), {}),  # nor does * match a dot-name
+    ("glob", (".github/**",), {}),
     ("edit", ("/src/app.py", "sum(xs)", "sum(x for x in xs)"), {}),
     ("edit", ("/twice.txt", "dup", "one"), {}),  # not unique
     ("edit", ("/twice.txt", "dup", "one"), {"replace_all": True}),
@@ -279,6 +285,8 @@ def comparable(result: Any, label: str) -> Any:
             assert isinstance(entry.pop("modified_at"), str)
     if isinstance(data, dict) and data.get("matches") and "line" in data["matches"][0]:
         data["matches"].sort(key=lambda m: (m["path"], m["line"]))
+        if data["truncated"]:  # which matches a capped search keeps is ripgrep's (threaded) pick: count them
+            data["matches"] = len(data["matches"])
     if isinstance(data, dict) and data.get("error") and label in DETAIL_DIFFERS:
         data["error"] = data["error"].split("': ")[0]
     return data
@@ -372,6 +380,19 @@ def test_the_root_is_never_deleted_and_crlf_files_keep_their_line_endings() -> N
     assert backend.delete("/").error is not None and fs.exists("a.txt")
     assert backend.edit("/a.txt", "two", "2").occurrences == 1
     assert fs.read_bytes("a.txt").content == b"one\r\n2\r\n"  # FilesystemBackend would write "one\n2\n"
+
+
+def test_grep_searches_dotfiles_and_a_capped_grep_keeps_the_first_matches_in_path_order() -> None:
+    fs = InMemoryFilesystem()
+    fs.write(".hidden/a.txt", "needle\n")
+    fs.write("b.txt", "needle\nneedle\n")
+    fs.write("a.txt", "needle\n")
+    capped = WorkspaceBackend(fs).grep("needle", max_count=2)
+    assert capped.matches == [
+        {"path": "/.hidden/a.txt", "line": 1, "text": "needle"},
+        {"path": "/a.txt", "line": 1, "text": "needle"},
+    ]
+    assert capped.truncated
 
 
 def test_an_edit_never_overwrites_a_change_made_meanwhile() -> None:
