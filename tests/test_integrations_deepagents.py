@@ -304,6 +304,19 @@ def label_of(method: str, args: tuple[Any, ...]) -> str:
     return f"{method} {args[0]}"
 
 
+@pytest.fixture
+def ripgrep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FilesystemBackend greps with ripgrep when it finds ``rg`` (the ``ripgrep`` extra puts it beside Python),
+    else with a fallback that, given one file, searches its whole directory: compare with the ripgrep path."""
+    from deepagents.backends.filesystem import _resolve_ripgrep_path
+
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    _resolve_ripgrep_path.cache_clear()  # it remembers the PATH of its first call
+    if _resolve_ripgrep_path() is None:
+        missing("ripgrep is not installed (pip install 'workspacefs[ripgrep]')")
+
+
+@pytest.mark.usefixtures("ripgrep")
 @pytest.mark.parametrize(("method", "args", "kwargs"), CASES, ids=[f"{m}-{i}" for i, (m, _, _) in enumerate(CASES)])
 def test_each_result_equals_filesystem_backends(
     workspace: Filesystem, tmp_path: Path, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]
