@@ -74,7 +74,8 @@ DEFAULT_EXECUTE_TIMEOUT: Final = 120
 """Seconds a command may run when the caller names no timeout (deepagents' ``LocalShellBackend`` default)."""
 
 MAX_OUTPUT_BYTES: Final = 100_000
-"""Bytes of each output stream ``execute`` returns (head and tail kept), as ``LocalShellBackend`` caps its output."""
+"""Bytes of each output stream ``execute`` returns, head and tail kept (``LocalShellBackend`` cuts its output at
+this many bytes)."""
 
 _EVERY_MATCH: Final = 2**31
 """``max_matches`` that means no cap (workspacefs caps grep at 1,000 unless told otherwise)."""
