@@ -1,5 +1,5 @@
-"""deepagents over workspacefs: real agent runs (a scripted LangChain chat model, no mocks) on memory, host and
-SQLite workspaces, the backend compared field by field with deepagents' own ``FilesystemBackend`` (and, through
+"""deepagents over workspacefs: real agent runs (a scripted LangChain chat model, no mocks) on memory, host,
+SQLite and object-store workspaces, the backend compared field by field with deepagents' own ``FilesystemBackend`` (and, through
 the agent, ``StateBackend``), routes of a ``CompositeBackend``, ``execute`` on a real Podman container, and the
 deliberate differences (symlinks, policy, the root)."""
 
@@ -140,6 +140,15 @@ def test_the_agent_sees_what_it_sees_with_filesystem_and_state_backends(workspac
     differing = [i for i, (a, b) in enumerate(zip(ours, state, strict=True)) if a != b]
     assert differing == [18]
     assert state[18] == ("ls", "success", "No files found")
+
+
+def test_an_agent_on_an_object_store(s3_server: Any) -> None:
+    from workspacefs import ObjectStoreFilesystem
+
+    fs = ObjectStoreFilesystem(s3_server.filesystem(), f"wsfs-tests/deepagents-{next(_ids)}")
+    messages = run_agent(WorkspaceBackend(fs), SCRIPT)
+    assert summary(messages) == summary(run_agent(WorkspaceBackend(InMemoryFilesystem()), SCRIPT))
+    assert fs.read("src/app.py").content == EDITED and not fs.exists("docs")
 
 
 def test_a_route_of_a_composite_backend(workspace: Filesystem) -> None:
