@@ -1,7 +1,7 @@
 """deepagents over workspacefs: real agent runs (a scripted LangChain chat model, no mocks) on memory, host,
-SQLite and object-store workspaces, the backend compared field by field with deepagents' own ``FilesystemBackend`` (and, through
-the agent, ``StateBackend``), routes of a ``CompositeBackend``, ``execute`` on a real Podman container, and the
-deliberate differences (symlinks, policy, the root)."""
+SQLite and object-store workspaces; the backend compared field by field with deepagents' own
+``FilesystemBackend`` (and, through the agent, ``StateBackend``); routes of a ``CompositeBackend``; ``execute`` on
+a real Podman container; and the deliberate differences (symlinks, policy, one spelling per file, the root)."""
 
 from __future__ import annotations
 
