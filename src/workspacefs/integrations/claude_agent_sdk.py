@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from workspacefs._version import __version__
 from workspacefs.integrations._toolbridge import BridgedTool, Target, bridge_tools, install_hint
 from workspacefs.tools import Tool
 
@@ -56,7 +57,5 @@ def workspace_mcp_server(
 ) -> McpSdkServerConfig:
     """An in-process SDK MCP server (``create_sdk_mcp_server``) offering the workspacefs tools on ``target``
     (a filesystem, or a ``ToolContext`` to share); pass it in ``ClaudeAgentOptions.mcp_servers``."""
-    from workspacefs import __version__
-
     offered = workspace_sdk_tools(target, tools=tools, read_only=read_only)
     return create_sdk_mcp_server(name, version=__version__, tools=offered)

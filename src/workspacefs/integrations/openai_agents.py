@@ -183,4 +183,3 @@ def workspace_tools(target: ShellTarget, *, shell: bool | None = None) -> list[A
     if shell or (shell is None and runs):
         offered.append(ShellTool(executor=WorkspaceShell(context)))
     return offered
-

@@ -46,7 +46,7 @@ def workspace_toolset(
     *,
     tools: Sequence[Tool[Any] | str] | None = None,
     read_only: bool | None = None,
-    id: str | None = "workspacefs",  # noqa: A002 - pydantic-ai's own name for it
+    id: str | None = "workspacefs",
 ) -> FunctionToolset[Any]:
     """A ``FunctionToolset`` of the workspacefs tools on ``target`` (a filesystem, or a ``ToolContext`` to share
     with other code), for ``Agent(toolsets=[...])``."""
