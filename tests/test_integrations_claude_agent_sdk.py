@@ -5,14 +5,23 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, McpSdkServerConfig
 from mcp import Client
-from test_integrations_toolsets import SCRIPT, Workspace, check_files, expected_messages, workspace  # noqa: F401
+from test_integrations_toolsets import (  # noqa: F401
+    SCRIPT,
+    Workspace,
+    check_files,
+    expected_messages,
+    readme_workspace,
+    run_readme_block,
+    workspace,
+)
 
-from workspacefs import InMemoryFilesystem, tools_for
+from workspacefs import InMemoryFilesystem, open_filesystem, tools_for
 from workspacefs.integrations.claude_agent_sdk import workspace_mcp_server, workspace_sdk_tools
 from workspacefs.tools import portable_schema
 
@@ -73,3 +82,15 @@ def test_sdk_tools_can_join_a_server_of_ones_own() -> None:
         for tool in tools_for(InMemoryFilesystem())
         if tool.name in {"read_file", "grep"}
     ]
+
+
+async def test_the_readme_line_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scope = run_readme_block("Claude Agent SDK", tmp_path, monkeypatch)
+    options: ClaudeAgentOptions = scope["options"]
+    server = options.mcp_servers["workspace"]  # type: ignore[index]
+    async with connected(server) as client:
+        text, is_error = await call(client, "write_file", {"path": "notes.md", "content": "kept\n"})
+    assert not is_error, text
+    scope["fs"].close()
+    with open_filesystem(readme_workspace(tmp_path)) as reopened:
+        assert reopened.read("notes.md").content == "kept\n"

@@ -4,6 +4,7 @@ by LangChain's own fake chat model emitting tool calls."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,9 +13,17 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from test_integrations_toolsets import SCRIPT, Workspace, check_files, expected_messages, workspace  # noqa: F401
+from test_integrations_toolsets import (  # noqa: F401
+    SCRIPT,
+    Workspace,
+    check_files,
+    expected_messages,
+    readme_workspace,
+    run_readme_block,
+    workspace,
+)
 
-from workspacefs import InMemoryFilesystem, tools_for
+from workspacefs import InMemoryFilesystem, open_filesystem, tools_for
 from workspacefs.integrations.langchain import workspace_tools
 from workspacefs.tools import portable_schema
 
@@ -78,3 +87,12 @@ def test_a_tool_invoked_with_a_bad_argument_answers_with_the_tool_layers_message
         {"name": "read_file", "args": {"path": "a", "offset": -1}, "id": "1", "type": "tool_call"}
     )
     assert isinstance(message, ToolMessage) and message.content.startswith("Invalid arguments for read_file: offset")
+
+
+def test_the_readme_line_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = scripted([("write_file", {"path": "notes.md", "content": "kept\n"})])
+    scope = run_readme_block("LangChain", tmp_path, monkeypatch, model=model)
+    scope["agent"].invoke({"messages": [("user", "take a note")]})
+    scope["fs"].close()
+    with open_filesystem(readme_workspace(tmp_path)) as reopened:
+        assert reopened.read("notes.md").content == "kept\n"

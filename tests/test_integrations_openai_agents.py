@@ -15,9 +15,9 @@ from agents.items import ToolCallOutputItem
 from agents.testing import ScriptedModel, assistant_message, function_call
 from conftest import missing
 from openai.types.responses import ResponseFunctionShellToolCall
-from test_integrations_toolsets import APP, TODO, Workspace, check_files, workspace  # noqa: F401
+from test_integrations_toolsets import APP, TODO, Workspace, check_files, readme_workspace, run_readme_block, workspace  # noqa: F401
 
-from workspacefs import InMemoryFilesystem, ToolContext, dispatch, tools_for
+from workspacefs import InMemoryFilesystem, ToolContext, dispatch, open_filesystem, tools_for
 from workspacefs.backends.container import ContainerSandbox
 from workspacefs.integrations.openai_agents import WorkspaceEditor, WorkspaceShell, function_tools, workspace_tools
 from workspacefs.testing._containers import busybox_image, podman_available
@@ -190,3 +190,13 @@ def test_a_command_the_policy_refuses_reads_as_its_message(sandbox: ContainerSan
     ran = outputs[0].raw_item["output"]  # type: ignore[index]
     assert len(ran) == 1 and ran[0]["stderr"] and ran[0]["outcome"] == {"type": "exit", "exit_code": None}
     assert not sandbox.filesystem.exists("made")
+
+
+def test_the_readme_line_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scope = run_readme_block("OpenAI Agents SDK", tmp_path, monkeypatch)
+    model = ScriptedModel([[patch("c1", "create_file", "notes.md", "+kept\n")], [assistant_message("done")]])
+    agent: Agent[Any] = scope["agent"].clone(model=model)
+    assert Runner.run_sync(agent, "take a note", run_config=QUIET).final_output == "done"
+    scope["fs"].close()
+    with open_filesystem(readme_workspace(tmp_path)) as reopened:
+        assert reopened.read("notes.md").content == "kept\n"

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic_ai import Agent, FunctionToolset
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
-from test_integrations_toolsets import SCRIPT, Workspace, check_files, expected_messages, workspace  # noqa: F401
+from test_integrations_toolsets import (  # noqa: F401
+    SCRIPT,
+    Workspace,
+    check_files,
+    expected_messages,
+    readme_workspace,
+    run_readme_block,
+    workspace,
+)
 
-from workspacefs import InMemoryFilesystem, ToolContext, tools_for
+from workspacefs import InMemoryFilesystem, ToolContext, open_filesystem, tools_for
 from workspacefs.integrations.pydantic_ai import workspace_tools, workspace_toolset
 from workspacefs.tools import portable_schema
 
@@ -79,3 +89,14 @@ def test_tools_share_a_context_given_by_the_caller() -> None:
     assert "read" in refused.lower() and written.startswith("Overwrote 'seen.txt'")
     assert context.read_state.seen(fs, "seen.txt") is not None  # the caller's context saw the read
     assert fs.read("seen.txt").content == "new\n"
+
+
+def test_the_readme_line_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "never-used")  # the provider is built, never called
+    scope = run_readme_block("pydantic-ai", tmp_path, monkeypatch)
+    agent: Agent[None, str] = scope["agent"]
+    with agent.override(model=scripted([("write_file", {"path": "notes.md", "content": "kept\n"})], [])):
+        assert agent.run_sync("take a note").output == "done"
+    scope["fs"].close()
+    with open_filesystem(readme_workspace(tmp_path)) as reopened:
+        assert reopened.read("notes.md").content == "kept\n"

@@ -8,6 +8,7 @@ install hint when its framework is missing, and no import of an integration from
 from __future__ import annotations
 
 import importlib
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -35,6 +36,40 @@ SCRIPT: list[tuple[str, dict[str, Any]]] = [
     ("edit_file", {"path": "notes/todo.md", "old_string": "no such text", "new_string": "x"}),
 ]
 """The task every framework runs: write, edit, write, read, grep, and two mistakes."""
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_block(subsection: str) -> str:
+    """The one ``py`` block under ``### <subsection>`` of the README's "Agent frameworks" (each framework's test
+    runs it: the README's own runner takes one ``python`` block per ``##`` section)."""
+    section = README.read_text(encoding="utf-8").split("\n## Agent frameworks\n", 1)[1].split("\n## ", 1)[0]
+    part = section.split(f"\n### {subsection}\n", 1)[1].split("\n### ", 1)[0]
+    found = re.findall(r"^```py\n(.*?)^```", part, re.M | re.S)
+    assert len(found) == 1, f"README should have one py block under '### {subsection}'"
+    return str(found[0])
+
+
+README_WORKSPACE = "sqlite:///workspace.db?session=ticket-42"
+"""The workspace the README's framework examples open."""
+
+
+def run_readme_block(subsection: str, where: Path, monkeypatch: pytest.MonkeyPatch, **scope: Any) -> dict[str, Any]:
+    """Run a README block in ``where`` as a user would; its globals. The database is named by its absolute path:
+    ``SqlStore`` remembers migrated databases by URL, and a relative one means another file in each directory."""
+    monkeypatch.chdir(where)
+    code = readme_block(subsection)
+    assert README_WORKSPACE in code
+    code = code.replace(README_WORKSPACE, readme_workspace(where))
+    namespace: dict[str, Any] = {"__name__": "__readme__", **scope}
+    exec(compile(code, str(README), "exec"), namespace)
+    return namespace
+
+
+def readme_workspace(where: Path) -> str:
+    """The README's workspace URL, for the database in ``where``."""
+    return f"sqlite:///{where / 'workspace.db'}?session=ticket-42"
 
 
 def expected_messages() -> list[str]:
