@@ -81,9 +81,8 @@ def test_an_agent_writes_edits_reads_and_greps_through_the_sdk(workspace: Worksp
     dispatch("write_file", {"path": "README.md", "content": "# keep\n"}, reference)
     assert texts[3:5] == [dispatch(n, a, reference).message for n, a in [("read_file", reading), ("grep", searching)]]
     assert texts[5].startswith("Failed to find context 'def nope():' in src/app.py")
-    assert texts[6].startswith("You have not read 'README.md' yet"), texts[
-        6
-    ]  # over an unread file: refused, as write_file
+    assert "turn" not in texts[5] + texts[6]  # the SDK applies operations one by one: no all-or-nothing promised
+    assert texts[6].startswith("You have not read 'README.md' yet")  # a new file over an unread one, as write_file
     assert statuses[:3] + statuses[5:] == ["completed"] * 3 + ["failed"] * 2
     check_files(workspace)
     assert workspace.reopen().read("README.md").content == "# keep\n"

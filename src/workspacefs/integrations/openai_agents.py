@@ -45,6 +45,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = ["WorkspaceEditor", "WorkspaceShell", "function_tools", "workspace_tools"]
 
+_WHOLE_TURN = " No operation of this turn was applied."
+"""What the native adapter adds to a failure: true of its calls, which apply together, not of the SDK's."""
+
 ShellTarget = ContainerSandbox | Target
 """A sandbox, or a filesystem or context whose workspace runs commands (``capabilities.exec``)."""
 
@@ -53,7 +56,8 @@ class WorkspaceEditor:
     """An ``ApplyPatchEditor`` over any workspacefs filesystem (or a ``ToolContext`` shared with other tools).
 
     Results are ``ApplyPatchResult(status, output)`` with the native adapter's words; a diff that does not
-    apply is a ``failed`` result saying why, never an exception.
+    apply is a ``failed`` result saying why, never an exception. The SDK hands over one operation at a time, so
+    each applies (or fails) on its own.
     """
 
     def __init__(self, target: Target) -> None:
@@ -77,7 +81,8 @@ class WorkspaceEditor:
             return self._update_and_move(operation)
         call = {"type": "apply_patch_call", "call_id": "editor", "operation": _operation(operation)}
         output = handle_apply_patch_calls([call], self.context)[0]
-        return ApplyPatchResult(status=output["status"], output=output["output"])
+        # the SDK applies a turn's operations one by one, so the adapter's all-or-nothing note would mislead
+        return ApplyPatchResult(status=output["status"], output=output["output"].removesuffix(_WHOLE_TURN))
 
     def _update_and_move(self, operation: ApplyPatchOperation) -> ApplyPatchResult:
         """An update that also renames (the SDK's ``move_to``, which the native call items never carry): the same
