@@ -12,16 +12,20 @@ import pytest
 from claude_agent_sdk import ClaudeAgentOptions, McpSdkServerConfig
 from mcp import Client
 from test_integrations_toolsets import (  # noqa: F401
+    EXEC_SCRIPT,
     SCRIPT,
     Workspace,
+    check_exec,
     check_files,
     expected_messages,
     readme_workspace,
     run_readme_block,
+    sandbox,
     workspace,
 )
 
 from workspacefs import InMemoryFilesystem, open_filesystem, tools_for
+from workspacefs.backends.container import ContainerSandbox
 from workspacefs.integrations.claude_agent_sdk import workspace_mcp_server, workspace_sdk_tools
 from workspacefs.tools import portable_schema
 
@@ -49,6 +53,12 @@ async def test_a_client_writes_edits_reads_and_greps_through_the_server(workspac
     assert [text for text, _ in answered] == expected_messages()
     assert [is_error for _, is_error in answered] == [False] * 5 + [True, True]  # the two mistakes are isError
     check_files(workspace)
+
+
+async def test_a_client_runs_commands_in_a_container_workspace(sandbox: ContainerSandbox) -> None:  # noqa: F811
+    async with connected(workspace_mcp_server(sandbox.filesystem)) as client:
+        answered = [await call(client, name, arguments) for name, arguments in EXEC_SCRIPT]
+    check_exec(sandbox, [text for text, _ in answered])
 
 
 async def test_the_server_lists_the_tool_layers_names_descriptions_schemas_and_hints() -> None:

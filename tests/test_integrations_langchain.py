@@ -14,16 +14,20 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.runnables import Runnable
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from test_integrations_toolsets import (  # noqa: F401
+    EXEC_SCRIPT,
     SCRIPT,
     Workspace,
+    check_exec,
     check_files,
     expected_messages,
     readme_workspace,
     run_readme_block,
+    sandbox,
     workspace,
 )
 
 from workspacefs import InMemoryFilesystem, open_filesystem, tools_for
+from workspacefs.backends.container import ContainerSandbox
 from workspacefs.integrations.langchain import workspace_tools
 from workspacefs.tools import portable_schema
 
@@ -67,6 +71,11 @@ async def test_the_async_path_runs_the_same(workspace: Workspace) -> None:  # no
     state = await agent.ainvoke({"messages": [("user", "go")]})
     assert [m.content for m in tool_messages(state)] == expected_messages()
     check_files(workspace)
+
+
+def test_an_agent_runs_commands_in_a_container_workspace(sandbox: ContainerSandbox) -> None:  # noqa: F811
+    state = create_agent(scripted(EXEC_SCRIPT), tools=workspace_tools(sandbox)).invoke({"messages": [("user", "go")]})
+    check_exec(sandbox, [str(m.content) for m in tool_messages(state)])
 
 
 def test_the_model_is_bound_to_the_tool_layers_names_descriptions_and_schemas() -> None:

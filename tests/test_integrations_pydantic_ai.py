@@ -11,16 +11,20 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from test_integrations_toolsets import (  # noqa: F401
+    EXEC_SCRIPT,
     SCRIPT,
     Workspace,
+    check_exec,
     check_files,
     expected_messages,
     readme_workspace,
     run_readme_block,
+    sandbox,
     workspace,
 )
 
 from workspacefs import InMemoryFilesystem, ToolContext, open_filesystem, tools_for
+from workspacefs.backends.container import ContainerSandbox
 from workspacefs.integrations.pydantic_ai import workspace_tools, workspace_toolset
 from workspacefs.tools import portable_schema
 
@@ -50,6 +54,11 @@ def test_an_agent_writes_edits_reads_and_greps_through_the_toolset(workspace: Wo
     assert result.output == "done"
     assert returns(result.all_messages()) == expected_messages()
     check_files(workspace)
+
+
+def test_an_agent_runs_commands_in_a_container_workspace(sandbox: ContainerSandbox) -> None:  # noqa: F811
+    result = Agent(scripted(EXEC_SCRIPT, []), toolsets=[workspace_toolset(sandbox.filesystem)]).run_sync("run it")
+    check_exec(sandbox, returns(result.all_messages()))
 
 
 def test_the_model_sees_the_tool_layers_names_descriptions_and_schemas() -> None:

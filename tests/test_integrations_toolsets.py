@@ -17,10 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import missing
 
 from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem, ToolContext, dispatch, tools_for
+from workspacefs.backends.container import ContainerSandbox
 from workspacefs.integrations._toolbridge import bridge_tools
 from workspacefs.protocol import Filesystem
+from workspacefs.testing._containers import busybox_image, podman_available
 from workspacefs.tools import NATIVE_TOOLS, openai_strict_schema, portable_schema
 
 APP = "def main():\n    return 1\n"
@@ -111,6 +114,31 @@ def workspace(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Worksp
             fs.close()  # type: ignore[attr-defined]
 
 
+EXEC_SCRIPT: list[tuple[str, dict[str, Any]]] = [
+    ("write_file", {"path": "hello.sh", "content": "echo hello from $(pwd)\necho made > out.txt\n"}),
+    ("run_command", {"command": "sh hello.sh && cat out.txt"}),
+    ("grep", {"pattern": "made"}),
+]
+"""On a container workspace: write a script, run it inside the container, find what it wrote."""
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[ContainerSandbox]:
+    """A Podman container workspace (a missing Podman fails the run where CI demands real services)."""
+    if not podman_available():
+        missing("Podman is not installed or does not answer (apt-get install podman runc)")
+    with ContainerSandbox(busybox_image(), snapshot_strategy="copy", snapshot_dir=tmp_path / "snapshots") as opened:
+        yield opened
+
+
+def check_exec(sandbox: ContainerSandbox, messages: list[str]) -> None:
+    """What :data:`EXEC_SCRIPT` answers and leaves: the command ran inside the container, in the workspace."""
+    assert messages[1].startswith("$ sh hello.sh && cat out.txt\nExit code 0 (success).")
+    assert "hello from /workspace\nmade" in messages[1]
+    assert "out.txt" in messages[2] and "hello.sh" in messages[2]
+    assert (Path(sandbox.host_dir) / "out.txt").read_text() == "made\n"
+
+
 def check_files(workspace: Workspace) -> None:
     """The files :data:`SCRIPT` leaves, seen through a new view of the workspace (and, on a host, on disk)."""
     seen = workspace.reopen()
@@ -145,6 +173,12 @@ def test_the_bridge_runs_the_script_with_the_tool_layers_messages(workspace: Wor
     by_name = {b.name: b for b in bridge_tools(workspace.fs)}
     assert [by_name[name](arguments) for name, arguments in SCRIPT] == expected_messages()
     check_files(workspace)
+
+
+def test_the_bridge_runs_commands_where_the_workspace_can(sandbox: ContainerSandbox) -> None:
+    by_name = {b.name: b for b in bridge_tools(sandbox.filesystem)}
+    assert "run_command" in by_name
+    check_exec(sandbox, [by_name[name](arguments) for name, arguments in EXEC_SCRIPT])
 
 
 def test_the_bridge_picks_tools_by_name_and_refuses_unknown_ones() -> None:

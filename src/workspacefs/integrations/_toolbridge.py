@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from workspacefs.backends.container import ContainerSandbox
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import (
     NATIVE_TOOLS,
@@ -29,8 +30,8 @@ from workspacefs.tools import (
 
 __all__ = ["BridgedTool", "bridge_tools", "install_hint", "tool_context"]
 
-Target = Filesystem | ToolContext
-"""What an adapter is built on: a filesystem (a fresh context is made for it) or a context to share."""
+Target = Filesystem | ToolContext | ContainerSandbox
+"""What an adapter is built on: a filesystem or a sandbox (a fresh context is made for it), or a context to share."""
 
 
 def install_hint(module: str, extra: str) -> str:
@@ -42,8 +43,10 @@ def install_hint(module: str, extra: str) -> str:
 
 def tool_context(target: Target) -> ToolContext:
     """The context calls share (read-before-write and snapshots span the conversation): ``target`` itself, or
-    a new one on the filesystem under ``Policy.default()``."""
-    return target if isinstance(target, ToolContext) else ToolContext(filesystem=target)
+    a new one on the filesystem (a sandbox's workspace) under ``Policy.default()``."""
+    if isinstance(target, ToolContext):
+        return target
+    return ToolContext(filesystem=target.filesystem if isinstance(target, ContainerSandbox) else target)
 
 
 @dataclass(frozen=True, slots=True)

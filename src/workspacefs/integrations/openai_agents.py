@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from workspacefs.backends.container import ContainerSandbox
 from workspacefs.errors import SandboxError
 from workspacefs.integrations._toolbridge import BridgedTool, Target, bridge_tools, install_hint, tool_context
 from workspacefs.protocol import CommandRunner
@@ -47,9 +46,6 @@ __all__ = ["WorkspaceEditor", "WorkspaceShell", "function_tools", "workspace_too
 
 _WHOLE_TURN = " No operation of this turn was applied."
 """What the native adapter adds to a failure: true of its calls, which apply together, not of the SDK's."""
-
-ShellTarget = ContainerSandbox | Target
-"""A sandbox, or a filesystem or context whose workspace runs commands (``capabilities.exec``)."""
 
 
 class WorkspaceEditor:
@@ -113,9 +109,7 @@ class WorkspaceShell:
     closed sandbox) reads as its message on stderr, with no exit code.
     """
 
-    def __init__(self, target: ShellTarget, *, timeout: float = DEFAULT_TIMEOUT, cwd: str | None = None) -> None:
-        if isinstance(target, ContainerSandbox):
-            target = target.filesystem
+    def __init__(self, target: Target, *, timeout: float = DEFAULT_TIMEOUT, cwd: str | None = None) -> None:
         self.context: ToolContext = tool_context(target)
         fs = self.context.filesystem
         if fs is None or not fs.capabilities.exec:
@@ -172,13 +166,11 @@ def function_tools(
     return [_function_tool(bridged) for bridged in bridge_tools(target, tools=tools, read_only=read_only)]
 
 
-def workspace_tools(target: ShellTarget, *, shell: bool | None = None) -> list[Any]:
+def workspace_tools(target: Target, *, shell: bool | None = None) -> list[Any]:
     """Everything an Agents SDK agent needs on one workspace, sharing one context: ``ApplyPatchTool`` for every
     change to a file, the tools that only look (``ls``, ``read_file``, ``glob``, ``grep``, ``stat``, ``diff``) as
     function tools, and a ``ShellTool`` where the workspace runs commands (``shell=False`` leaves it out).
     """
-    if isinstance(target, ContainerSandbox):
-        target = target.filesystem
     context = tool_context(target)
     fs = context.filesystem
     looking = list(tools_for(fs, read_only=True))
