@@ -104,6 +104,21 @@ def test_the_model_sees_apply_patch_and_the_looking_tools_with_strict_schemas() 
     assert [tool.name for tool in function_tools(fs)] == [tool.name for tool in tools_for(fs)]
 
 
+def test_an_update_of_a_file_never_read_applies_its_context_is_the_proof(workspace: Workspace) -> None:  # noqa: F811
+    workspace.fs.write("setup.cfg", "[tool]\nline = 100\n")  # there before the run, never read by the model
+    model = ScriptedModel(
+        [
+            [patch("c1", "update_file", "setup.cfg", "@@ [tool]\n-line = 100\n+line = 120\n")],
+            [patch("c2", "update_file", "setup.cfg", "@@ [tool]\n-line = 999\n+line = 1\n")],
+            [assistant_message("done")],
+        ]
+    )
+    applied, refused = run(model, workspace_tools(workspace.fs))
+    assert applied.output == "Updated setup.cfg"
+    assert refused.output == "Failed to find expected lines in setup.cfg (section 1):\nline = 999"
+    assert workspace.reopen().read("setup.cfg").content == "[tool]\nline = 120\n"
+
+
 def test_an_update_after_someone_else_changed_the_file_is_refused() -> None:
     fs = InMemoryFilesystem()
     fs.write("a.py", "x = 1\n")

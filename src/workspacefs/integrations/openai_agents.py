@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
+import anyio.to_thread
+
 from workspacefs.errors import SandboxError
 from workspacefs.integrations._toolbridge import BridgedTool, Target, bridge_tools, install_hint, tool_context
 from workspacefs.protocol import CommandRunner
@@ -26,7 +28,6 @@ from workspacefs.tools._patching import PatchFailedError, apply_planned, plan_ch
 from workspacefs.tools.openai import handle_apply_patch_calls
 
 try:
-    import anyio.to_thread
     from agents import (
         ApplyPatchOperation,
         ApplyPatchResult,
