@@ -102,6 +102,8 @@ def test_the_model_sees_apply_patch_and_the_looking_tools_with_strict_schemas() 
         assert (given.description, given.params_json_schema) == (tool.description, openai_strict_schema(tool.params))
     assert not any(isinstance(tool, ShellTool) for tool in offered)  # memory runs no commands
     assert [tool.name for tool in function_tools(fs)] == [tool.name for tool in tools_for(fs)]
+    read_only = InMemoryFilesystem(read_only=True)
+    assert [tool.name for tool in workspace_tools(read_only)] == [tool.name for tool in tools_for(read_only)]
 
 
 def test_an_update_of_a_file_never_read_applies_its_context_is_the_proof(workspace: Workspace) -> None:  # noqa: F811

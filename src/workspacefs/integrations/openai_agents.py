@@ -170,14 +170,15 @@ def function_tools(
 def workspace_tools(target: Target, *, shell: bool | None = None) -> list[Any]:
     """Everything an Agents SDK agent needs on one workspace, sharing one context: ``ApplyPatchTool`` for every
     change to a file, the tools that only look (``ls``, ``read_file``, ``glob``, ``grep``, ``stat``, ``diff``) as
-    function tools, and a ``ShellTool`` where the workspace runs commands (``shell=False`` leaves it out).
+    function tools, and a ``ShellTool`` where the workspace runs commands (``shell=False`` leaves it out). A
+    read-only workspace gets only the looking tools, as ``tools_for`` offers.
     """
     context = tool_context(target)
     fs = context.filesystem
-    looking = list(tools_for(fs, read_only=True))
-    offered: list[Any] = [ApplyPatchTool(editor=WorkspaceEditor(context))]
-    offered += function_tools(context, tools=looking)
-    runs = fs is not None and fs.capabilities.exec
+    writable = fs is not None and not fs.read_only
+    offered: list[Any] = [ApplyPatchTool(editor=WorkspaceEditor(context))] if writable else []
+    offered += function_tools(context, tools=list(tools_for(fs, read_only=True)))
+    runs = writable and fs is not None and fs.capabilities.exec
     if shell or (shell is None and runs):
         offered.append(ShellTool(executor=WorkspaceShell(context)))
     return offered
