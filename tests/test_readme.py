@@ -70,7 +70,7 @@ PRINTS: dict[str, list[str]] = {
     "pandas, DuckDB and other fsspec tools": ["8", "['/data/prices.csv', '/data/prices.parquet']"],
     "Errors, capabilities and compare-and-set": [
         "Capabilities(snapshots=True, cheap_snapshots=True, persistent=False, fork=True, conditional_writes=True, "
-        "file_read_only=False, host_directory=False, exec=False, watch=False, history=False)"
+        "file_read_only=False, host_directory=False, exec=False, watch=True, history=True)"
     ],
 }
 """What each block prints, line for line (the comments beside its ``print`` calls say the same)."""

@@ -334,7 +334,9 @@ def test_the_migration_adds_stored_and_downgrades_only_without_outside_chunks(da
         with pytest.raises(RuntimeError, match="Cannot downgrade below 0005"):
             command.downgrade(config, "0004")
         transaction.rollback()
-        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0006"  # the failed downgrade rolled back whole
+        assert (
+            connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0006"
+        )  # the failed downgrade rolled back whole
     engine.dispose()
 
 

@@ -14,6 +14,7 @@ from deepagents.backends.protocol import FileOperationError
 
 from workspacefs.errors import (
     DirectoryNotEmptyError,
+    HistoryEntryNotFoundError,
     InvalidPathError,
     LimitExceededError,
     PathEscapeError,
@@ -44,6 +45,7 @@ KINDS: Mapping[type[BaseException], Kind] = {
     SandboxError: "failed",
     SnapshotError: "failed",
     UnsupportedOperationError: "failed",  # the backend lacks the operation (see its capabilities)
+    HistoryEntryNotFoundError: "missing",
 }
 """Every workspacefs error type reaches one row through its MRO (``errors.lookup``); anything else is a bug
 and is raised, not reported."""
