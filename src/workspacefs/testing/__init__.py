@@ -29,6 +29,7 @@ Requires the ``testing`` extra (pytest, hypothesis).
 
 from workspacefs.testing._base import SuiteBase
 from workspacefs.testing._contracts import CapabilitiesSuite, ConditionalWritesSuite, ErrorTypesSuite, WalkSuite
+from workspacefs.testing._history import HistorySuite
 from workspacefs.testing._model import ModelSuite, TreeModel
 from workspacefs.testing._mutations import CopySuite, DeleteSuite, MkdirSuite, MoveSuite
 from workspacefs.testing._paths import MountPointSuite, PathSuite
@@ -47,6 +48,7 @@ __all__ = [
     "FilesystemValidationSuite",
     "GlobSuite",
     "GrepSuite",
+    "HistorySuite",
     "ListingSuite",
     "MetadataSuite",
     "MkdirSuite",
@@ -88,5 +90,6 @@ class FilesystemValidationSuite(
     ErrorTypesSuite,
     WalkSuite,
     QuotaSuite,
+    HistorySuite,
 ):
     """Every part of the conformance suite; subclass it and implement the factory methods."""
