@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import uuid
+import os
+import time
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from workspacefs.history import DIRECTORY, Actor, Change, ChangeWatcher, Journal
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import WriteMode, WriteResult
 
-__all__ = ["HistoryMixin", "Scope"]
+__all__ = ["HistoryMixin", "Scope", "operation_key"]
 
 
 @dataclass(slots=True)
@@ -58,6 +59,11 @@ class _Mutations(Protocol):
     def open_read(self, path: str) -> ByteReader: ...
 
 
+def operation_key() -> str:
+    """A unique key for one operation's journal rows, ordered by time (an index on it grows at one end)."""
+    return f"{time.time_ns():016x}{os.urandom(4).hex()}"
+
+
 _SCOPE: ContextVar[Scope | None] = ContextVar("workspacefs_journal_scope", default=None)
 
 
@@ -81,7 +87,7 @@ class HistoryMixin(FilesystemCore):
         if scope is not None:
             yield scope
             return
-        scope = Scope(self, operation, uuid.uuid4().hex, current_actor(), undoes, detail)
+        scope = Scope(self, operation, operation_key(), current_actor(), undoes, detail)
         token = _SCOPE.set(scope)
         try:
             yield scope

@@ -10,6 +10,7 @@ a directory never scans the whole map.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import operator
 import os
@@ -277,11 +278,20 @@ class InMemoryFilesystem(BaseFilesystem):
 
     usage_is_live = True  # the state carries its file count and bytes
 
-    def __init__(self, *, read_only: bool = False, mount_point: str | None = None, quota: Quota | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        read_only: bool = False,
+        mount_point: str | None = None,
+        quota: Quota | None = None,
+        history: bool = True,
+    ) -> None:
+        """``history`` journals every change in process (``history()``, ``undo()``, ``watch()``); the journal
+        holds the nodes a change replaced (shared with the states, never copied) until retention drops it."""
         super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
         self._set_state(_empty_state())
         self._lock = threading.RLock()
-        self._changes = MemoryJournal(_describe)
+        self._changes = MemoryJournal(_describe) if history else None
         # A snapshot carries its own state, so the catalogue holds it weakly: it lists the snapshots some
         # caller still holds, and never keeps an old state alive by itself.
         self._kept: weakref.WeakValueDictionary[uuid.UUID, FilesystemSnapshot] = weakref.WeakValueDictionary()
@@ -309,10 +319,18 @@ class InMemoryFilesystem(BaseFilesystem):
 
     # --- history ---------------------------------------------------------------------------------------
 
-    def _journal(self) -> MemoryJournal:
+    def _journal(self) -> MemoryJournal | None:
         return self._changes
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """As declared, less ``history``/``watch`` without a journal (``history=False``)."""
+        if self._changes is not None:
+            return self.declared_capabilities
+        return dataclasses.replace(self.declared_capabilities, history=False, watch=False)
+
     def _history_content(self, entry: JournalEntry, index: int) -> bytes:
+        assert self._changes is not None
         node = self._changes.before_object(entry.entry_id, index)
         if not isinstance(node, _File):
             raise errors.file_not_found(entry.changes[index].path)
@@ -644,6 +662,7 @@ class InMemoryFilesystem(BaseFilesystem):
         forked = InMemoryFilesystem(
             read_only=self._read_only if read_only is None else read_only,
             mount_point=self._mount_point,
+            history=self._changes is not None,  # a fork's journal starts empty: its history is its own
         )
         forked._set_state(self._capture_state() if snapshot is None else self._payload(snapshot))
         return forked

@@ -11,7 +11,7 @@ from typing import NoReturn
 
 import click
 
-from workspacefs.cli import _browser, _files, _tokens, _workspace
+from workspacefs.cli import _browser, _files, _history, _tokens, _workspace
 from workspacefs.cli._database import CONTENT_STORE_HELP, DB_HELP, open_store, redact
 from workspacefs.cli._output import (
     EXIT_INVALID,
@@ -22,6 +22,7 @@ from workspacefs.cli._output import (
     open_raw,
     policy_option,
 )
+from workspacefs.history import Actor, acting_as
 from workspacefs.quota import Quota
 
 __all__ = ["main"]
@@ -59,7 +60,15 @@ Exit codes: 0 ok; 1 failed (grep: no match); 2 bad usage; 3 not found;
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}, epilog=EPILOG)
 @click.version_option(package_name="workspacefs")
-def main() -> None:
+@click.option(
+    "--as",
+    "acting",
+    envvar="WORKSPACEFS_ACTOR",
+    metavar="NAME",
+    help="Who the journal says made the changes (default: unnamed, via cli). Env: WORKSPACEFS_ACTOR.",
+)
+@click.pass_context
+def main(context: click.Context, acting: str | None) -> None:
     """workspacefs: one filesystem for the tools of LLM agents.
 
     File commands work on any backend given by --fs URL: memory://, file:///dir,
@@ -70,6 +79,7 @@ def main() -> None:
     """
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminated)
+    context.with_resource(acting_as(Actor(name=acting, via="cli")))
 
 
 @main.command(short_help="Run the REST API and the web file browser.")
@@ -315,6 +325,7 @@ _browser.register(main)
 _files.register(main)
 _tokens.register(main)
 _workspace.register(main)
+_history.register(main)
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m workspacefs.cli._main

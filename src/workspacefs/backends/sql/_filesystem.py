@@ -25,7 +25,7 @@ from sqlalchemy.exc import IntegrityError
 
 from workspacefs import errors
 from workspacefs.backends._core import too_big
-from workspacefs.backends._history import Scope
+from workspacefs.backends._history import Scope, operation_key
 from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
 from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql._hot import Checked
@@ -188,14 +188,14 @@ class SqlFilesystem(BaseFilesystem):
             return self.declared_capabilities
         return dataclasses.replace(self.declared_capabilities, history=False, watch=False)
 
-    def _tag(self, operation: str) -> JournalTag | None:
+    def _tag(self, operation: str, *, rows: bool = False) -> JournalTag | None:
         """What this primitive's journal rows carry: the operation in progress, or one of its own (``None``:
-        the store keeps no journal)."""
+        the store keeps no journal). ``rows``: the primitive may write several rows, which need a shared key."""
         if not self._store.history:
             return None
         scope = self._current_scope()
         if scope is None:
-            return JournalTag(uuid.uuid4().hex, operation, current_actor(), None, None)
+            return JournalTag(operation_key() if rows else None, operation, current_actor(), None, None)
         return JournalTag(scope.key, scope.operation, scope.actor, scope.undoes, scope.detail)
 
     def _journal_changes(self, connection: Connection, tag: JournalTag | None, *changes: Change) -> None:
@@ -622,7 +622,7 @@ class SqlFilesystem(BaseFilesystem):
         return [r[0] for r in connection.execute(query.distinct())]
 
     def _remove_tree(self, path: str) -> None:
-        tag = self._tag("delete")
+        tag = self._tag("delete", rows=True)
         with self._store.write() as connection:
             row = self._row(connection, path, lock=True)
             if row is None:
@@ -700,7 +700,7 @@ class SqlFilesystem(BaseFilesystem):
         self._committed(tag)
 
     def _copy_tree(self, src: str, dst: str) -> None:
-        tag = self._tag("copy")
+        tag = self._tag("copy", rows=True)
         with self._store.write() as connection:
             if self._row(connection, src) is None:
                 raise errors.file_not_found(src)
@@ -897,7 +897,7 @@ class SqlFilesystem(BaseFilesystem):
         same = sa.and_(E.c.path == F.c.path, *[E.c[c].is_not_distinct_from(F.c[c]) for c in _ENTRY_COLUMNS[1:]])
         kept = sa.exists().where(E.c.snapshot_id == snapshot_id, same)
         changed = sa.and_(F.c.session_id == self._session, F.c.path != ROOT, ~kept)
-        tag = self._tag("restore")
+        tag = self._tag("restore", rows=True)
         with self._store.write() as connection:
             self._own_snapshot(connection, snapshot)
             if tag is not None:

@@ -26,14 +26,24 @@ from workspacefs.errors import HistoryEntryNotFoundError
 from workspacefs.history import DIRECTORY, Actor, Change, ChangeEvent, Journal, JournalEntry
 from workspacefs.paths import ROOT
 
-__all__ = ["JournalTag", "SqlJournal", "insert_changes", "insert_rows", "subtree_of", "tagged", "tree_rows"]
+__all__ = [
+    "JournalTag",
+    "SqlJournal",
+    "insert_changes",
+    "insert_rows",
+    "subtree_of",
+    "tagged",
+    "tree_rows",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class JournalTag:
     """What every row of one operation carries: its key, name, actor, and what it undid."""
 
-    op_key: str
+    op_key: str | None
+    """Shared by the rows of an operation made of several primitives; ``None`` for a one-primitive entry
+    (then the row is the entry, and the key's index is not written: the hot path of a small write)."""
     operation: str
     actor: Actor
     undoes: int | None
@@ -96,7 +106,7 @@ def tagged(  # noqa: PLR0917 - one value per column, in the table's order
     name, actor_session, call, via = tag.actor.fields()
     return sa.select(
         sa.literal(session),
-        sa.literal(tag.op_key),
+        sa.literal(tag.op_key, type_=sa.Text),
         sa.literal(at, type_=J.c.at.type),
         sa.literal(tag.operation),
         sa.literal(name, type_=sa.Text),
@@ -154,17 +164,34 @@ class SqlJournal(Journal):
 
     # --- reading --------------------------------------------------------------------------------------
 
-    def _entries_of(self, connection: Any, keys: Sequence[str]) -> list[JournalEntry]:
-        """The entries of ``keys``, in the order given."""
-        if not keys:
-            return []
-        rows = connection.execute(
-            sa.select(J).where(J.c.session_id == self._session, J.c.op_key.in_(list(keys))).order_by(J.c.seq)
-        ).all()
-        grouped: dict[str, list[Any]] = {}
-        for row in rows:
-            grouped.setdefault(row.op_key, []).append(row)
-        return [_entry(grouped[key]) for key in keys if key in grouped]
+    def _where(
+        self, path: str | None, since: int | datetime | None, actor: str | Actor | None
+    ) -> list[sa.ColumnElement[bool]]:
+        where = [J.c.session_id == self._session]
+        if path is not None and path != ROOT:
+            where.append(sa.or_(subtree_of(J.c.path, path), subtree_of(J.c.from_path, path)))
+        if isinstance(since, datetime):
+            where.append(J.c.at > since)
+        elif since is not None:
+            where.append(J.c.seq > since)
+        if isinstance(actor, Actor):
+            columns = (J.c.actor_name, J.c.actor_session, J.c.actor_call, J.c.actor_via)
+            where += [column == wanted for column, wanted in zip(columns, actor.fields(), strict=True) if wanted]
+        elif actor is not None:
+            where.append(sa.or_(J.c.actor_name == actor, J.c.actor_session == actor, J.c.actor_call == actor))
+        return where
+
+    def _complete(self, connection: Any, rows: Sequence[Any]) -> list[JournalEntry]:
+        """The whole entries the given rows belong to, newest first (rows of one operation share ``op_key``;
+        a row without one is an entry by itself)."""
+        keys = sorted({row.op_key for row in rows if row.op_key is not None})
+        grouped: dict[Any, list[Any]] = {row.seq: [row] for row in rows if row.op_key is None}
+        for start in range(0, len(keys), 500):
+            batch = keys[start : start + 500]
+            mine = sa.and_(J.c.session_id == self._session, J.c.op_key.in_(batch))
+            for row in connection.execute(sa.select(J).where(mine).order_by(J.c.seq)):
+                grouped.setdefault(row.op_key, []).append(row)
+        return sorted((_entry(each) for each in grouped.values()), key=lambda e: e.entry_id, reverse=True)
 
     def entries(
         self,
@@ -174,67 +201,76 @@ class SqlJournal(Journal):
         actor: str | Actor | None = None,
         limit: int | None = 100,
     ) -> list[JournalEntry]:
-        where = [J.c.session_id == self._session]
-        if path is not None and path != ROOT:
-            where.append(sa.or_(subtree_of(J.c.path, path), subtree_of(J.c.from_path, path)))
-        if isinstance(since, datetime):
-            where.append(J.c.at > since)
-        if isinstance(actor, Actor):
-            for column, wanted in zip(
-                (J.c.actor_name, J.c.actor_session, J.c.actor_call, J.c.actor_via), actor.fields(), strict=True
-            ):
-                if wanted:
-                    where.append(column == wanted)
-        elif actor is not None:
-            where.append(sa.or_(J.c.actor_name == actor, J.c.actor_session == actor, J.c.actor_call == actor))
-        first = sa.func.min(J.c.seq)
-        query = sa.select(J.c.op_key, first).where(*where).group_by(J.c.op_key)
-        if isinstance(since, int):
-            query = query.having(first > since)
-        query = query.order_by(first.desc())
-        if limit is not None:
-            query = query.limit(limit)
+        """Walk the matching rows newest first (the ``(session_id, seq)`` index), a batch at a time, until
+        ``limit`` entries are found: cost follows the entries asked for, not the journal's length."""
+        query = sa.select(J).where(*self._where(path, since, actor)).order_by(J.c.seq.desc())
+        found: dict[Any, None] = {}
+        rows: list[Any] = []
+        batch = 200 if limit is None else max(2 * limit, 50)
         with self._store.read() as connection:
-            keys = [r[0] for r in connection.execute(query)]
-            return self._entries_of(connection, keys)
+            offset = 0
+            while True:
+                page = connection.execute(query.offset(offset).limit(batch)).all()
+                for row in page:
+                    key = row.op_key if row.op_key is not None else row.seq
+                    if key not in found and limit is not None and len(found) >= limit:
+                        break
+                    found.setdefault(key, None)
+                    rows.append(row)
+                else:
+                    if len(page) == batch:
+                        offset += batch
+                        continue
+                break
+            entries = self._complete(connection, rows)
+        if isinstance(since, int):
+            entries = [e for e in entries if e.entry_id > since]
+        return entries if limit is None else entries[:limit]
 
     def entry(self, entry_id: int) -> JournalEntry:
         with self._store.read() as connection:
-            key = connection.execute(
-                sa.select(J.c.op_key).where(J.c.session_id == self._session, J.c.seq == entry_id)
-            ).scalar()
-            found = self._entries_of(connection, [key]) if key is not None else []
+            rows = connection.execute(sa.select(J).where(J.c.session_id == self._session, J.c.seq == entry_id)).all()
+            found = self._complete(connection, rows)
         if not found or found[0].entry_id != entry_id:
             raise HistoryEntryNotFoundError(f"No journal entry {entry_id}")
         return found[0]
 
-    def entry_of_key(self, op_key: str) -> JournalEntry | None:
+    def entry_of_key(self, op_key: str | None) -> JournalEntry | None:
         """The entry an operation's rows form (``None``: it wrote none)."""
         with self._store.read() as connection:
-            found = self._entries_of(connection, [op_key])
+            rows = connection.execute(
+                sa.select(J).where(J.c.session_id == self._session, J.c.op_key == op_key).limit(1)
+            ).all()
+            found = self._complete(connection, rows)
         return found[0] if found else None
 
     def prune(self, *, before: datetime | None = None, keep: int | None = None) -> int:
-        entries = (
-            sa.select(J.c.op_key)
-            .where(J.c.session_id == self._session)
-            .group_by(J.c.op_key)
-            .order_by(sa.func.min(J.c.seq).desc())
-        )
+        doomed: list[sa.ColumnElement[bool]] = []
+        if keep is not None:
+            kept = self.entries(limit=keep) if keep else []
+            if not keep or len(kept) == keep:
+                threshold = min((e.entry_id for e in kept), default=None)
+                doomed.append(J.c.seq < threshold if threshold is not None else sa.true())
+        if before is not None:
+            doomed.append(J.c.at < before)
+        if not doomed:
+            return 0
         with self._store.write() as connection:
-            doomed: set[str] = set()
-            if keep is not None:
-                doomed.update(connection.execute(entries.offset(keep)).scalars())
-            if before is not None:
-                doomed.update(connection.execute(entries.having(sa.func.min(J.c.at) < before)).scalars())
-            if not doomed:
-                return 0
-            keys = sorted(doomed)
-            mine = sa.and_(J.c.session_id == self._session, J.c.op_key.in_(keys))
-            held = [r[0] for r in connection.execute(sa.select(J.c.before_id).where(mine).distinct())]
-            connection.execute(sa.delete(J).where(mine))
-            self._store.release(connection, [b for b in held if b and b != DIRECTORY])
-        return len(keys)
+            old = sa.and_(J.c.session_id == self._session, sa.or_(*doomed))
+            rows = connection.execute(sa.select(J.c.seq, J.c.op_key, J.c.before_id).where(old)).all()
+            keys = sorted({r.op_key for r in rows if r.op_key is not None})
+            singles = [r.seq for r in rows if r.op_key is None]
+            held = {r.before_id for r in rows if r.before_id and r.before_id != DIRECTORY}
+            for start in range(0, len(keys), 500):  # whole entries only: one straddling the cut goes too
+                mine = sa.and_(J.c.session_id == self._session, J.c.op_key.in_(keys[start : start + 500]))
+                held.update(
+                    r[0] for r in connection.execute(sa.select(J.c.before_id).where(mine)) if r[0] and r[0] != DIRECTORY
+                )
+                connection.execute(sa.delete(J).where(mine))
+            for start in range(0, len(singles), 500):
+                connection.execute(sa.delete(J).where(J.c.seq.in_(singles[start : start + 500])))
+            self._store.release(connection, sorted(held))
+        return len(keys) + len(singles)
 
     # --- watching -------------------------------------------------------------------------------------
 
@@ -289,7 +325,8 @@ class SqlJournal(Journal):
         """Publish every row written after the last one published, oldest first (a change made in several
         transactions is published as each commits)."""
         twin = J.alias("twin")
-        entry_id = sa.select(sa.func.min(twin.c.seq)).where(twin.c.op_key == J.c.op_key).scalar_subquery()
+        first = sa.select(sa.func.min(twin.c.seq)).where(twin.c.op_key == J.c.op_key).scalar_subquery()
+        entry_id = sa.case((J.c.op_key.is_(None), J.c.seq), else_=first)
         with self._lock_catch_up, self._store.read() as connection:
             rows = connection.execute(
                 sa.select(J, entry_id.label("entry_id"))

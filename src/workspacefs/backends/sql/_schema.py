@@ -147,7 +147,7 @@ journal = sa.Table(
     metadata,
     sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
     sa.Column("session_id", sa.Text, sa.ForeignKey("wsfs_sessions.id", ondelete="CASCADE"), nullable=False),
-    sa.Column("op_key", sa.Text, nullable=False),
+    sa.Column("op_key", sa.Text, nullable=True),
     sa.Column("at", Stamp, nullable=False),
     sa.Column("operation", sa.Text, nullable=False),
     sa.Column("actor_name", sa.Text, nullable=True),
@@ -164,11 +164,21 @@ journal = sa.Table(
     sa.Column("detail", sa.Text, nullable=True),
     sa.Index("wsfs_journal_session", "session_id", "seq"),
     sa.Index("wsfs_journal_path", "session_id", "path"),
-    sa.Index("wsfs_journal_op", "op_key"),
-    sa.Index("wsfs_journal_before", "before_id"),
+    sa.Index(
+        "wsfs_journal_op",
+        "op_key",
+        sqlite_where=sa.text("op_key IS NOT NULL"),
+        postgresql_where=sa.text("op_key IS NOT NULL"),
+    ),
+    sa.Index(
+        "wsfs_journal_before",
+        "before_id",
+        sqlite_where=sa.text("before_id IS NOT NULL"),
+        postgresql_where=sa.text("before_id IS NOT NULL"),
+    ),
 )
-"""One row per path a change touched, written in the change's own transaction (migration ``0006``); the rows of
-one operation share ``op_key`` and form one entry whose id is their lowest ``seq``. ``before_id``/``after_id``
-hold a content id (a blob's id), ``'directory'`` or NULL; a blob named by ``before_id`` is kept (undo writes it
-back) until retention drops the row. Its inserts notify ``wsfs_journal`` on PostgreSQL (a trigger), so every
-process serving the session can publish the change to its watchers."""
+"""One row per path a change touched, written in the change's own transaction (migration ``0006``). The rows of
+one operation share ``op_key`` and form one entry whose id is their lowest ``seq``; a one-row entry has no key.
+``before_id``/``after_id`` hold a content id (a blob's id), ``'directory'`` or NULL; a blob named by ``before_id``
+is kept (undo writes it back) until retention drops the row. Its inserts notify ``wsfs_journal`` on PostgreSQL
+(a trigger), so every process serving the session can publish the change to its watchers."""

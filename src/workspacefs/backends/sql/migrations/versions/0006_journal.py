@@ -1,7 +1,7 @@
 """The journal: one row per path each change touched, written in the change's own transaction.
 
-Rows of one operation share ``op_key``; the entry's id is their lowest ``seq``. A blob named by
-``before_id`` is kept for undo (the blob collector checks this table) until retention drops the row. On
+Rows of one operation share ``op_key``; the entry's id is their lowest ``seq`` (a one-row entry has no key).
+A blob named by ``before_id`` is kept for undo (the blob collector checks this table) until retention drops the row. On
 PostgreSQL a trigger notifies channel ``wsfs_journal`` with ``<session> <seq>`` on each insert, so every
 process serving a session hears of changes made through any other (``LISTEN``); the notification is sent
 when the change commits, and never for one that rolls back.
@@ -29,7 +29,7 @@ def upgrade() -> None:
         "wsfs_journal",
         sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
         sa.Column("session_id", sa.Text, sa.ForeignKey("wsfs_sessions.id", ondelete="CASCADE"), nullable=False),
-        sa.Column("op_key", sa.Text, nullable=False),
+        sa.Column("op_key", sa.Text, nullable=True),
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("operation", sa.Text, nullable=False),
         sa.Column("actor_name", sa.Text, nullable=True),
@@ -48,8 +48,16 @@ def upgrade() -> None:
     )
     op.create_index("wsfs_journal_session", "wsfs_journal", ["session_id", "seq"])
     op.create_index("wsfs_journal_path", "wsfs_journal", ["session_id", "path"])
-    op.create_index("wsfs_journal_op", "wsfs_journal", ["op_key"])
-    op.create_index("wsfs_journal_before", "wsfs_journal", ["before_id"])
+    # partial: a one-row entry (a small write) has no key, and a new file replaced nothing; their rows skip these
+    only_keyed, only_replaced = sa.text("op_key IS NOT NULL"), sa.text("before_id IS NOT NULL")
+    op.create_index("wsfs_journal_op", "wsfs_journal", ["op_key"], sqlite_where=only_keyed, postgresql_where=only_keyed)
+    op.create_index(
+        "wsfs_journal_before",
+        "wsfs_journal",
+        ["before_id"],
+        sqlite_where=only_replaced,
+        postgresql_where=only_replaced,
+    )
     if op.get_bind().dialect.name == "postgresql":
         op.execute(
             "CREATE FUNCTION wsfs_journal_notify() RETURNS trigger LANGUAGE plpgsql AS $$"

@@ -1,0 +1,144 @@
+"""What the journal costs: a small write with history on vs off, on every backend that keeps one, in one run.
+
+Each backend writes the same 1 KiB files (half new, half overwrites) with its journal on and off, in
+interleaved repetitions; the minimum per file counts. The ratio (on / off) is the journal's overhead per
+small write (issue 20's target: at most 1.15). Then a 10,000-entry journal is queried: the newest 100
+entries, one path's entries, one actor's entries (µs per query).
+
+Run: ``python bench/bench_history.py [--files N] [--reps R] [--no-postgres]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem, SqlStore
+from workspacefs.history import acting_as
+
+CONTENT = b"x" * 1023 + b"\n"
+
+
+def fast_dir() -> Path:
+    """A directory on tmpfs where there is one (the disk is not what is measured)."""
+    shm = Path("/dev/shm")
+    return Path(tempfile.mkdtemp(prefix="wsfs-bench-history-", dir=shm if shm.is_dir() else None))
+
+
+def write_files(fs: Any, files: int) -> float:
+    """Seconds per file to write ``files`` new files and overwrite each once."""
+    start = time.perf_counter()
+    for i in range(files):
+        fs.write_bytes(f"d{i % 20}/f{i}.txt", CONTENT)
+    for i in range(files):
+        fs.write_bytes(f"d{i % 20}/f{i}.txt", CONTENT[::-1])
+    return (time.perf_counter() - start) / (2 * files)
+
+
+Factory = Callable[[bool, int], Any]
+
+
+@contextmanager
+def backends(postgres: bool) -> Iterator[dict[str, Factory]]:
+    """``name -> make(history, rep)``: a fresh, empty filesystem of each kind."""
+    base = fast_dir()
+    made: list[Any] = []
+    stores: dict[tuple[str, bool], SqlStore] = {}
+
+    def memory(history: bool, rep: int) -> Any:
+        return InMemoryFilesystem(history=history)
+
+    def host(history: bool, rep: int) -> Any:
+        root = base / f"host-{history}-{rep}"
+        root.mkdir()
+        fs = HostFilesystem(root, snapshot_dir=base / f"snap-{history}-{rep}", history=history, durable=False)
+        made.append(fs)
+        return fs
+
+    def sql(url: str, kind: str) -> Factory:
+        def make(history: bool, rep: int) -> Any:
+            store = stores.get((kind, history))
+            if store is None:
+                store = stores[(kind, history)] = SqlStore(url, history=history)
+            return SqlFilesystem(store, f"bench-{history}-{rep}")
+
+        return make
+
+    found: dict[str, Factory] = {
+        "memory": memory,
+        "host (tmpfs)": host,
+        "SQLite (tmpfs)": sql(f"sqlite:///{base / 'bench.db'}", "sqlite"),
+    }
+    try:
+        if postgres:
+            from workspacefs.testing._postgres import postgres_server  # noqa: PLC0415 - only when asked
+
+            with postgres_server() as server:
+                found["PostgreSQL (loopback)"] = sql(server.url, "postgresql")
+                yield found
+        else:
+            yield found
+    finally:
+        for fs in made:
+            fs.close()
+        for store in stores.values():
+            store.close()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def queries(make: Factory) -> dict[str, float]:
+    """µs per query on a journal of 10,000 entries by three actors over 1,000 paths."""
+    fs = make(True, 999)
+    for i in range(10_000):
+        with acting_as(f"agent-{i % 3}"):
+            fs.write_bytes(f"q{i % 50}/f{i % 1000}.txt", str(i).encode())
+    timings: dict[str, float] = {}
+    for name, query in (
+        ("newest 100", lambda: fs.history(limit=100)),
+        ("one path", lambda: fs.history("q7/f7.txt")),
+        ("one actor, 100", lambda: fs.history(actor="agent-1", limit=100)),
+    ):
+        best = min(_timed(query) for _ in range(5))
+        timings[name] = best * 1e6
+    return timings
+
+
+def _timed(work: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=1000)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--no-postgres", action="store_true")
+    args = parser.parse_args()
+    with backends(not args.no_postgres) as kinds:
+        print(f"Small writes ({args.files} new + {args.files} overwrites of 1 KiB), µs per write, min of {args.reps}")
+        print(f"{'backend':<24}{'history off':>14}{'history on':>14}{'on / off':>10}")
+        for name, make in kinds.items():
+            best = {False: float("inf"), True: float("inf")}
+            for rep in range(args.reps):
+                for history in (False, True):  # interleaved: a busy moment hits both alike
+                    best[history] = min(best[history], write_files(make(history, rep), args.files))
+            print(f"{name:<24}{best[False] * 1e6:>14.1f}{best[True] * 1e6:>14.1f}{best[True] / best[False]:>10.2f}")
+        print()
+        print("Queries on a 10,000-entry journal, µs per query (min of 5)")
+        print(f"{'backend':<24}{'newest 100':>14}{'one path':>14}{'one actor, 100':>16}")
+        for name, make in kinds.items():
+            timing = queries(make)
+            print(
+                f"{name:<24}{timing['newest 100']:>14.0f}{timing['one path']:>14.0f}{timing['one actor, 100']:>16.0f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
