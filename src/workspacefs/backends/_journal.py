@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from workspacefs.errors import HistoryEntryNotFoundError
 from workspacefs.history import Actor, Change, Journal, JournalEntry, entry_matches
+from workspacefs.paths import ROOT, is_within
 
 __all__ = ["DEFAULT_MAX_ENTRIES", "MemoryJournal", "RawChange"]
 
@@ -124,7 +125,11 @@ class MemoryJournal(Journal):
             start = bisect.bisect_right(kept, since, key=lambda raw: raw.entry_id) if isinstance(since, int) else 0
             window = kept[start:]
         found: list[JournalEntry] = []
-        for raw in reversed(window):
+        for raw in reversed(window):  # filter the raw entry first: describing one hashes its content
+            if actor is not None and not raw.actor.matches(actor):
+                continue
+            if path is not None and path != ROOT and not any(_touches(change, path) for change in raw.changes):
+                continue
             entry = self._build(raw)
             if entry_matches(entry, path=path, since=since, actor=actor):
                 found.append(entry)
@@ -150,3 +155,7 @@ class MemoryJournal(Journal):
         for raw in self._raw[:count]:
             self._built.pop(raw.entry_id, None)
         del self._raw[:count]
+
+
+def _touches(change: RawChange, path: str) -> bool:
+    return any(each is not None and is_within(each, path) for each in (change.path, change.from_path))

@@ -1,0 +1,178 @@
+"""The journal beyond the conformance suite: crash consistency on SQL, where a host keeps it, the actor's
+scope, events across processes on PostgreSQL, and the CLI's ``log`` and ``undo``.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem, SqlStore
+from workspacefs.backends.sql._schema import journal, session_files
+from workspacefs.cli import main
+from workspacefs.errors import UndoConflictError
+from workspacefs.history import Actor, acting_as, current_actor
+
+WRITER = textwrap.dedent(
+    """
+    import os, sys
+    from workspacefs import SqlFilesystem
+    fs = SqlFilesystem(sys.argv[1], sys.argv[2])
+    print("ready", flush=True)
+    i = 0
+    while True:
+        i += 1
+        name = f"d{i % 7}/f{i % 40}.txt"
+        fs.write_bytes(name, os.urandom(64 + i % 300))
+        if i % 5 == 0:
+            fs.delete(name)
+        if i % 11 == 0 and fs.exists(f"d{i % 7}"):
+            fs.move(f"d{i % 7}", f"moved{i}")
+        if i % 13 == 0 and fs.exists(f"moved{i - 2}"):
+            fs.delete(f"moved{i - 2}", recursive=True)
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_writer_killed_at_any_moment_leaves_no_change_without_its_entry(
+    kind: str, fast_tmp: Path, request: pytest.FixtureRequest
+) -> None:
+    """SIGKILL a writer again and again; afterwards each path's newest journal row says exactly what the path
+    holds (a change and its row commit together, so there is no window between them)."""
+    url = (
+        f"sqlite:///{fast_tmp}/crash-{uuid.uuid4().hex}.db"
+        if kind == "sqlite"
+        else request.getfixturevalue("postgres_url")
+    )
+    session = f"crash-{uuid.uuid4().hex[:8]}"
+    SqlStore(url).close()  # migrated once, before the writers race
+    for round_ in range(6):
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, url, session], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert writer.stdout is not None and writer.stdout.readline().strip() == b"ready", writer.stderr
+        time.sleep(0.2 + 0.15 * round_)  # a kill point somewhere inside the writes, not a measured duration
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    store = SqlStore(url)
+    with store.read() as connection:
+        files = {
+            r.path: (r.blob_id if not r.is_directory else "directory")
+            for r in connection.execute(
+                sa.select(session_files).where(session_files.c.session_id == session, session_files.c.path != "")
+            )
+        }
+        rows = connection.execute(
+            sa.select(journal).where(journal.c.session_id == session).order_by(journal.c.seq)
+        ).all()
+    store.close()
+    assert rows, "the writer made no change before it was killed"
+    replayed: dict[str, str] = {}  # the journal replayed from empty: it must arrive where the files are
+    for row in rows:
+        if row.from_path is not None:  # a move carries its subtree along
+            for path in [p for p in replayed if p == row.from_path or p.startswith(row.from_path + "/")]:
+                replayed[row.path + path[len(row.from_path) :]] = replayed.pop(path)
+        if row.after_id is None:
+            replayed.pop(row.path, None)
+        else:
+            replayed[row.path] = row.after_id
+    assert replayed == files
+
+
+def test_the_host_journal_lives_outside_the_root(tmp_path: Path) -> None:
+    root, snapshots = tmp_path / "root", tmp_path / "snapshots"
+    root.mkdir()
+    fs = HostFilesystem(root, snapshot_dir=snapshots)
+    fs.write("a.txt", "1")
+    fs.write("a.txt", "2")
+    assert sorted(p.name for p in root.iterdir()) == ["a.txt"]
+    assert (snapshots / "journal" / "journal.db").is_file()
+    fs.close()
+    again = HostFilesystem(root, snapshot_dir=snapshots)  # another process: the journal persists
+    assert [e.operation for e in again.history()] == ["write", "write"]
+    again.undo(again.history()[0].entry_id)
+    assert (root / "a.txt").read_text() == "1"
+    again.close()
+
+
+def test_a_change_made_outside_workspacefs_makes_undo_refuse(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    fs = HostFilesystem(root, snapshot_dir=tmp_path / "snapshots")
+    fs.write("notes.md", "by the agent\n")
+    entry = fs.history()[0]
+    (root / "notes.md").write_text("edited in an editor\n")  # not through workspacefs: no entry
+    with pytest.raises(UndoConflictError) as refused:
+        fs.undo(entry.entry_id)
+    assert refused.value.later == ()  # no later entry: the change came from outside
+    assert (root / "notes.md").read_text() == "edited in an editor\n"
+    fs.close()
+
+
+def test_the_actor_is_scoped_to_its_block_and_task() -> None:
+    assert current_actor() == Actor()
+    with acting_as(Actor(name="agent-1", session="s")) as outer:
+        with acting_as(tool_call="call-9") as inner:
+            assert inner == Actor("agent-1", "s", "call-9", None)
+        assert current_actor() == outer
+    assert current_actor() == Actor()
+    fs = InMemoryFilesystem()
+    with acting_as("agent-2"):
+        fs.write("a", "1")
+    assert fs.history()[0].actor.name == "agent-2"
+    off = InMemoryFilesystem(history=False)
+    off.write("a", "1")
+    assert not off.capabilities.history and not off.capabilities.watch
+
+
+def test_postgres_watchers_hear_changes_made_through_another_store(postgres_url: str) -> None:
+    """Two stores (as two `serve` processes would have) on one PostgreSQL: LISTEN/NOTIFY carries the change."""
+    session = f"watch-{uuid.uuid4().hex[:8]}"
+    here, there = SqlStore(postgres_url), SqlStore(postgres_url)
+    watching, writing = SqlFilesystem(here, session), SqlFilesystem(there, session)
+    with watching.watch("/") as watcher:
+        with acting_as("other-process"):
+            writing.write("from-there.txt", "hello")
+        event = watcher.next_event(30)
+        assert event is not None and (event.kind, event.path, event.actor.name) == (
+            "created",
+            "from-there.txt",
+            "other-process",
+        )
+        assert event.entry_id == writing.history()[0].entry_id
+    here.close()
+    there.close()
+
+
+def test_the_cli_logs_and_undoes_with_the_declared_actor(fast_tmp: Path) -> None:
+    url = f"sqlite:///{fast_tmp}/cli-{uuid.uuid4().hex}.db?session=s"
+    runner = CliRunner()
+    assert runner.invoke(main, ["--as", "alice", "write", "a.txt", "--fs", url], input="one\n").exit_code == 0
+    assert (
+        runner.invoke(main, ["write", "a.txt", "--fs", url], input="two\n", env={"WORKSPACEFS_ACTOR": "bob"}).exit_code
+        == 0
+    )
+    shown = runner.invoke(main, ["log", "--fs", url])
+    assert shown.exit_code == 0, shown.output
+    assert "bob via cli" in shown.output and "alice via cli" in shown.output and "modified a.txt" in shown.output
+    entries = json.loads(runner.invoke(main, ["log", "--json", "--actor", "alice", "--fs", url]).output)
+    assert [(e["operation"], e["actor"]["name"]) for e in entries] == [("write", "alice")]
+    conflict = runner.invoke(main, ["undo", str(entries[0]["entry_id"]), "--fs", url])  # bob changed it since
+    assert conflict.exit_code == 4 and "undo the later changes first" in conflict.output
+    newest = json.loads(runner.invoke(main, ["log", "--json", "-n", "1", "--fs", url]).output)[0]
+    undone = runner.invoke(main, ["undo", str(newest["entry_id"]), "--fs", url])
+    assert undone.exit_code == 0, undone.output
+    assert runner.invoke(main, ["cat", "a.txt", "--fs", url]).output == "one\n"
+    assert runner.invoke(main, ["undo", "--actor", "alice", "--fs", url]).exit_code == 0  # no conflict now
+    assert runner.invoke(main, ["cat", "a.txt", "--fs", url]).exit_code == 3
