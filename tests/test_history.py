@@ -16,12 +16,15 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
+from conftest import missing
 
 from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem, SqlStore
+from workspacefs.backends.container import ContainerSandbox
 from workspacefs.backends.sql._schema import journal, session_files
 from workspacefs.cli import main
 from workspacefs.errors import UndoConflictError
 from workspacefs.history import Actor, acting_as, current_actor
+from workspacefs.testing._containers import busybox_image, podman_available
 
 WRITER = textwrap.dedent(
     """
@@ -176,3 +179,30 @@ def test_the_cli_logs_and_undoes_with_the_declared_actor(fast_tmp: Path) -> None
     assert runner.invoke(main, ["cat", "a.txt", "--fs", url]).output == "one\n"
     assert runner.invoke(main, ["undo", "--actor", "alice", "--fs", url]).exit_code == 0  # no conflict now
     assert runner.invoke(main, ["cat", "a.txt", "--fs", url]).exit_code == 3
+
+
+def test_a_host_watcher_sees_changes_made_outside_once(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    fs = HostFilesystem(root, snapshot_dir=tmp_path / "snapshots")
+    with fs.watch() as watcher:
+        fs.write("mine.txt", "through workspacefs")
+        subprocess.run(["sh", "-c", f"echo outside > {root}/theirs.txt"], check=True)
+        events = [watcher.next_event(30) for _ in range(2)]
+        assert [(e.kind, e.path, e.actor.via, e.entry_id is None) for e in events if e] == [
+            ("created", "mine.txt", None, False),
+            ("created", "theirs.txt", "outside", True),
+        ]
+        assert watcher.next_event(0.5) is None  # the journal's own change is not reported again from inotify
+    fs.close()
+
+
+def test_a_container_watcher_sees_what_a_command_inside_changed(tmp_path: Path) -> None:
+    if not podman_available():
+        missing("Podman is not installed or does not answer (apt-get install podman runc)")
+    with ContainerSandbox(busybox_image(), snapshot_dir=tmp_path / "snapshots") as sandbox:
+        fs = sandbox.filesystem
+        with fs.watch() as watcher:
+            assert sandbox.exec("echo built > /workspace/out.txt").exit_code == 0
+            event = watcher.next_event(30)
+            assert event is not None and (event.kind, event.path, event.actor.via) == ("created", "out.txt", "outside")

@@ -415,7 +415,9 @@ class ContainerFilesystem(HostFilesystem):
     own files along with the workspace."""
 
     backend_name: ClassVar[str] = "container"
-    declared_capabilities: ClassVar[Capabilities] = Capabilities(host_directory=True, exec=True)
+    declared_capabilities: ClassVar[Capabilities] = Capabilities(
+        host_directory=True, exec=True, history=True, watch=True
+    )
 
     def __init__(
         self,
@@ -463,7 +465,7 @@ class ContainerFilesystem(HostFilesystem):
     @property
     def capabilities(self) -> Capabilities:
         """As declared, except that a read-only workspace does not offer commands (they could write)."""
-        return _READ_ONLY_CAPABILITIES if self._read_only else self.declared_capabilities
+        return _READ_ONLY_CAPABILITIES if self._read_only else super().capabilities
 
     def exec(
         self,

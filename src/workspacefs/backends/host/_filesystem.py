@@ -47,6 +47,7 @@ from workspacefs.backends.host._tree import (
     stat_result,
     write_fd,
 )
+from workspacefs.backends.host._watch import OutsideWatcher, can_watch_outside
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import SpecialFileError, name_caller_path
 from workspacefs.history import DIRECTORY, Change
@@ -109,6 +110,9 @@ class HostFilesystem(HostHistoryMixin):
         journal_dir = self._snapshots.directory / "journal"
         keeps_history = history and (not read_only or journal_dir.is_dir())
         self._changes = HostJournal(journal_dir) if keeps_history else None
+        if self._changes is not None and can_watch_outside():
+            journal = self._changes
+            journal.follow = lambda: OutsideWatcher(self._root, journal, lambda path: self._observe(path, keep=False))
         self.reaped = ReapReport() if read_only else self._tree.writers.reap(self._tree.resolver.root_fd)
         """What this open removed of dead writers' temporary files (read-only opens remove nothing)."""
         self._ripgrep = Ripgrep.find() if use_ripgrep is not False else None

@@ -14,10 +14,10 @@ import os
 import sqlite3
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from workspacefs.errors import HistoryEntryNotFoundError
 from workspacefs.history import Actor, Change, Journal, JournalEntry
@@ -56,6 +56,13 @@ _OBJECT_GRACE_SECONDS = 600
 """Kept content younger than this is never collected: its entry may still be on its way."""
 
 
+class Follower(Protocol):
+    """Something that follows the root while watchers are there (``OutsideWatcher``)."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
 class HostJournal(Journal):
     """Entries and replaced content of one host root, kept in ``directory``."""
 
@@ -71,9 +78,23 @@ class HostJournal(Journal):
         self._lock = threading.Lock()
         self._recorded = 0
         self.max_entries = max_entries
+        self.follow: Callable[[], Follower] | None = None
+        """Set by the filesystem: makes the thread that reports changes made outside workspacefs."""
+        self._follower: Follower | None = None
+
+    def _watching_started(self) -> None:
+        if self.follow is not None and self._follower is None:
+            self._follower = self.follow()
+            self._follower.start()
+
+    def _watching_stopped(self) -> None:
+        follower, self._follower = self._follower, None
+        if follower is not None:
+            follower.stop()
 
     def close(self) -> None:
-        """Close the database."""
+        """Stop following the root and close the database."""
+        self._watching_stopped()
         with self._lock:
             self._db.close()
 
