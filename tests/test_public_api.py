@@ -6,6 +6,16 @@ import workspacefs
 from workspacefs import Filesystem, InMemoryFilesystem, SnapshotableFilesystem
 
 EXPECTED = {
+    "Actor",
+    "Change",
+    "ChangeEvent",
+    "ChangeWatcher",
+    "HistoryEntryNotFoundError",
+    "HistoryFilesystem",
+    "JournalEntry",
+    "UndoConflictError",
+    "acting_as",
+    "current_actor",
     "ArchiveStats",
     "AsyncFilesystem",
     "FileManager",

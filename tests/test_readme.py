@@ -44,6 +44,7 @@ NEEDS = {
 """Blocks that need more than a working directory; each has its own test below."""
 
 PRINTS: dict[str, list[str]] = {
+    "History: who changed what, undo, and live changes": ["write agent-7 modified", "draft", "deleted"],
     "Quickstart": [
         "['notes', 'src']",
         "    print('hello')",
