@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 from collections.abc import Iterator, Sequence
 
 from workspacefs.backends.base import BaseFilesystem
@@ -37,18 +36,13 @@ class HostHistoryMixin(BaseFilesystem):
         return self._changes
 
     def _observe(self, path: str, *, keep: bool) -> Seen:
-        """What ``path`` holds now; with ``keep``, a file's content is copied into the journal first."""
-        try:
-            info = self._tree.resolver.fstat_path(path)
-        except OSError:  # missing, or a symlink or special file (no file of the workspace): the change decides
-            return None, 0
-        if stat.S_ISDIR(info.st_mode):
-            return DIRECTORY, 0
-        if not stat.S_ISREG(info.st_mode):
-            return None, 0
+        """What ``path`` holds now; with ``keep``, a file's content is copied into the journal first. One
+        resolution of the path: a directory answers the open with ``IsADirectoryError``."""
         try:
             fd, info = self._tree.open_regular(path)
-        except OSError:
+        except IsADirectoryError:
+            return DIRECTORY, 0
+        except OSError:  # missing, or a symlink or special file (no file of the workspace): the change decides
             return None, 0
         try:
             if keep and self._changes is not None:

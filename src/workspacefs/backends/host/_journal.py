@@ -23,7 +23,7 @@ from workspacefs.errors import HistoryEntryNotFoundError
 from workspacefs.history import Actor, Change, Journal, JournalEntry
 from workspacefs.paths import ROOT
 from workspacefs.protocol import ByteReader
-from workspacefs.streams import ContentHasher, StreamReader
+from workspacefs.streams import ContentHasher, StreamReader, content_id_of
 
 __all__ = ["HostJournal"]
 
@@ -46,11 +46,22 @@ CREATE TABLE IF NOT EXISTS journal (
 CREATE INDEX IF NOT EXISTS journal_entry ON journal (entry);
 CREATE INDEX IF NOT EXISTS journal_path ON journal (path);
 """
+_NEXT_ENTRY = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'journal'), 0) + 1"
+"""The id the entry's first row will get (AUTOINCREMENT never reuses one, even after pruning all)."""
+_INSERT_ONE = (
+    "INSERT INTO journal (entry, at, operation, actor_name, actor_session, actor_call, actor_via, path, from_path,"
+    " before_id, after_id, size_before, size_after, undoes, detail)"
+    " VALUES ((SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'journal'), 0) + 1),"
+    " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+"""A one-change entry: its row is the entry, numbered by its own ``seq``."""
 _OLDER_THAN_NEWEST = "SELECT DISTINCT entry FROM journal ORDER BY entry DESC LIMIT -1 OFFSET ?"
 _OLDER_THAN_TIME = "SELECT DISTINCT entry FROM journal WHERE at < ?"
 _KEPT_CONTENT = "SELECT DISTINCT before_id FROM journal WHERE before_id IS NOT NULL"
 _ACTOR_COLUMNS = ("actor_name", "actor_session", "actor_call", "actor_via")
 _COPY_BLOCK = 1024 * 1024
+_SMALL = 64 * 1024
+"""Content up to this size is hashed before it is copied, so content already kept costs no write."""
 _DEFAULT_KEEP = 10_000
 _OBJECT_GRACE_SECONDS = 600
 """Kept content younger than this is never collected: its entry may still be on its way."""
@@ -71,6 +82,7 @@ class HostJournal(Journal):
         self.directory = directory
         self.objects = directory / "objects"
         self.objects.mkdir(parents=True, exist_ok=True)
+        self._objects = str(self.objects)
         self._db = sqlite3.connect(directory / "journal.db", timeout=30, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -101,8 +113,15 @@ class HostJournal(Journal):
     # --- content --------------------------------------------------------------------------------------
 
     def keep(self, fd: int, size: int) -> str:
-        """Copy the first ``size`` bytes of open file ``fd`` into ``objects/`` (once per content); returns
-        its content id."""
+        """Copy the first ``size`` bytes of open file ``fd`` into ``objects/`` (once per content: content
+        already kept is not written again); returns its content id."""
+        if size <= _SMALL:
+            data = os.pread(fd, size, 0)
+            content_id = content_id_of(data)
+            target = os.path.join(self._objects, content_id)  # a str: pathlib's joins cost more than the write
+            if not os.path.exists(target):
+                self._install(target, lambda handle: os.write(handle, data))
+            return content_id
         hasher = ContentHasher()
         handle, temp = tempfile.mkstemp(dir=self.objects, prefix=".keep-")
         try:
@@ -114,11 +133,7 @@ class HostJournal(Journal):
             os.close(handle)
             handle = -1
             content_id = hasher.content_id()
-            target = self.objects / content_id
-            if target.exists():
-                os.unlink(temp)
-            else:
-                os.replace(temp, target)
+            os.replace(temp, os.path.join(self._objects, content_id))
             return content_id
         except BaseException:
             if handle >= 0:
@@ -126,6 +141,15 @@ class HostJournal(Journal):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp)
             raise
+
+    def _install(self, target: str, fill: Callable[[int], object]) -> None:
+        """Write ``target`` atomically (a temporary name, then rename)."""
+        handle, temp = tempfile.mkstemp(dir=self.objects, prefix=".keep-")
+        try:
+            fill(handle)
+        finally:
+            os.close(handle)
+        os.replace(temp, target)
 
     def content(self, content_id: str, path: str) -> ByteReader:
         """A reader of kept content ``content_id`` (``FileNotFoundError`` if it is not kept)."""
@@ -150,10 +174,17 @@ class HostJournal(Journal):
     ) -> int:
         stamp = datetime.now(UTC).timestamp()
         fields = actor.fields()
+        if len(changes) == 1:  # the common case: one statement, its own transaction
+            with self._lock:
+                cursor = self._db.execute(
+                    _INSERT_ONE, (stamp, operation, *fields, *_columns(changes[0]), undoes, detail)
+                )
+                entry = int(cursor.lastrowid or 0)
+            return self._recorded_one(entry)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                entry = self._db.execute("SELECT coalesce(max(seq), 0) + 1 FROM journal").fetchone()[0]
+                entry = self._db.execute(_NEXT_ENTRY).fetchone()[0]
                 self._db.executemany(
                     "INSERT INTO journal (entry, at, operation, actor_name, actor_session, actor_call, actor_via,"
                     " path, from_path, before_id, after_id, size_before, size_after, undoes, detail)"
@@ -164,13 +195,16 @@ class HostJournal(Journal):
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            self._recorded += 1
-            prune = self._recorded % 256 == 0
-        if prune:
+        return self._recorded_one(int(entry))
+
+    def _recorded_one(self, entry: int) -> int:
+        """After an entry is written: now and then apply retention; tell the watchers."""
+        self._recorded += 1
+        if self._recorded % 256 == 0:
             self.prune(keep=self.max_entries)
         if self.watched:
             self.publish(self.entry(entry).events())
-        return int(entry)
+        return entry
 
     def _rows(self, where: str, params: Sequence[Any]) -> list[JournalEntry]:
         with self._lock:
