@@ -213,7 +213,7 @@ class SqlFilesystem(BaseFilesystem):
         if tag is None:
             return
         if self._store.journaled():
-            self._history.prune(keep=self._store.history_entries)
+            self._history.retain(self._store.history_entries)
         scope = self._current_scope()
         if scope is not None:
             scope.changes.append(tag.op_key)

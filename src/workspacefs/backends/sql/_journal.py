@@ -244,6 +244,14 @@ class SqlJournal(Journal):
             found = self._complete(connection, rows)
         return found[0] if found else None
 
+    def retain(self, rows: int) -> int:
+        """Retention's quick pass: drop the entries older than the newest ``rows`` rows (so at most that many
+        entries stay; an index lookup, not a walk of the entries). Returns how many entries went."""
+        newest = sa.select(J.c.seq).where(J.c.session_id == self._session).order_by(J.c.seq.desc())
+        with self._store.read() as connection:
+            cut = connection.execute(newest.offset(rows).limit(1)).scalar()
+        return 0 if cut is None else self._drop([J.c.seq <= cut])
+
     def prune(self, *, before: datetime | None = None, keep: int | None = None) -> int:
         doomed: list[sa.ColumnElement[bool]] = []
         if keep is not None:
@@ -253,8 +261,11 @@ class SqlJournal(Journal):
                 doomed.append(J.c.seq < threshold if threshold is not None else sa.true())
         if before is not None:
             doomed.append(J.c.at < before)
-        if not doomed:
-            return 0
+        return self._drop(doomed) if doomed else 0
+
+    def _drop(self, doomed: Sequence[sa.ColumnElement[bool]]) -> int:
+        """Delete every entry with a row matching any of ``doomed`` (whole entries), and release what only
+        they kept."""
         with self._store.write() as connection:
             old = sa.and_(J.c.session_id == self._session, sa.or_(*doomed))
             rows = connection.execute(sa.select(J.c.seq, J.c.op_key, J.c.before_id).where(old)).all()
