@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "workspacefs.snapshots",
         "workspacefs.undo",
         "workspacefs.history",
+        "workspacefs.merge",
         "workspacefs.policy",
         "workspacefs._hostio",
     ),

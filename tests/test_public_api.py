@@ -6,6 +6,9 @@ import workspacefs
 from workspacefs import Filesystem, InMemoryFilesystem, SnapshotableFilesystem
 
 EXPECTED = {
+    "ConflictHunk",
+    "MergeConflict",
+    "MergeResult",
     "ArchiveStats",
     "AsyncFilesystem",
     "FileManager",

@@ -52,6 +52,7 @@ from workspacefs.errors import (
     UnsafeNameError,
     UnsupportedOperationError,
 )
+from workspacefs.merge import ConflictHunk, MergeConflict, MergeResult
 from workspacefs.open import open_filesystem, register_backend, registered_backends
 from workspacefs.paths import (
     DEFAULT_CHUNK_SIZE,
@@ -199,6 +200,7 @@ __all__ = [
     "CompositeFilesystem",
     "ConcurrentChangeError",
     "ConditionalWrites",
+    "ConflictHunk",
     "ContainerFilesystem",
     "ContainerSandbox",
     "ContentTooLargeError",
@@ -225,6 +227,8 @@ __all__ = [
     "InvalidPathError",
     "InvalidPatternError",
     "LimitExceededError",
+    "MergeConflict",
+    "MergeResult",
     "MountPointError",
     "MoveIntoSelfError",
     "NameTooLongError",
