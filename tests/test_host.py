@@ -12,7 +12,7 @@ import pytest
 from workspacefs import HostFilesystem
 from workspacefs.protocol import Filesystem
 from workspacefs.quota import Quota
-from workspacefs.testing import FilesystemValidationSuite, ModelSuite, SnapshotSuite
+from workspacefs.testing import FilesystemValidationSuite, MergeSuite, ModelSuite, SnapshotSuite
 
 _counter = itertools.count()
 
@@ -63,17 +63,17 @@ class TestHostPortableResolution(HostFactory, FilesystemValidationSuite):
     model_examples = 25
 
 
-class TestHostGitSnapshots(HostFactory, SnapshotSuite, ModelSuite):
+class TestHostGitSnapshots(HostFactory, SnapshotSuite, MergeSuite, ModelSuite):
     options: ClassVar[dict[str, Any]] = {"snapshot_strategy": "git"}
     model_examples = 15
 
 
-class TestHostArchiveSnapshots(HostFactory, SnapshotSuite, ModelSuite):
+class TestHostArchiveSnapshots(HostFactory, SnapshotSuite, MergeSuite, ModelSuite):
     options: ClassVar[dict[str, Any]] = {"snapshot_strategy": "archive"}
     model_examples = 15
 
 
-class TestHostCopySnapshots(HostFactory, SnapshotSuite, ModelSuite):
+class TestHostCopySnapshots(HostFactory, SnapshotSuite, MergeSuite, ModelSuite):
     options: ClassVar[dict[str, Any]] = {"snapshot_strategy": "copy"}
     model_examples = 15
 

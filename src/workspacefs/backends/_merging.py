@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import builtins
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -94,6 +94,11 @@ class MergeMixin(SnapshotMixin):
         left for a file to take their place) and ``writes`` written (missing parent directories made), without
         touching the live files; ``draft`` completed, as ``_capture`` returns it."""
         raise UnsupportedOperationError(f"{type(self).__name__} cannot make a snapshot from other snapshots")
+
+    def mergeable_snapshots(self) -> Sequence[FilesystemSnapshot]:
+        """The snapshots :meth:`merge` and ``restore`` accept by name here, oldest first: this filesystem's, and
+        where a backend keeps them together (SQL sessions, host roots sharing a snapshot directory) its forks'."""
+        return self.snapshots()
 
     # --- the merge ------------------------------------------------------------------------------------------
 
