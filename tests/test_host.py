@@ -105,3 +105,32 @@ class TestHostOnDisk(FilesystemValidationSuite):
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             (root / path).write_bytes(data)
         return HostFilesystem(root, read_only=True, mount_point=mount_point, snapshot_dir=self.tmp_path / f"s{index}")
+
+
+class TestHostReflinkMerge(MergeSuite):
+    """Merges and forks with the reflink strategy, on a loop-mounted XFS (the result and the forks are clones)."""
+
+    @pytest.fixture(autouse=True)
+    def _xfs(self, xfs_mount: Path) -> Iterator[None]:
+        self.xfs = xfs_mount
+        yield
+
+    def create_filesystem(self, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
+        index = next(_counter)
+        root = self.xfs / f"merge-ws-{index}"
+        root.mkdir()
+        fs = HostFilesystem(
+            root,
+            read_only=read_only,
+            mount_point=mount_point,
+            snapshot_dir=self.xfs / f"merge-snap-{index}",
+            snapshot_strategy="reflink",
+        )
+        assert fs.snapshot_strategy == "reflink"
+        return fs
+
+    def fork_filesystem(self, fs: Any) -> Any:
+        forked = fs.fork(self.xfs / f"merge-fork-{next(_counter)}")
+        self._opened.append(forked)
+        assert forked.snapshot_strategy == "reflink"
+        return forked

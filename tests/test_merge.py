@@ -1,0 +1,202 @@
+"""Merge and fork beyond the conformance suite: the line merge itself, SQL families, host forks, migration 0007."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from workspacefs import HostFilesystem, InMemoryFilesystem
+from workspacefs.backends.sql import SqlFilesystem, SqlStore
+from workspacefs.backends.sql._store import migration_config
+from workspacefs.errors import SnapshotIncompatibleError, SnapshotNotFoundError, UnsupportedOperationError
+from workspacefs.merge import is_text, merge_lines, split_lines
+
+_ids = itertools.count()
+
+# --- the line merge ------------------------------------------------------------------------------------------
+
+
+def test_split_lines_keeps_newlines_and_a_final_unterminated_line() -> None:
+    assert split_lines(b"") == []
+    assert split_lines(b"a\r\nb\nc") == [b"a\r\n", b"b\n", b"c"]
+
+
+def test_edits_apart_merge_and_edits_together_conflict() -> None:
+    base = b"1\n2\n3\n4\n5\n"
+    assert merge_lines(base, b"one\n2\n3\n4\n5\n", b"1\n2\n3\n4\nfive\n").content == b"one\n2\n3\n4\nfive\n"
+    adjacent = merge_lines(base, b"one\n2\n3\n4\n5\n", b"1\ntwo\n3\n4\n5\n")
+    assert len(adjacent.conflicts) == 1  # no unchanged line between them: as git, a conflict
+
+
+def test_insertions_at_both_ends_and_a_deletion_merge() -> None:
+    base = b"a\nb\nc\n"
+    merged = merge_lines(base, b"top\na\nb\nc\n", b"a\nc\nbottom\n")
+    assert merged.conflicts == () and merged.content == b"top\na\nc\nbottom\n"
+
+
+def test_a_conflict_reports_each_version_with_its_own_line_numbers() -> None:
+    merged = merge_lines(b"x\ny\n", b"x\nours\nmore\n", b"x\ntheirs\n")
+    (hunk,) = merged.conflicts
+    assert (hunk.ours_start, hunk.base_start, hunk.theirs_start) == (2, 2, 2)
+    assert (hunk.ours, hunk.base, hunk.theirs) == ("ours\nmore\n", "y\n", "theirs\n")
+
+
+def test_markers_close_lines_without_a_newline() -> None:
+    merged = merge_lines(b"", b"ours", b"theirs")
+    assert merged.content == b"<<<<<<< ours\nours\n=======\ntheirs\n>>>>>>> theirs\n"
+
+
+def test_text_means_utf8_without_nul() -> None:
+    assert is_text("naïve\n".encode()) and is_text(b"")
+    assert not is_text(b"a\x00b") and not is_text(b"\xff\xfe")
+
+
+# --- any backend --------------------------------------------------------------------------------------------
+
+
+def test_merge_refuses_snapshots_of_another_kind(tmp_path: Path) -> None:
+    memory = InMemoryFilesystem()
+    with HostFilesystem(_dir(tmp_path, "ws"), snapshot_dir=tmp_path / "snaps") as host:
+        foreign = host.snapshot()
+        own = memory.snapshot()
+        with pytest.raises(SnapshotIncompatibleError):
+            memory.merge(own, own, foreign)
+
+
+def test_merging_leaves_the_live_files_and_the_lineage_alone() -> None:
+    fs = InMemoryFilesystem()
+    fs.write("a.txt", "a\n")
+    base = fs.snapshot()
+    fs.write("a.txt", "b\n")
+    ours = fs.snapshot()
+    result = fs.merge(base, ours, base, tag="merged")
+    assert result.snapshot.tag == "merged" and result.snapshot.parent_id == ours.snapshot_id
+    assert fs.read("a.txt").content == "b\n" and fs.current_snapshot_id is None
+
+
+# --- SQL: families ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sql_store(service_url: str) -> Iterator[SqlStore]:
+    store = SqlStore(service_url)
+    yield store
+    store.close()
+
+
+def _session(store: SqlStore) -> SqlFilesystem:
+    return SqlFilesystem(store, f"merge-{next(_ids)}")
+
+
+def test_a_sql_fork_shares_content_and_its_family_shares_snapshots(sql_store: SqlStore) -> None:
+    parent = _session(sql_store)
+    parent.write_bytes("big.bin", b"x" * 600_000)
+    before = sql_store.content_stats()
+    child = parent.fork(session_id=f"{parent.session_id}-child")
+    assert child.session_id == f"{parent.session_id}-child"
+    assert sql_store.content_stats() == before  # rows only: no content copied
+    grandchild = child.fork()
+    assert set(parent.family()) == {parent.session_id, child.session_id, grandchild.session_id}
+    taken = grandchild.snapshot(tag="deep")
+    assert any(s.snapshot_id == taken.snapshot_id for s in parent.mergeable_snapshots())
+    assert all(s.snapshot_id != taken.snapshot_id for s in parent.snapshots())  # its own catalogue is its own
+    grandchild.write("new.txt", "n")
+    parent.restore(grandchild.snapshot())
+    assert parent.read("new.txt").content == "n"
+    with pytest.raises(SnapshotNotFoundError):
+        parent.delete_snapshot(taken)  # only the session that took a snapshot deletes it
+    grandchild.delete_snapshot(taken)
+
+
+def test_a_sql_fork_from_a_snapshot_and_strangers_stay_apart(sql_store: SqlStore) -> None:
+    parent = _session(sql_store)
+    parent.write("a.txt", "old")
+    old = parent.snapshot()
+    parent.write("a.txt", "new")
+    child = parent.fork(old)
+    assert child.read("a.txt").content == "old" and parent.read("a.txt").content == "new"
+    stranger = _session(sql_store)
+    with pytest.raises(SnapshotNotFoundError):
+        stranger.restore(old)
+    with pytest.raises(SnapshotNotFoundError):
+        stranger.merge(old, old, old)
+    with pytest.raises(FileExistsError):
+        parent.fork(session_id=child.session_id)
+
+
+def test_migration_0007_downgrades_and_upgrades(fast_tmp: Path) -> None:
+    from alembic import command
+
+    url = f"sqlite:///{fast_tmp / f'family-{next(_ids)}.db'}"
+    store = SqlStore(url)
+    parent = _session(store)
+    parent.write("a.txt", "a")
+    child = parent.fork()
+    store.close()
+    engine = sa.create_engine(url)
+    config = migration_config()
+    with engine.connect() as connection, connection.begin():
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0006")
+        assert "family" not in [c["name"] for c in sa.inspect(connection).get_columns("wsfs_sessions")]
+        command.upgrade(config, "head")
+    engine.dispose()
+    SqlStore._migrated.discard(url)
+    reopened = SqlStore(url)
+    assert SqlFilesystem(reopened, child.session_id).read("a.txt").content == "a"  # a fork outlives its family
+    reopened.close()
+
+
+# --- host: forks --------------------------------------------------------------------------------------------
+
+
+def _dir(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    path.mkdir()
+    return path
+
+
+def test_a_host_fork_needs_an_empty_root_outside(tmp_path: Path) -> None:
+    root = _dir(tmp_path, "ws")
+    with HostFilesystem(root, snapshot_dir=tmp_path / "snaps") as fs:
+        fs.write("a.txt", "a")
+        for bad in (root / "inside", tmp_path / "snaps" / "x", tmp_path):
+            with pytest.raises(ValueError, match="outside"):
+                fs.fork(bad)
+        (tmp_path / "full").mkdir()
+        (tmp_path / "full" / "f").write_text("f")
+        with pytest.raises(ValueError, match="empty"):
+            fs.fork(tmp_path / "full")
+        with fs.fork(tmp_path / "fork") as forked:
+            assert forked.read("a.txt").content == "a" and forked.snapshot_dir == fs.snapshot_dir
+
+
+def test_host_roots_sharing_a_snapshot_dir_are_not_a_family_until_forked(tmp_path: Path) -> None:
+    snaps = tmp_path / "snaps"
+    with (
+        HostFilesystem(_dir(tmp_path, "one"), snapshot_dir=snaps) as one,
+        HostFilesystem(_dir(tmp_path, "two"), snapshot_dir=snaps) as two,
+    ):
+        one.write("a.txt", "a")
+        taken = one.snapshot()
+        with pytest.raises(SnapshotIncompatibleError):
+            two.restore(taken)
+        with one.fork(tmp_path / "three") as three:
+            three.restore(taken)
+            assert {s.snapshot_id for s in one.mergeable_snapshots()} >= {taken.snapshot_id}
+        with pytest.raises(SnapshotIncompatibleError):
+            two.restore(taken)
+
+
+def test_backends_without_merge_refuse_it(tmp_path: Path) -> None:
+    from workspacefs import CompositeFilesystem
+
+    composite = CompositeFilesystem({"/": InMemoryFilesystem()})
+    assert not composite.capabilities.merge
+    taken = composite.snapshot()
+    with pytest.raises(UnsupportedOperationError):
+        composite.merge(taken, taken, taken)
