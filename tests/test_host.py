@@ -130,7 +130,7 @@ class TestHostReflinkMerge(MergeSuite):
         return fs
 
     def fork_filesystem(self, fs: Any) -> Any:
-        forked = fs.fork(self.xfs / f"merge-fork-{next(_counter)}")
+        forked = fs.fork(root=self.xfs / f"merge-fork-{next(_counter)}")
         self._opened.append(forked)
         assert forked.snapshot_strategy == "reflink"
         return forked

@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "workspacefs.quota",
         "workspacefs.paths",
         "workspacefs.results",
+        "workspacefs.merge",
         "workspacefs.protocol",
     ),
     (
@@ -30,7 +31,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "workspacefs.snapshots",
         "workspacefs.undo",
         "workspacefs.history",
-        "workspacefs.merge",
         "workspacefs.policy",
         "workspacefs._hostio",
     ),

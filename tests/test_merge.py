@@ -166,12 +166,12 @@ def test_a_host_fork_needs_an_empty_root_outside(tmp_path: Path) -> None:
         fs.write("a.txt", "a")
         for bad in (root / "inside", tmp_path / "snaps" / "x", tmp_path):
             with pytest.raises(ValueError, match="outside"):
-                fs.fork(bad)
+                fs.fork(root=bad)
         (tmp_path / "full").mkdir()
         (tmp_path / "full" / "f").write_text("f")
         with pytest.raises(ValueError, match="empty"):
-            fs.fork(tmp_path / "full")
-        with fs.fork(tmp_path / "fork") as forked:
+            fs.fork(root=tmp_path / "full")
+        with fs.fork(root=tmp_path / "fork") as forked:
             assert forked.read("a.txt").content == "a" and forked.snapshot_dir == fs.snapshot_dir
 
 
@@ -185,7 +185,7 @@ def test_host_roots_sharing_a_snapshot_dir_are_not_a_family_until_forked(tmp_pat
         taken = one.snapshot()
         with pytest.raises(SnapshotIncompatibleError):
             two.restore(taken)
-        with one.fork(tmp_path / "three") as three:
+        with one.fork(root=tmp_path / "three") as three:
             three.restore(taken)
             assert {s.snapshot_id for s in one.mergeable_snapshots()} >= {taken.snapshot_id}
         with pytest.raises(SnapshotIncompatibleError):

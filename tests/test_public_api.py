@@ -9,6 +9,7 @@ EXPECTED = {
     "ConflictHunk",
     "MergeConflict",
     "MergeResult",
+    "MergeableFilesystem",
     "ArchiveStats",
     "AsyncFilesystem",
     "FileManager",

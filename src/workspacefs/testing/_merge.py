@@ -34,11 +34,11 @@ class MergeSuite(SuiteBase):
     """Three-way merge of snapshots; fork, work, merge back."""
 
     def fork_filesystem(self, fs: Any) -> Any:
-        """A fork of ``fs``: ``fs.fork()``, or for a host directory ``fs.fork(root)`` in a fresh directory (override
+        """A fork of ``fs``: ``fs.fork()``, or for a host directory ``fs.fork(root=...)`` in a fresh directory (override
         when your backend's ``fork`` needs other arguments)."""
         if fs.capabilities.host_directory:
             self._forks = getattr(self, "_forks", 0) + 1
-            forked = fs.fork(self.tmp_path / f"fork-{self._forks}")
+            forked = fs.fork(root=self.tmp_path / f"fork-{self._forks}")
         else:
             forked = fs.fork()
         self._opened.append(forked)

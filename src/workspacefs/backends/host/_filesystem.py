@@ -432,9 +432,9 @@ class HostFilesystem(BaseFilesystem):
 
     def fork(
         self,
-        root: str | os.PathLike[str],
         snapshot: FilesystemSnapshot | None = None,
         *,
+        root: str | os.PathLike[str],
         read_only: bool | None = None,
     ) -> HostFilesystem:
         """A copy of this workspace (its current state, or ``snapshot``) in directory ``root``, which must be
