@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import itertools
+import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner, Result
 
-from workspacefs import HostFilesystem, InMemoryFilesystem
+from workspacefs import HostFilesystem, InMemoryFilesystem, open_filesystem
 from workspacefs.backends.sql import SqlFilesystem, SqlStore
 from workspacefs.backends.sql._store import migration_config
+from workspacefs.cli import main
 from workspacefs.errors import SnapshotIncompatibleError, SnapshotNotFoundError, UnsupportedOperationError
 from workspacefs.merge import is_text, merge_lines, split_lines
 
@@ -200,3 +205,63 @@ def test_backends_without_merge_refuse_it(tmp_path: Path) -> None:
     taken = composite.snapshot()
     with pytest.raises(UnsupportedOperationError):
         composite.merge(taken, taken, taken)
+
+
+# --- the command line ---------------------------------------------------------------------------------------
+
+
+def _cli(fs_url: str, *arguments: str, stdin: bytes | None = None) -> Result:
+    return CliRunner().invoke(main, [*arguments, "--fs", fs_url], input=stdin, catch_exceptions=False)
+
+
+@pytest.fixture(params=["host", "sqlite"])
+def cli_url(request: pytest.FixtureRequest, fast_tmp: Path) -> str:
+    if request.param == "host":
+        root = fast_tmp / f"merge-cli-{next(_ids)}"
+        root.mkdir()
+        return f"file://{root}?snapshot_dir={fast_tmp / f'merge-cli-snaps-{next(_ids)}'}"
+    url = f"sqlite:///{fast_tmp / 'merge-cli.db'}?session=merge-{next(_ids)}"
+    open_filesystem(url)
+    return url
+
+
+def _branches(url: str, ours: bytes, theirs: bytes) -> None:
+    """Snapshots tagged base, theirs and ours of notes.txt, the workspace left at ours."""
+    _cli(url, "write", "notes.txt", stdin=b"1\n2\n3\n4\n5\n")
+    _cli(url, "snapshot", "create", "--tag", "base")
+    _cli(url, "write", "notes.txt", stdin=theirs)
+    _cli(url, "snapshot", "create", "--tag", "theirs")
+    _cli(url, "snapshot", "restore", "base")
+    _cli(url, "write", "notes.txt", stdin=ours)
+    _cli(url, "snapshot", "create", "--tag", "ours")
+
+
+def test_cli_merge_clean_and_applied(cli_url: str) -> None:
+    _branches(cli_url, b"one\n2\n3\n4\n5\n", b"1\n2\n3\n4\nfive\n")
+    done = _cli(cli_url, "merge", "base", "ours", "theirs", "--apply", "--json")
+    assert done.exit_code == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["clean"] and answer["applied"] and answer["merged"] == ["notes.txt"]
+    assert _cli(cli_url, "cat", "notes.txt").stdout == "one\n2\n3\n4\nfive\n"
+
+
+def test_cli_merge_conflict_exits_4_and_applies_markers_when_asked(cli_url: str) -> None:
+    _branches(cli_url, b"1\n2\nours\n4\n5\n", b"1\n2\ntheirs\n4\n5\n")
+    plain = _cli(cli_url, "merge", "base", "ours", "theirs")
+    assert plain.exit_code == 4
+    assert "C notes.txt  (content)" in plain.stderr and uuid.UUID(plain.stdout.strip())
+    assert _cli(cli_url, "cat", "notes.txt").stdout == "1\n2\nours\n4\n5\n"  # without --apply nothing changes
+    marked = _cli(cli_url, "merge", "base", "ours", "theirs", "--markers", "--apply", "--json")
+    assert marked.exit_code == 4
+    (conflict,) = json.loads(marked.stdout)["conflicts"]
+    assert (conflict["path"], conflict["kind"], conflict["hunks"][0]["ours"]) == ("notes.txt", "content", "ours\n")
+    assert "<<<<<<< ours\nours\n=======\ntheirs\n>>>>>>> theirs\n" in _cli(cli_url, "cat", "notes.txt").stdout
+
+
+def test_cli_merge_unknown_snapshot_and_unsupported_backend(cli_url: str) -> None:
+    _cli(cli_url, "write", "a.txt", stdin=b"a\n")
+    _cli(cli_url, "snapshot", "create", "--tag", "base")
+    missing = _cli(cli_url, "merge", "base", "base", "nope")
+    assert missing.exit_code == 3 and "nope" in missing.stderr
+    unsupported = _cli("composite://?" + urlencode({"/tmp": "memory://"}), "merge", "a", "b", "c")
+    assert unsupported.exit_code == 6 and "cannot merge" in unsupported.stderr
