@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner, Result
+from fastapi.testclient import TestClient
 
 from workspacefs import HostFilesystem, InMemoryFilesystem, open_filesystem
 from workspacefs.backends.sql import SqlFilesystem, SqlStore
@@ -265,3 +266,67 @@ def test_cli_merge_unknown_snapshot_and_unsupported_backend(cli_url: str) -> Non
     assert missing.exit_code == 3 and "nope" in missing.stderr
     unsupported = _cli("composite://?" + urlencode({"/tmp": "memory://"}), "merge", "a", "b", "c")
     assert unsupported.exit_code == 6 and "cannot merge" in unsupported.stderr
+
+
+# --- the REST API -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def service(store: SqlStore) -> Iterator[TestClient]:
+    from workspacefs.server import create_app
+
+    with TestClient(create_app(store, auth=False)) as client:
+        yield client
+
+
+def _rest_branches(client: TestClient, ours: str, theirs: str) -> str:
+    """A new session with snapshots tagged base, theirs and ours of /notes.txt; its URL."""
+    session = f"merge-{next(_ids)}-{uuid.uuid4().hex[:6]}"
+    assert client.post("/v1/agents/agent-1/sessions", json={"id": session}).status_code == 201
+    base = f"/v1/agents/agent-1/sessions/{session}"
+    assert client.post(f"{base}/fs/notes.txt", json={"content": "1\n2\n3\n4\n5\n"}).status_code == 201
+    client.post(f"{base}/snapshots", json={"tag": "base"})
+    client.put(f"{base}/fs/notes.txt", json={"content": theirs})
+    client.post(f"{base}/snapshots", json={"tag": "theirs"})
+    client.post(f"{base}/snapshots/base/restore")
+    client.put(f"{base}/fs/notes.txt", json={"content": ours})
+    client.post(f"{base}/snapshots", json={"tag": "ours"})
+    return base
+
+
+def test_rest_merge_clean_then_applied(service: TestClient) -> None:
+    base = _rest_branches(service, "one\n2\n3\n4\n5\n", "1\n2\n3\n4\nfive\n")
+    answer = service.post(f"{base}/merge", json={"base": "base", "ours": "ours", "theirs": "theirs"})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["clean"] and not body["applied"] and body["merged"] == ["/notes.txt"] and body["conflicts"] == []
+    assert service.get(f"{base}/fs/notes.txt").json()["content"] == "one\n2\n3\n4\n5\n"  # not applied
+    assert service.post(f"{base}/snapshots/{body['snapshot']['id']}/restore").status_code == 200
+    assert service.get(f"{base}/fs/notes.txt").json()["content"] == "one\n2\n3\n4\nfive\n"
+
+
+def test_rest_merge_conflict_with_markers_applied(service: TestClient) -> None:
+    base = _rest_branches(service, "1\n2\nours\n4\n5\n", "1\n2\ntheirs\n4\n5\n")
+    request = {"base": "base", "ours": "ours", "theirs": "theirs", "markers": True, "apply": True, "tag": "m"}
+    body = service.post(f"{base}/merge", json=request).json()
+    assert not body["clean"] and body["applied"] and body["snapshot"]["tag"] == "m"
+    (conflict,) = body["conflicts"]
+    assert (conflict["path"], conflict["kind"]) == ("/notes.txt", "content")
+    assert conflict["hunks"] == [
+        {"ours_start": 3, "ours": "ours\n", "base_start": 3, "base": "3\n", "theirs_start": 3, "theirs": "theirs\n"}
+    ]
+    assert (
+        "<<<<<<< ours\nours\n=======\ntheirs\n>>>>>>> theirs\n" in service.get(f"{base}/fs/notes.txt").json()["content"]
+    )
+
+
+def test_rest_merge_errors(service: TestClient) -> None:
+    base = _rest_branches(service, "a\n", "b\n")
+    missing = service.post(f"{base}/merge", json={"base": "base", "ours": "ours", "theirs": "nope"})
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "snapshot_not_found"
+    invalid = service.post(f"{base}/merge", json={"base": "base", "ours": "ours"})
+    assert invalid.status_code == 422
+    other = _rest_branches(service, "a\n", "b\n")  # another session's snapshots are not this one's
+    theirs_id = service.get(f"{other}/snapshots").json()["data"][1]["id"]
+    stranger = service.post(f"{base}/merge", json={"base": "base", "ours": "ours", "theirs": theirs_id})
+    assert stranger.status_code == 404
