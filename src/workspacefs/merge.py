@@ -186,10 +186,15 @@ def _with_newline(lines: Sequence[bytes]) -> bytes:
 
 
 def merge_lines(base: bytes, ours: bytes, theirs: bytes) -> LineMerge:
-    """diff3 of three versions of a text: the merged content and the conflicting hunks.
+    r"""diff3 of three versions of a text: the merged content and the conflicting hunks.
 
     In the content, each conflict holds git-style markers (``<<<<<<< ours`` … ``=======`` … ``>>>>>>> theirs``);
     when there is none, the content is the clean merge.
+
+    >>> merge_lines(b"a\nb\nc\n", b"A\nb\nc\n", b"a\nb\nC\n").content
+    b'A\nb\nC\n'
+    >>> [(hunk.ours, hunk.theirs) for hunk in merge_lines(b"a\n", b"x\n", b"y\n").conflicts]
+    [('x\n', 'y\n')]
     """
     b, o, t = split_lines(base), split_lines(ours), split_lines(theirs)
     out: list[bytes] = []

@@ -24,6 +24,11 @@ Edit = Callable[[Any], object]
 TEXT = "".join(f"line {n}\n" for n in range(1, 11))
 
 
+def _marked(ours: str, theirs: str) -> str:
+    """A git-style conflict as the merge writes it (built here so no line of this file starts a doctest)."""
+    return f"{'<' * 7} ours\n{ours}{'=' * 7}\n{theirs}{'>' * 7} theirs\n"
+
+
 def _replace_line(text: str, number: int, new: str) -> str:
     lines = text.splitlines(keepends=True)
     lines[number - 1] = new + "\n"
@@ -143,7 +148,7 @@ class MergeSuite(SuiteBase):
             with_markers
             == (
                 "".join(f"line {n}\n" for n in range(1, 5))
-                + "<<<<<<< ours\nours five\n=======\ntheirs five\n>>>>>>> theirs\n"
+                + _marked("ours five\n", "theirs five\n")
                 + "".join(f"line {n}\n" for n in range(6, 11))
             ).encode()
         )
@@ -174,7 +179,7 @@ class MergeSuite(SuiteBase):
         assert [(c.path, c.kind) for c in result.conflicts] == [("diff.txt", "add/add")]
         tree = self.applied(fs, result)
         assert tree["same.txt"] == b"one\n" and tree["diff.txt"] == b"ours\n"
-        assert self.applied(fs, marked)["diff.txt"] == b"<<<<<<< ours\nours\n=======\ntheirs\n>>>>>>> theirs\n"
+        assert self.applied(fs, marked)["diff.txt"] == _marked("ours\n", "theirs\n").encode()
 
     def test_binary_conflict(self) -> None:
         if not self.make().capabilities.merge:
@@ -260,7 +265,7 @@ class MergeSuite(SuiteBase):
         result = fs.merge(base, alice.snapshot(), bob.snapshot(), markers=True)
         assert [(c.path, c.kind) for c in result.conflicts] == [("notes.md", "content")]
         fs.restore(result.snapshot)
-        assert "<<<<<<< ours\nalice\n=======\nbob\n>>>>>>> theirs\n" in fs.read("notes.md").content
+        assert _marked("alice\n", "bob\n") in fs.read("notes.md").content
 
     def test_fork_is_independent_and_merges_into_the_live_parent(self) -> None:
         parent = self.make({"a.txt": "a\n", "b.txt": "b\n"})
