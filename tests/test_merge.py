@@ -132,6 +132,10 @@ def test_a_sql_fork_from_a_snapshot_and_strangers_stay_apart(sql_store: SqlStore
         stranger.merge(old, old, old)
     with pytest.raises(FileExistsError):
         parent.fork(session_id=child.session_id)
+    sessions = len(sql_store.sessions())
+    with pytest.raises(ValueError, match="session_id"):
+        parent.fork(session_id="x" * 201)
+    assert len(sql_store.sessions()) == sessions  # refused before anything was made
 
 
 def test_migration_0007_downgrades_and_upgrades(fast_tmp: Path) -> None:

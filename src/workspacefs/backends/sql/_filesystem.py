@@ -134,8 +134,7 @@ class SqlFilesystem(BaseFilesystem):
         if not isinstance(store, str) and (content_store is not None or content_store_min_bytes is not None):
             raise ValueError("content_store is an option of the SqlStore; pass it when opening the store")
         super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
-        if not isinstance(session_id, str) or not session_id or len(session_id) > 200 or not session_id.isprintable():
-            raise ValueError(f"session_id must be a short printable string, got {session_id!r}")
+        _check_session_id(session_id)
         self._owns_store = isinstance(store, str)
         self._store = (
             SqlStore(store, content_store=content_store, content_store_min_bytes=content_store_min_bytes)
@@ -1026,7 +1025,8 @@ class SqlFilesystem(BaseFilesystem):
             FileExistsError: ``session_id`` is taken.
             SnapshotNotFoundError: ``snapshot`` is not this family's.
         """
-        fork_id = session_id if session_id is not None else f"{self._session}.fork-{uuid.uuid4().hex[:12]}"
+        fork_id = session_id if session_id is not None else f"{self._session[:180]}.fork-{uuid.uuid4().hex[:12]}"
+        _check_session_id(fork_id)
         if snapshot is not None:
             self._check_compatible(snapshot)
         with self._store.write() as connection:
@@ -1103,6 +1103,11 @@ class SqlFilesystem(BaseFilesystem):
     def __repr__(self) -> str:
         flags = ", read_only=True" if self._read_only else ""
         return f"SqlFilesystem({self._store.dialect}, session={self._session!r}{flags})"
+
+
+def _check_session_id(session_id: object) -> None:
+    if not isinstance(session_id, str) or not session_id or len(session_id) > 200 or not session_id.isprintable():
+        raise ValueError(f"session_id must be a short printable string, got {session_id!r}")
 
 
 def _check_expected(row: Row[Any] | Checked | None, path: str, expect: str | None) -> None:
