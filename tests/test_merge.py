@@ -334,3 +334,16 @@ def test_rest_merge_errors(service: TestClient) -> None:
     theirs_id = service.get(f"{other}/snapshots").json()["data"][1]["id"]
     stranger = service.post(f"{base}/merge", json={"base": "base", "ours": "ours", "theirs": theirs_id})
     assert stranger.status_code == 404
+
+
+@pytest.mark.anyio
+async def test_async_merge() -> None:
+    from workspacefs import AsyncFilesystem
+
+    fs = AsyncFilesystem(InMemoryFilesystem())
+    await fs.write("a.txt", "1\n2\n3\n")
+    base = await fs.snapshot()
+    await fs.write("a.txt", "one\n2\n3\n")
+    ours = await fs.snapshot()
+    result = await fs.merge(base, ours, base)
+    assert result.clean and result.snapshot.parent_id == ours.snapshot_id
