@@ -100,7 +100,7 @@ def test_the_host_journal_lives_outside_the_root(tmp_path: Path) -> None:
     fs.write("a.txt", "1")
     fs.write("a.txt", "2")
     assert sorted(p.name for p in root.iterdir()) == ["a.txt"]
-    assert (snapshots / "journal" / "journal.db").is_file()
+    assert len(list(snapshots.glob("journals/*/journal.db"))) == 1
     fs.close()
     again = HostFilesystem(root, snapshot_dir=snapshots)  # another process: the journal persists
     assert [e.operation for e in again.history()] == ["write", "write"]

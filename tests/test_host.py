@@ -12,7 +12,7 @@ import pytest
 from workspacefs import HostFilesystem
 from workspacefs.protocol import Filesystem
 from workspacefs.quota import Quota
-from workspacefs.testing import FilesystemValidationSuite, ModelSuite, SnapshotSuite
+from workspacefs.testing import FilesystemValidationSuite, MergeSuite, ModelSuite, SnapshotSuite
 
 _counter = itertools.count()
 
@@ -63,17 +63,17 @@ class TestHostPortableResolution(HostFactory, FilesystemValidationSuite):
     model_examples = 25
 
 
-class TestHostGitSnapshots(HostFactory, SnapshotSuite, ModelSuite):
+class TestHostGitSnapshots(HostFactory, SnapshotSuite, MergeSuite, ModelSuite):
     options: ClassVar[dict[str, Any]] = {"snapshot_strategy": "git"}
     model_examples = 15
 
 
-class TestHostArchiveSnapshots(HostFactory, SnapshotSuite, ModelSuite):
+class TestHostArchiveSnapshots(HostFactory, SnapshotSuite, MergeSuite, ModelSuite):
     options: ClassVar[dict[str, Any]] = {"snapshot_strategy": "archive"}
     model_examples = 15
 
 
-class TestHostCopySnapshots(HostFactory, SnapshotSuite, ModelSuite):
+class TestHostCopySnapshots(HostFactory, SnapshotSuite, MergeSuite, ModelSuite):
     options: ClassVar[dict[str, Any]] = {"snapshot_strategy": "copy"}
     model_examples = 15
 
@@ -105,3 +105,32 @@ class TestHostOnDisk(FilesystemValidationSuite):
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             (root / path).write_bytes(data)
         return HostFilesystem(root, read_only=True, mount_point=mount_point, snapshot_dir=self.tmp_path / f"s{index}")
+
+
+class TestHostReflinkMerge(MergeSuite):
+    """Merges and forks with the reflink strategy, on a loop-mounted XFS (the result and the forks are clones)."""
+
+    @pytest.fixture(autouse=True)
+    def _xfs(self, xfs_mount: Path) -> Iterator[None]:
+        self.xfs = xfs_mount
+        yield
+
+    def create_filesystem(self, *, read_only: bool = False, mount_point: str | None = None) -> Filesystem:
+        index = next(_counter)
+        root = self.xfs / f"merge-ws-{index}"
+        root.mkdir()
+        fs = HostFilesystem(
+            root,
+            read_only=read_only,
+            mount_point=mount_point,
+            snapshot_dir=self.xfs / f"merge-snap-{index}",
+            snapshot_strategy="reflink",
+        )
+        assert fs.snapshot_strategy == "reflink"
+        return fs
+
+    def fork_filesystem(self, fs: Any) -> Any:
+        forked = fs.fork(root=self.xfs / f"merge-fork-{next(_counter)}")
+        self._opened.append(forked)
+        assert forked.snapshot_strategy == "reflink"
+        return forked

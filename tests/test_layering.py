@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "workspacefs.quota",
         "workspacefs.paths",
         "workspacefs.results",
+        "workspacefs.merge",
         "workspacefs.protocol",
     ),
     (

@@ -67,11 +67,12 @@ PRINTS: dict[str, list[str]] = {
         "A /repo/NOTES.md",
     ],
     "Guard rails: a path policy, quotas, and undo that costs what it changes": ["policy_denied"],
+    "Forks and merging": ["True ('plan.md',)", "[('plan.md', 'content')]"],
     "Async, documents by offset, and moving workspaces": ["b'started\\n'", "# Guide", "# Guide"],
     "pandas, DuckDB and other fsspec tools": ["8", "['/data/prices.csv', '/data/prices.parquet']"],
     "Errors, capabilities and compare-and-set": [
-        "Capabilities(snapshots=True, cheap_snapshots=True, persistent=False, fork=True, conditional_writes=True, "
-        "file_read_only=False, host_directory=False, exec=False, watch=True, history=True)"
+        "Capabilities(snapshots=True, cheap_snapshots=True, persistent=False, fork=True, merge=True, "
+        "conditional_writes=True, file_read_only=False, host_directory=False, exec=False, watch=True, history=True)"
     ],
 }
 """What each block prints, line for line (the comments beside its ``print`` calls say the same)."""

@@ -64,6 +64,7 @@ from workspacefs.history import (
     acting_as,
     current_actor,
 )
+from workspacefs.merge import ConflictHunk, MergeConflict, MergeResult
 from workspacefs.open import open_filesystem, register_backend, registered_backends
 from workspacefs.paths import (
     DEFAULT_CHUNK_SIZE,
@@ -81,6 +82,7 @@ from workspacefs.protocol import (
     CommandRunner,
     ConditionalWrites,
     Filesystem,
+    MergeableFilesystem,
     SnapshotableFilesystem,
     TextReader,
     VersionedContent,
@@ -215,6 +217,7 @@ __all__ = [
     "CompositeFilesystem",
     "ConcurrentChangeError",
     "ConditionalWrites",
+    "ConflictHunk",
     "ContainerFilesystem",
     "ContainerSandbox",
     "ContentTooLargeError",
@@ -244,6 +247,9 @@ __all__ = [
     "InvalidPatternError",
     "JournalEntry",
     "LimitExceededError",
+    "MergeConflict",
+    "MergeResult",
+    "MergeableFilesystem",
     "MountPointError",
     "MoveIntoSelfError",
     "NameTooLongError",

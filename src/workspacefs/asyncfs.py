@@ -28,8 +28,17 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 import anyio.to_thread
 
 from workspacefs.errors import UnsupportedOperationError
+from workspacefs.merge import MergeResult
 from workspacefs.paths import DEFAULT_CHUNK_SIZE
-from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, Filesystem, SnapshotableFilesystem, TextReader
+from workspacefs.protocol import (
+    ByteReader,
+    BytesLike,
+    ByteWriter,
+    Filesystem,
+    MergeableFilesystem,
+    SnapshotableFilesystem,
+    TextReader,
+)
 from workspacefs.results import (
     FileEntry,
     FileStat,
@@ -325,3 +334,19 @@ class AsyncFilesystem:
 
     async def delete_snapshot(self, snapshot: FilesystemSnapshot) -> None:
         await _run(self._snapshotable().delete_snapshot, snapshot)
+
+    async def merge(
+        self,
+        base: FilesystemSnapshot,
+        ours: FilesystemSnapshot,
+        theirs: FilesystemSnapshot,
+        *,
+        markers: bool = False,
+        tag: str | None = None,
+    ) -> MergeResult:
+        """As ``MergeableFilesystem.merge``, in a worker thread (``UnsupportedOperationError`` without
+        ``capabilities.merge``)."""
+        if not self.sync.capabilities.merge:
+            raise UnsupportedOperationError(f"{type(self.sync).__name__} cannot merge snapshots")
+        merging = cast(MergeableFilesystem, self.sync)  # the capability promises the protocol
+        return await _run(merging.merge, base, ours, theirs, markers=markers, tag=tag)

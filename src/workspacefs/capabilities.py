@@ -23,7 +23,9 @@ class Capabilities:
     persistent: bool = True
     """Files outlive the process (``False`` for memory: a ``Session`` saves such a workspace with itself)."""
     fork: bool = False
-    """``fork()`` makes an O(1) independent branch of the workspace."""
+    """``fork()`` makes an independent branch of the workspace whose snapshots this one can restore and merge."""
+    merge: bool = False
+    """``merge(base, ours, theirs)`` makes a three-way merge of snapshots (of this filesystem or its forks)."""
     conditional_writes: bool = True
     """``content_id``/``open_versioned``/``write_bytes_if``/``open_write_if`` (every built-in backend)."""
     file_read_only: bool = False

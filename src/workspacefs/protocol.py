@@ -9,6 +9,7 @@ from typing import Protocol, runtime_checkable
 from uuid import UUID
 
 from workspacefs.capabilities import Capabilities
+from workspacefs.merge import MergeResult
 from workspacefs.results import (
     ExecResult,
     FileEntry,
@@ -31,6 +32,7 @@ __all__ = [
     "CommandRunner",
     "ConditionalWrites",
     "Filesystem",
+    "MergeableFilesystem",
     "SnapshotableFilesystem",
     "TextReader",
     "VersionedContent",
@@ -314,6 +316,27 @@ class SnapshotableFilesystem(Filesystem, Protocol):
 
     def delete_snapshot(self, snapshot: FilesystemSnapshot) -> None:
         """Forget a snapshot and the data only it held (``SnapshotNotFoundError`` if unknown)."""
+        ...
+
+
+@runtime_checkable
+class MergeableFilesystem(SnapshotableFilesystem, Protocol):
+    """A filesystem that can merge snapshots three ways (where ``capabilities.merge`` says so)."""
+
+    def merge(
+        self,
+        base: FilesystemSnapshot,
+        ours: FilesystemSnapshot,
+        theirs: FilesystemSnapshot,
+        *,
+        markers: bool = False,
+        tag: str | None = None,
+    ) -> MergeResult:
+        """A new snapshot merging ``ours`` and ``theirs`` from ``base``, with the conflicts (no file changes)."""
+        ...
+
+    def mergeable_snapshots(self) -> Sequence[FilesystemSnapshot]:
+        """The snapshots ``merge`` accepts here (this filesystem's and its family's), oldest first."""
         ...
 
 

@@ -5,7 +5,8 @@ A backend subclasses :class:`BaseFilesystem` and implements the ``_``-prefixed p
 remove one entry, rename, and the snapshot hooks. Everything the protocol promises on top lives here
 (validation, caps, line pagination, text decoding, glob, grep, parents, recursive delete/copy/move,
 walks, error messages that name the caller's path), in ``_snapshotting.py`` (snapshot metadata,
-lineage, diff) and in ``_conditional.py`` (content ids and compare-and-set writes).
+lineage, diff), in ``_merging.py`` (three-way merge of snapshots) and in ``_conditional.py`` (content ids
+and compare-and-set writes).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Self
 from workspacefs import errors
 from workspacefs.backends._conditional import ANY_VERSION, ConditionalWritesMixin
 from workspacefs.backends._core import Fingerprint, lines_window, too_big, total_lines
-from workspacefs.backends._snapshotting import SnapshotMixin
+from workspacefs.backends._merging import MergeMixin
 from workspacefs.errors import (
     MoveIntoSelfError,
     PathTooDeepError,
@@ -88,7 +89,7 @@ def _depth(norm: str) -> int:
     return 0 if norm == ROOT else norm.count("/") + 1
 
 
-class BaseFilesystem(ConditionalWritesMixin, SnapshotMixin):
+class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
     """The skeleton every workspacefs backend extends; see the module docstring."""
 
     # --- line windows (a backend overrides this to be faster) -----------------------------------------

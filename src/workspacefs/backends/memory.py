@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ import immutables
 
 from workspacefs import errors
 from workspacefs.backends._journal import MemoryJournal, RawChange
+from workspacefs.backends._merging import SnapshotFile, Written
 from workspacefs.backends.base import BaseFilesystem, Fingerprint, lines_window, total_lines
 from workspacefs.backends.hydration import HostMount, HydrationResult, collect_mount, locate_mount
 from workspacefs.capabilities import Capabilities
@@ -263,6 +264,19 @@ def _state_changes(old: _State, new: _State) -> list[RawChange]:
     return [*made, *files, *gone]
 
 
+def _subtree_of(edit: _Edit, path: str) -> list[str]:
+    """``path`` and every node below it in an edit, parents before children."""
+    found = [path]
+    pending = [path]
+    while pending:
+        node = edit.get(pending.pop())
+        if isinstance(node, _Dir):
+            for entry in node.children.values():
+                found.append(entry.path)
+                pending.append(entry.path)
+    return found
+
+
 def _timestamp(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
@@ -274,7 +288,9 @@ class InMemoryFilesystem(BaseFilesystem):
     """
 
     backend_name = "memory"
-    declared_capabilities = Capabilities(cheap_snapshots=True, persistent=False, fork=True, watch=True, history=True)
+    declared_capabilities = Capabilities(
+        cheap_snapshots=True, persistent=False, fork=True, merge=True, watch=True, history=True
+    )
 
     usage_is_live = True  # the state carries its file count and bytes
 
@@ -648,6 +664,51 @@ class InMemoryFilesystem(BaseFilesystem):
     def _manifest(self, snapshot: FilesystemSnapshot | None) -> Mapping[str, Fingerprint]:
         state = self._capture_state() if snapshot is None else self._payload(snapshot)
         return {path: node.data for path, node in state.nodes.items() if isinstance(node, _File)}
+
+    # --- merge ------------------------------------------------------------------------------------------
+
+    def _snapshot_content(self, snapshot: FilesystemSnapshot, path: str) -> bytes | ByteReader:
+        node = self._payload(snapshot).nodes.get(path)
+        if not isinstance(node, _File):
+            raise errors.file_not_found(path)
+        return node.data
+
+    def _capture_merged(
+        self,
+        draft: FilesystemSnapshot,
+        start: FilesystemSnapshot,
+        writes: Mapping[str, Written],
+        deletes: Collection[str],
+    ) -> FilesystemSnapshot:
+        """A new state from ``start``'s: O(changed paths), content shared with the snapshots it came from."""
+        edit = _Edit(self._payload(start))
+        for path in sorted(deletes, reverse=True):  # children before their parents
+            if edit.get(path) is not None:
+                for victim in reversed(_subtree_of(edit, path)):
+                    edit.remove(victim)
+        for path in sorted(writes):
+            for directory in ancestors(path):
+                if isinstance(edit.get(directory), _File):
+                    edit.remove(directory)
+                if edit.get(directory) is None:
+                    edit.put_dir(directory)
+            if isinstance(edit.get(path), _Dir):
+                for victim in reversed(_subtree_of(edit, path)):
+                    edit.remove(victim)
+            wanted = writes[path]
+            edit.put_file(path, wanted if isinstance(wanted, bytes) else self._merged_bytes(wanted))
+        state = edit.finish()
+        snapshot = self._completed(
+            draft, file_count=state.file_count, total_bytes=state.total_bytes, strategy="persistent-map", payload=state
+        )
+        with self._lock:
+            self._kept[snapshot.snapshot_id] = snapshot
+        return snapshot
+
+    def _merged_bytes(self, source: SnapshotFile) -> bytes:
+        data = self._snapshot_content(source.snapshot, source.path)
+        assert isinstance(data, bytes)
+        return data
 
     # --- extras ------------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import click
 
 from workspacefs.cli import _browser, _files, _history, _tokens, _workspace
 from workspacefs.cli._database import CONTENT_STORE_HELP, DB_HELP, open_store, redact
+from workspacefs.cli._merge import merge
 from workspacefs.cli._output import (
     EXIT_INVALID,
     create_option,
@@ -326,6 +327,7 @@ _files.register(main)
 _tokens.register(main)
 _workspace.register(main)
 _history.register(main)
+main.add_command(merge)
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m workspacefs.cli._main

@@ -20,6 +20,7 @@ from uuid import UUID
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import caller_paths
 from workspacefs.history import Actor, ChangeWatcher, HistoryFilesystem, JournalEntry
+from workspacefs.merge import MergeResult
 from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, ROOT, check_non_negative, is_within, normalize_path
 from workspacefs.policy._rules import Checks, Operation
 from workspacefs.protocol import (
@@ -29,6 +30,7 @@ from workspacefs.protocol import (
     CommandRunner,
     ConditionalWrites,
     Filesystem,
+    MergeableFilesystem,
     SnapshotableFilesystem,
     TextReader,
     VersionedContent,
@@ -324,6 +326,24 @@ class GuardedFilesystem:
     def delete_snapshot(self, snapshot: FilesystemSnapshot) -> None:
         """Forget a kept snapshot (no file changes)."""
         cast(Any, self._inner).delete_snapshot(snapshot)
+
+    def merge(
+        self,
+        base: FilesystemSnapshot,
+        ours: FilesystemSnapshot,
+        theirs: FilesystemSnapshot,
+        *,
+        markers: bool = False,
+        tag: str | None = None,
+    ) -> MergeResult:
+        """As ``MergeableFilesystem.merge`` (where ``capabilities.merge``): it changes no file, so the policy is
+        asked when the result is restored."""
+        merging = cast(MergeableFilesystem, self._inner)
+        return merging.merge(base, ours, theirs, markers=markers, tag=tag)
+
+    def mergeable_snapshots(self) -> Sequence[FilesystemSnapshot]:
+        """The snapshots ``merge`` accepts (where ``capabilities.merge``)."""
+        return cast(MergeableFilesystem, self._inner).mergeable_snapshots()
 
     def fork(self, snapshot: FilesystemSnapshot | None = None, **options: Any) -> GuardedFilesystem:
         """A fork of the filesystem beneath (where ``capabilities.fork``), under the same policy."""

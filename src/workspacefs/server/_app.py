@@ -17,7 +17,7 @@ from workspacefs._version import __version__
 from workspacefs.backends.sql import SqlStore, default_database
 from workspacefs.policy import Policy
 from workspacefs.quota import Quota
-from workspacefs.server import _actions, _admin, _files, _policies, _sessions, _signin
+from workspacefs.server import _actions, _admin, _files, _merging, _policies, _sessions, _signin
 from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT
 from workspacefs.server._errors import ASGIApp, Message, Receive, Scope, Send, install_error_handlers
 from workspacefs.server._limits import DEFAULT_MAX_JSON_BYTES, DEFAULT_RATE_LIMIT, BodyLimit
@@ -189,6 +189,7 @@ def create_app(
     app.include_router(_actions.router)  # before the files router: its catch-all would take /fs/_/…
     app.include_router(_files.router)
     app.include_router(_sessions.router)
+    app.include_router(_merging.router)
     app.include_router(_admin.router)
     app.include_router(_policies.router)
     app.include_router(_signin.router)

@@ -39,7 +39,7 @@ from workspacefs.server._service import (
 from workspacefs.server._transfer import parse_json
 from workspacefs.snapshots import find_snapshot
 
-__all__ = ["router"]
+__all__ = ["SESSION", "router", "snapshot_model"]
 
 router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(known_query_only)])
 SESSION = "/agents/{agent_id}/sessions/{session_id}"
@@ -137,7 +137,7 @@ async def delete_session(*, agent_id: AgentId, session_id: SessionId, who: Write
 # --- snapshots --------------------------------------------------------------------------------------------
 
 
-def _snapshot_model(session_id: str, snapshot: FilesystemSnapshot) -> SnapshotModel:
+def snapshot_model(session_id: str, snapshot: FilesystemSnapshot) -> SnapshotModel:
     return SnapshotModel(
         id=str(snapshot.snapshot_id),
         session_id=session_id,
@@ -174,7 +174,7 @@ async def create_snapshot(
 
     def work() -> SnapshotModel:
         fs = running.filesystem(who, agent_id, session_id)
-        return _snapshot_model(session_id, fs.snapshot(tag=body.tag))
+        return snapshot_model(session_id, fs.snapshot(tag=body.tag))
 
     return await running.run(work)
 
@@ -185,7 +185,7 @@ async def list_snapshots(*, agent_id: AgentId, session_id: SessionId, who: Reade
 
     def work() -> SnapshotList:
         fs = running.filesystem(who, agent_id, session_id)
-        return SnapshotList(data=[_snapshot_model(session_id, s) for s in fs.snapshots()])
+        return SnapshotList(data=[snapshot_model(session_id, s) for s in fs.snapshots()])
 
     return await running.run(work)
 
@@ -197,7 +197,7 @@ async def get_snapshot(
     """One snapshot."""
 
     def work() -> SnapshotModel:
-        return _snapshot_model(session_id, _find(running.filesystem(who, agent_id, session_id), snapshot_id))
+        return snapshot_model(session_id, _find(running.filesystem(who, agent_id, session_id), snapshot_id))
 
     return await running.run(work)
 
@@ -214,7 +214,7 @@ async def restore_snapshot(
         fs = running.filesystem(who, agent_id, session_id)
         snapshot = _find(fs, snapshot_id)
         fs.restore(snapshot)
-        return _snapshot_model(session_id, snapshot)
+        return snapshot_model(session_id, snapshot)
 
     return await running.run(work)
 

@@ -30,6 +30,7 @@ Requires the ``testing`` extra (pytest, hypothesis).
 from workspacefs.testing._base import SuiteBase
 from workspacefs.testing._contracts import CapabilitiesSuite, ConditionalWritesSuite, ErrorTypesSuite, WalkSuite
 from workspacefs.testing._history import HistorySuite
+from workspacefs.testing._merge import MergeSuite
 from workspacefs.testing._model import ModelSuite, TreeModel
 from workspacefs.testing._mutations import CopySuite, DeleteSuite, MkdirSuite, MoveSuite
 from workspacefs.testing._paths import MountPointSuite, PathSuite
@@ -50,6 +51,7 @@ __all__ = [
     "GrepSuite",
     "HistorySuite",
     "ListingSuite",
+    "MergeSuite",
     "MetadataSuite",
     "MkdirSuite",
     "ModelSuite",
@@ -84,6 +86,7 @@ class FilesystemValidationSuite(
     TextStreamSuite,
     ReadOnlySuite,
     SnapshotSuite,
+    MergeSuite,
     ModelSuite,
     CapabilitiesSuite,
     ConditionalWritesSuite,

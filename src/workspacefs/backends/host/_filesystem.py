@@ -21,19 +21,21 @@ import errno
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 from workspacefs import errors
 from workspacefs._hostio import DIR_FLAGS, HostResolver, is_listable_name, parent_and_name, renameat_noreplace
 from workspacefs.backends._core import too_big
+from workspacefs.backends._merging import Written
 from workspacefs.backends.base import Fingerprint
 from workspacefs.backends.host._history import HostHistoryMixin
 from workspacefs.backends.host._journal import HostJournal
+from workspacefs.backends.host._merged import capture_merged, snapshot_content
 from workspacefs.backends.host._ripgrep import Ripgrep
 from workspacefs.backends.host._snapshots import HostSnapshots, SnapshotStrategy
-from workspacefs.backends.host._temps import ReapReport, WriterRegistry, registry_dir
+from workspacefs.backends.host._temps import ReapReport, WriterRegistry, registry_dir, root_key
 from workspacefs.backends.host._tree import (
     AppendWriter,
     ConditionalHostWriter,
@@ -71,7 +73,9 @@ class HostFilesystem(HostHistoryMixin):
     """
 
     backend_name: ClassVar[str] = "host"
-    declared_capabilities: ClassVar[Capabilities] = Capabilities(host_directory=True, history=True, watch=True)
+    declared_capabilities: ClassVar[Capabilities] = Capabilities(
+        host_directory=True, fork=True, merge=True, history=True, watch=True
+    )
 
     def __init__(
         self,
@@ -107,7 +111,8 @@ class HostFilesystem(HostHistoryMixin):
             retention=retention,
         )
         self._tree.writers = WriterRegistry(registry_dir(self._snapshots.root, self._snapshots.directory))
-        journal_dir = self._snapshots.directory / "journal"
+        # one journal per root: a fork shares the snapshot directory, never the history
+        journal_dir = self._snapshots.directory / "journals" / root_key(self._snapshots.root)
         keeps_history = history and (not read_only or journal_dir.is_dir())
         self._changes = HostJournal(journal_dir) if keeps_history else None
         if self._changes is not None and can_watch_outside():
@@ -476,6 +481,65 @@ class HostFilesystem(HostHistoryMixin):
 
     def _drop_snapshot(self, snapshot: FilesystemSnapshot) -> None:
         self._snapshots.delete(snapshot.snapshot_id)
+
+    # --- forks and merge ---------------------------------------------------------------------------------
+
+    def fork(
+        self,
+        snapshot: FilesystemSnapshot | None = None,
+        *,
+        root: str | os.PathLike[str],
+        read_only: bool | None = None,
+    ) -> HostFilesystem:
+        """A copy of this workspace (its current state, or ``snapshot``) in directory ``root``, which must be
+        outside this root and empty or missing. The fork shares this root's ``snapshot_dir`` and strategy, and the
+        two are one family: each restores and merges the other's snapshots (``merge`` brings a fork's work back).
+
+        Costs one snapshot of the current state when none is given (kept in the catalogue like any other), then a
+        restore into ``root`` through the strategy: clones on a reflink filesystem, a copy of every file otherwise.
+
+        Raises:
+            ValueError: ``root`` overlaps this root or the snapshot directory, or is not empty.
+        """
+        target = os.path.realpath(os.fspath(root))
+        own, kept = Path(self._snapshots.root), Path(self._snapshots.directory)
+        for other in (own, kept):
+            if Path(target) == other or Path(target).is_relative_to(other) or other.is_relative_to(target):
+                raise ValueError("A fork's root must lie outside this root and its snapshot directory")
+        os.makedirs(target, exist_ok=True)
+        if os.listdir(target):
+            raise ValueError("A fork's root must be an empty directory")
+        if snapshot is not None:
+            self._check_compatible(snapshot)
+        taken = self.snapshot() if snapshot is None else snapshot
+        self._snapshots.join_family(target)
+        forked = HostFilesystem(
+            target,
+            read_only=self._read_only if read_only is None else read_only,
+            mount_point=self._mount_point,
+            snapshot_strategy=self._snapshots.strategy,
+            snapshot_dir=self._snapshots.directory,
+            retention=self._snapshots.retention,
+            quota=self._quota,
+        )
+        forked._snapshots.restore(taken)
+        return forked
+
+    def mergeable_snapshots(self) -> Sequence[FilesystemSnapshot]:
+        """The snapshots of this root and of every root of its family (forks sharing the snapshot directory)."""
+        return self._snapshots.family_snapshots()
+
+    def _snapshot_content(self, snapshot: FilesystemSnapshot, path: str) -> bytes | ByteReader:
+        return snapshot_content(self._snapshots, snapshot, path)
+
+    def _capture_merged(
+        self,
+        draft: FilesystemSnapshot,
+        start: FilesystemSnapshot,
+        writes: Mapping[str, Written],
+        deletes: Collection[str],
+    ) -> FilesystemSnapshot:
+        return capture_merged(self._snapshots, draft, start, writes, deletes)
 
     def __repr__(self) -> str:
         flags = ", read_only=True" if self._read_only else ""

@@ -152,7 +152,8 @@ class HostSnapshots:
             raise ValueError("snapshot_dir must lie outside the workspace root (where the agent could rewrite it)")
         self.directory.mkdir(parents=True, exist_ok=True)
         self._store = DirectorySnapshotStore(self.directory / "meta", on_delete=self._drop)
-        self._retention = retention or SnapshotRetentionPolicy()
+        self.retention = retention or SnapshotRetentionPolicy()
+        """Which snapshots of this root are kept (a fork keeps the same)."""
         self._strategies: dict[str, SnapshotStrategy] = {}
         self.strategy = self._choose(strategy)
         self.on_drop: Callable[[uuid.UUID], None] | None = None
@@ -213,23 +214,25 @@ class HostSnapshots:
         """The root's real path: what every snapshot of it records as ``root_path``."""
         return self._root
 
-    def capture(self, draft: FilesystemSnapshot) -> FilesystemSnapshot:
-        """Keep the workspace's state under ``draft``'s id; the completed, stored snapshot."""
+    def capture(self, draft: FilesystemSnapshot, tree: HostTree | None = None) -> FilesystemSnapshot:
+        """Keep the workspace's state (or that of ``tree``, a scratch tree a merge built) under ``draft``'s id;
+        the completed, stored snapshot."""
         snapshot_id = draft.snapshot_id
         tag = draft.tag
-        previous = self._previous() if self.strategy.digest_kind == "git" else None
+        previous = self._previous() if self.strategy.digest_kind == "git" and tree is None else None
+        tree = self._tree if tree is None else tree
         captured_ns = time.time_ns()
         sink = self.strategy.begin(str(snapshot_id))
         entries: dict[str, ManifestEntry] = {}
         try:
-            for path, is_dir in self._tree.resolver.walk(""):
+            for path, is_dir in tree.resolver.walk(""):
                 if is_dir:
-                    mode = self._dir_mode(path)
+                    mode = _dir_mode(tree, path)
                     sink.add_dir(path, mode)
                     entries[path] = ManifestEntry(True, mode=mode)
                     continue
                 try:
-                    fd, info = self._tree.open_regular(path)
+                    fd, info = tree.open_regular(path)
                 except OSError:
                     continue  # vanished, or replaced by something that is not a file, since the walk
                 try:
@@ -261,14 +264,8 @@ class HostSnapshots:
         self._prune()
         return snapshot
 
-    def _dir_mode(self, path: str) -> int:
-        try:
-            return stat.S_IMODE(self._tree.resolver.fstat_path(path).st_mode)
-        except OSError:
-            return 0o755
-
     def _prune(self) -> None:
-        for snapshot in select_prunable(self.list(), self._retention):
+        for snapshot in select_prunable(self.list(), self.retention):
             self.delete(snapshot.snapshot_id)
 
     # --- catalogue ------------------------------------------------------------------------------------
@@ -279,9 +276,37 @@ class HostSnapshots:
     def load(self, snapshot: FilesystemSnapshot) -> FilesystemSnapshot:
         """The stored record of ``snapshot`` (``SnapshotNotFoundError`` if it was pruned)."""
         stored = self._store.load(snapshot.snapshot_id)
-        if stored.root_path != self._root:
+        if stored.root_path != self._root and stored.root_path not in self.family():
             raise SnapshotIncompatibleError(f"Snapshot {snapshot.snapshot_id} belongs to another workspace root")
         return stored
+
+    def opened(self, snapshot: FilesystemSnapshot) -> tuple[FilesystemSnapshot, Manifest, SnapshotStrategy]:
+        """A kept snapshot's record, manifest and the strategy holding its content (for merges)."""
+        stored = self.load(snapshot)
+        manifest = self._load_manifest(stored.snapshot_id)
+        return stored, manifest, self._strategy(manifest.strategy)
+
+    def _family_file(self) -> Path:
+        return self.directory / "family"
+
+    def family(self) -> set[str]:
+        """The roots whose snapshots this root may restore and merge: itself, and, when it is one of them, every
+        root a fork joined to this snapshot directory (``fork(root=...)``)."""
+        try:
+            listed = set(self._family_file().read_text(encoding="utf-8").splitlines())
+        except FileNotFoundError:
+            listed = set()
+        return {self._root, *listed} if self._root in listed else {self._root}
+
+    def join_family(self, root: str) -> None:
+        """Make ``root`` (a fork's) one family with this root: both see each other's snapshots."""
+        with self._family_file().open("a", encoding="utf-8") as family:
+            family.write(f"{self._root}\n{os.path.realpath(root)}\n")
+
+    def family_snapshots(self) -> Sequence[FilesystemSnapshot]:
+        """The snapshots of every root of the family, oldest first."""
+        roots = self.family()
+        return [s for s in self._store.list() if s.root_path in roots]
 
     def delete(self, snapshot_id: uuid.UUID) -> None:
         self._store.delete(snapshot_id)
@@ -414,6 +439,13 @@ class HostSnapshots:
                 os.close(fd)
 
         return load
+
+
+def _dir_mode(tree: HostTree, path: str) -> int:
+    try:
+        return stat.S_IMODE(tree.resolver.fstat_path(path).st_mode)
+    except OSError:
+        return 0o755
 
 
 def _reusable_digest(previous: Manifest | None, path: str, info: os.stat_result) -> str | None:

@@ -44,6 +44,7 @@ __all__ = [
     "open_anonymous",
     "open_named",
     "registry_dir",
+    "root_key",
     "writer_of",
 ]
 
@@ -216,8 +217,12 @@ def _resolved(directory: str) -> Path:
     return Path(os.path.realpath(directory))
 
 
-def _root_key(real_root: str) -> str:
+def root_key(real_root: str) -> str:
+    """A short name for a root (its real path): the per-root directories of caches and journals."""
     return hashlib.sha256(real_root.encode()).hexdigest()[:16]
+
+
+_root_key = root_key
 
 
 @dataclass(frozen=True, slots=True)

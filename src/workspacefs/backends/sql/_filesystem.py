@@ -15,7 +15,7 @@ import functools
 import io
 import tempfile
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -26,8 +26,10 @@ from sqlalchemy.exc import IntegrityError
 from workspacefs import errors
 from workspacefs.backends._core import too_big
 from workspacefs.backends._history import Scope, operation_key
+from workspacefs.backends._merging import Written
 from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
 from workspacefs.backends.sql import _grep_index as grep_index
+from workspacefs.backends.sql._forks import ENTRY_COLUMNS, capture_merged, copy_session, family_sessions, same_family
 from workspacefs.backends.sql._hot import Checked
 from workspacefs.backends.sql._journal import (
     JournalTag,
@@ -76,18 +78,7 @@ _SPOOL_BYTES = 8 * 1024 * 1024
 """Content an undo writes back stays in memory up to this size, then spills to a temporary file."""
 _INLINE_VERSIONED = 1024 * 1024
 """``open_versioned`` reads files up to this size with their row in one statement; larger ones stream."""
-_ENTRY_COLUMNS = (
-    "path",
-    "parent",
-    "name",
-    "is_directory",
-    "is_readonly",
-    "blob_id",
-    "size_bytes",
-    "created_at",
-    "updated_at",
-)
-"""What a file row and a snapshot entry hold alike: a snapshot copies them one way, a restore the other."""
+_ENTRY_COLUMNS = ENTRY_COLUMNS
 _INSERT_ROW = sa.insert(F)
 _SET_CONTENT = (
     sa.update(F)
@@ -120,7 +111,9 @@ class SqlFilesystem(BaseFilesystem):
     """One session of a :class:`SqlStore` (pass a store, or a ``sqlite:///`` / ``postgresql://`` URL)."""
 
     backend_name: ClassVar[str] = "sql"
-    declared_capabilities: ClassVar[Capabilities] = Capabilities(file_read_only=True, history=True, watch=True)
+    declared_capabilities: ClassVar[Capabilities] = Capabilities(
+        file_read_only=True, fork=True, merge=True, history=True, watch=True
+    )
 
     def __init__(
         self,
@@ -141,8 +134,7 @@ class SqlFilesystem(BaseFilesystem):
         if not isinstance(store, str) and (content_store is not None or content_store_min_bytes is not None):
             raise ValueError("content_store is an option of the SqlStore; pass it when opening the store")
         super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
-        if not isinstance(session_id, str) or not session_id or len(session_id) > 200 or not session_id.isprintable():
-            raise ValueError(f"session_id must be a short printable string, got {session_id!r}")
+        _check_session_id(session_id)
         self._owns_store = isinstance(store, str)
         self._store = (
             SqlStore(store, content_store=content_store, content_store_min_bytes=content_store_min_bytes)
@@ -882,9 +874,13 @@ class SqlFilesystem(BaseFilesystem):
             draft, file_count=int(count), total_bytes=int(total), commit_ref=snapshot_id, strategy="manifest"
         )
 
-    def _own_snapshot(self, connection: Connection, snapshot: FilesystemSnapshot) -> Row[Any]:
+    def _own_snapshot(self, connection: Connection, snapshot: FilesystemSnapshot, *, family: bool = True) -> Row[Any]:
+        """The snapshot's row, if this session may use it: its own, or (``family``) one of a session forked from
+        the same line (restore, diff and merge read those; only the session that took one deletes it)."""
         row = connection.execute(sa.select(snapshots).where(snapshots.c.id == str(snapshot.snapshot_id))).first()
-        if row is None or row.session_id != self._session:
+        if row is None or (
+            row.session_id != self._session and not (family and same_family(connection, self._session, row.session_id))
+        ):
             raise SnapshotNotFoundError(f"Session {self._session!r} has no snapshot {snapshot.snapshot_id}")
         return row
 
@@ -1002,7 +998,7 @@ class SqlFilesystem(BaseFilesystem):
 
     def _drop_snapshot(self, snapshot: FilesystemSnapshot) -> None:
         with self._store.write() as connection:
-            self._own_snapshot(connection, snapshot)
+            self._own_snapshot(connection, snapshot, family=False)
             held = [
                 r[0]
                 for r in connection.execute(
@@ -1012,9 +1008,109 @@ class SqlFilesystem(BaseFilesystem):
             connection.execute(sa.delete(snapshots).where(snapshots.c.id == str(snapshot.snapshot_id)))
             self._store.release(connection, held)
 
+    # --- forks and merge ----------------------------------------------------------------------------------
+
+    def fork(
+        self,
+        snapshot: FilesystemSnapshot | None = None,
+        *,
+        session_id: str | None = None,
+        read_only: bool | None = None,
+    ) -> SqlFilesystem:
+        """A new session of the same store starting from the current files or ``snapshot``.
+
+        Costs one transaction copying the file rows (O(files) rows of metadata, no content: blobs are shared
+        and deduplicated); the fork's journal starts empty. The fork and this session are one family: each may
+        restore, diff and merge the other's snapshots, so an agent's work on a fork merges back here with
+        :meth:`merge`. ``session_id`` names the fork (default: this session's id plus a random suffix).
+
+        Raises:
+            FileExistsError: ``session_id`` is taken.
+            SnapshotNotFoundError: ``snapshot`` is not this family's.
+        """
+        fork_id = session_id if session_id is not None else f"{self._session[:180]}.fork-{uuid.uuid4().hex[:12]}"
+        _check_session_id(fork_id)
+        if snapshot is not None:
+            self._check_compatible(snapshot)
+        with self._store.write() as connection:
+            chosen = None if snapshot is None else str(self._own_snapshot(connection, snapshot).id)
+            copy_session(connection, self._store, self._session, fork_id, chosen)
+        return SqlFilesystem(
+            self._store,
+            fork_id,
+            read_only=self._read_only if read_only is None else read_only,
+            mount_point=self._mount_point,
+            create=False,
+            quota=self._quota,
+        )
+
+    def family(self) -> Sequence[str]:
+        """The sessions whose snapshots this one may restore and merge: itself and those forked along its line."""
+        with self._store.read() as connection:
+            return family_sessions(connection, self._session)
+
+    def mergeable_snapshots(self) -> Sequence[FilesystemSnapshot]:
+        """The snapshots of this session's whole family, oldest first."""
+        members = self.family()
+        with self._store.read() as connection:
+            rows = connection.execute(
+                sa.select(snapshots).where(snapshots.c.session_id.in_(members)).order_by(snapshots.c.created_at)
+            ).all()
+        return [self._snapshot_value(r) for r in rows]
+
+    def _snapshot_content(self, snapshot: FilesystemSnapshot, path: str) -> bytes | ByteReader:
+        with self._store.read() as connection:
+            self._own_snapshot(connection, snapshot)
+            entry = connection.execute(
+                sa.select(E.c.blob_id, E.c.size_bytes, E.c.is_directory).where(
+                    E.c.snapshot_id == str(snapshot.snapshot_id), E.c.path == path
+                )
+            ).first()
+            if entry is None or entry.is_directory:
+                raise errors.file_not_found(path)
+            hashes, inline = self._store.blob_parts(connection, entry.blob_id)
+            if inline is not None:
+                return inline
+            if entry.size_bytes <= MAX_CONVENIENCE_BYTES:
+                return b"".join(self._store.read_chunk(connection, digest) for digest in hashes)
+            spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - the reader closes it
+            for digest in hashes:
+                spool.write(self._store.read_chunk(connection, digest))
+        spool.seek(0)
+        return StreamReader(path, spool, entry.size_bytes)
+
+    def _capture_merged(
+        self,
+        draft: FilesystemSnapshot,
+        start: FilesystemSnapshot,
+        writes: Mapping[str, Written],
+        deletes: Collection[str],
+    ) -> FilesystemSnapshot:
+        """One transaction: ``start``'s entries copied set-based (rows only), the merged paths fixed, new
+        content stored as blobs (deduplicated like any write)."""
+        with self._store.write() as connection:
+            self._own_snapshot(connection, start)
+            count, total = capture_merged(
+                connection,
+                self._store,
+                session_id=self._session,
+                draft=draft,
+                start=start,
+                writes=writes,
+                deletes=deletes,
+            )
+        return self._completed(
+            draft, file_count=count, total_bytes=total, commit_ref=str(draft.snapshot_id), strategy="manifest"
+        )
+
     def __repr__(self) -> str:
         flags = ", read_only=True" if self._read_only else ""
         return f"SqlFilesystem({self._store.dialect}, session={self._session!r}{flags})"
+
+
+def _check_session_id(session_id: object) -> None:
+    if not isinstance(session_id, str) or not session_id or len(session_id) > 200 or not session_id.isprintable():
+        raise ValueError(f"session_id must be a short printable string, got {session_id!r}")
 
 
 def _check_expected(row: Row[Any] | Checked | None, path: str, expect: str | None) -> None:

@@ -53,7 +53,12 @@ sessions = sa.Table(
     sa.Column("id", sa.Text, primary_key=True),
     sa.Column("created_at", Stamp, nullable=False),
     sa.Column("updated_at", Stamp, nullable=False),
+    sa.Column("family", sa.Text, nullable=True),
+    sa.Column("forked_from", sa.Text, nullable=True),
+    sa.Index("wsfs_sessions_family", "family"),
 )
+"""``family`` (migration ``0007``) is the first session of a line of forks (``NULL``: the session's own id), and
+``forked_from`` the session a fork was made from; sessions of one family share their snapshots."""
 
 chunks = sa.Table(
     "wsfs_chunks",
