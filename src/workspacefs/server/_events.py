@@ -27,7 +27,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from functools import partial
 from typing import Any
 
 import anyio
@@ -70,12 +69,14 @@ def _frame(entry: JournalEntry | None, index: int | None, event: ChangeEvent | N
 class EventStream:
     """The events of one connection: its backlog (on resume), then what its watcher hears.
 
-    ``run`` runs blocking work (journal reads) in the service's thread pool; ``stopping`` is set when the
-    service shuts down."""
+    ``watcher`` is subscribed before the response starts (and before the backlog is read), so a client that
+    has the response's headers misses nothing; :meth:`close` ends it. ``run`` runs blocking work (journal
+    reads) in the service's thread pool; ``stopping`` is set when the service shuts down."""
 
     def __init__(
         self,
         fs: Any,
+        watcher: ChangeWatcher,
         path: str,
         resume: tuple[int, int | None] | None,
         run: Callable[..., Any],
@@ -84,6 +85,7 @@ class EventStream:
         stopping: threading.Event | None = None,
     ) -> None:
         self._fs = fs
+        self._watcher = watcher
         self._path = path
         self._resume = resume
         self._run = run
@@ -150,7 +152,7 @@ class EventStream:
 
     async def body(self) -> AsyncIterator[bytes]:
         """The response body: subscribe, send the backlog, then live events and keep-alives until the end."""
-        watcher: ChangeWatcher = await self._run(partial(self._fs.watch, self._path or "/", recursive=True))
+        watcher = self._watcher
         queue: asyncio.Queue[ChangeEvent | None] = asyncio.Queue()
         threading.Thread(
             target=_pump, args=(watcher, asyncio.get_running_loop(), queue), name="wsfs-events", daemon=True
@@ -181,6 +183,10 @@ class EventStream:
         finally:
             watcher.close()
 
+    def close(self) -> None:
+        """Stop watching (the response calls it however it ends, even before the body began)."""
+        self._watcher.close()
+
 
 def _pump(watcher: ChangeWatcher, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[ChangeEvent | None]) -> None:
     """Hand the watcher's events to the stream's event loop (a thread of its own: it blocks until closed)."""
@@ -198,9 +204,10 @@ class EventStreamResponse(StreamingResponse):
 
     media_type = "text/event-stream"
 
-    def __init__(self, body: AsyncIterator[bytes]) -> None:
+    def __init__(self, stream: EventStream) -> None:
+        self._stream = stream
         super().__init__(
-            body,
+            stream.body(),
             media_type=self.media_type,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -213,6 +220,9 @@ class EventStreamResponse(StreamingResponse):
                     await self.stream_response(send)
                 group.cancel_scope.cancel()
 
-            group.start_soon(stream)
-            await self.listen_for_disconnect(receive)
-            group.cancel_scope.cancel()
+            try:
+                group.start_soon(stream)
+                await self.listen_for_disconnect(receive)
+                group.cancel_scope.cancel()
+            finally:
+                self._stream.close()

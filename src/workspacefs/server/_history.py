@@ -18,12 +18,16 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from workspacefs.errors import UndoConflictError, UnsupportedOperationError, error_code
+from workspacefs.history import ChangeWatcher
+from workspacefs.paths import strict_path_pattern
 from workspacefs.server._auth import Reader, Writer
 from workspacefs.server._errors import ApiError, error_body, error_responses, translate
 from workspacefs.server._events import EventStream, EventStreamResponse, parse_last_event_id
 from workspacefs.server._history_models import (
     HistoryEntryModel,
     HistoryList,
+    UndoActor,
+    UndoEntry,
     UndoRequest,
     UndoResponse,
     entry_model,
@@ -39,13 +43,21 @@ router = APIRouter(
 
 EntryId = Annotated[int, Path(ge=1, le=2**62, description="A journal entry's id")]
 PathFilter = Annotated[
-    str | None, Query(min_length=1, max_length=4096, description="Only entries touching this path (or below it)")
+    str | None,
+    Query(
+        max_length=4096,
+        description="Only entries touching this path (or below it)",
+        json_schema_extra={"pattern": strict_path_pattern(slash="optional")},
+    ),
 ]
+_TIME = (
+    r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d)T([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?"
+    r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
+)
 Since = Annotated[
     str | None,
     Query(
-        min_length=1,
-        max_length=64,
+        pattern=rf"^(\d{{1,18}}|{_TIME})$",
         description="Only entries after this entry id, or after this time (ISO 8601, e.g. 2026-11-24T10:00:00Z)",
     ),
 ]
@@ -58,7 +70,7 @@ LastEventId = Annotated[
     str | None,
     Header(
         alias="Last-Event-ID",
-        max_length=40,
+        pattern=r"^\d{1,18}(:\d{1,9})?$",
         description="Resume after this event (EventSource sends it when it reconnects): ENTRY[:INDEX]",
     ),
 ]
@@ -67,10 +79,10 @@ LastEventId = Annotated[
 def _since(value: str | None) -> int | datetime | None:
     if value is None:
         return None
-    if value.isdigit():
+    if value.isdigit() and len(value) <= 18:
         return int(value)
     try:
-        moment = datetime.fromisoformat(value)
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise ApiError(400, "invalid_parameter", "since is an entry id or an ISO 8601 time") from None
     if moment.tzinfo is None:
@@ -135,7 +147,14 @@ async def version_content(
     session_id: SessionId,
     who: Reader,
     running: ServiceDep,
-    path: Annotated[str, Query(min_length=1, max_length=4096, description="A path the entry changed")],
+    path: Annotated[
+        str,
+        Query(
+            max_length=4096,
+            description="A path the entry changed",
+            json_schema_extra={"pattern": strict_path_pattern(slash="optional", allow_root=False)},
+        ),
+    ],
     side: Side = "after",
 ) -> Response:
     """The raw bytes ``path`` held just before or just after the entry (404 where no file was there then, or
@@ -165,20 +184,27 @@ def _conflict(exc: UndoConflictError) -> JSONResponse:
     responses=error_responses(404, 409, 501),
     summary="Undo an entry, or an actor's last entries",
     openapi_extra={
-        "requestBody": {"required": True, "content": {"application/json": {"schema": UndoRequest.model_json_schema()}}}
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {"anyOf": [UndoEntry.model_json_schema(), UndoActor.model_json_schema()]}
+                }
+            },
+        }
     },
 )
 async def undo(*, request: Request, agent_id: AgentId, session_id: SessionId, who: Writer, running: ServiceDep) -> Any:
     """Put back what ``entry_id`` changed, or the ``last`` n entries of ``actor`` (newest first), each as a new
     ``undo`` entry (which can be undone in turn). 409 ``undo_conflict`` when a path changed again since: the
     error's ``later`` lists those entries (empty: changed outside workspacefs); ``force`` overwrites them."""
-    body = parse_json(UndoRequest, await request.body())
-    if (body.entry_id is None) == (body.actor is None) or (body.last is not None and body.actor is None):
-        raise ApiError(422, "invalid_body", "Send entry_id, or actor (with last, default 1), not both")
+    body = parse_json(UndoRequest, await request.body()).root
+    entry_id = body.entry_id if isinstance(body, UndoEntry) else None
+    actor, last = (body.actor, body.last) if isinstance(body, UndoActor) else (None, None)
 
     def work() -> UndoResponse:
         fs = running.filesystem(who, agent_id, session_id)
-        made = fs.undo(body.entry_id, actor=body.actor, last=body.last, force=body.force)
+        made = fs.undo(entry_id, actor=actor, last=last, force=body.force)
         return UndoResponse(data=[entry_model(entry) for entry in made])
 
     try:
@@ -215,15 +241,21 @@ async def events(
     resume = parse_last_event_id(last_event_id)
     norm = (_norm(path) or "/").lstrip("/")
 
-    def open_session() -> Any:
+    def subscribe() -> tuple[Any, ChangeWatcher]:
         fs = running.filesystem(who, agent_id, session_id)
         if not fs.capabilities.watch:
             raise UnsupportedOperationError("This session's storage cannot be watched")
-        return fs
+        return fs, fs.watch(norm or "/", recursive=True)  # before the response starts: nothing is missed
 
-    fs = await running.run(open_session)
+    fs, watcher = await running.run(subscribe)
     keepalive = getattr(request.app.state, "event_keepalive", None)
     stream = EventStream(
-        fs, norm, resume, running.run, stopping=running.stopping, **({"keepalive": keepalive} if keepalive else {})
+        fs,
+        watcher,
+        norm,
+        resume,
+        running.run,
+        stopping=running.stopping,
+        **({"keepalive": keepalive} if keepalive else {}),
     )
-    return EventStreamResponse(stream.body())
+    return EventStreamResponse(stream)

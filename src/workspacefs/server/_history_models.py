@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool
 
 from workspacefs.history import Actor, Change, ChangeEvent, JournalEntry
+from workspacefs.server._models import _WHOLE
 
 __all__ = [
     "ActorModel",
@@ -19,6 +20,8 @@ __all__ = [
     "EventModel",
     "HistoryEntryModel",
     "HistoryList",
+    "UndoActor",
+    "UndoEntry",
     "UndoRequest",
     "UndoResponse",
     "actor_model",
@@ -27,6 +30,8 @@ __all__ = [
 ]
 
 Kind = Literal["created", "modified", "deleted", "moved"]
+WholeNumber = Annotated[int, _WHOLE]
+"""A JSON number with no fraction (``5``, ``5.0``), as JSON Schema's ``integer``."""
 
 
 class ActorModel(BaseModel):
@@ -71,16 +76,25 @@ class HistoryList(BaseModel):
     data: list[HistoryEntryModel]
 
 
-class UndoRequest(BaseModel):
-    """``{"entry_id": 12}``, or ``{"actor": "agent-7", "last": 3}``; ``force`` overwrites later changes."""
+class UndoEntry(BaseModel):
+    """``{"entry_id": 12}``: undo that entry."""
 
     model_config = ConfigDict(extra="forbid")
-    entry_id: StrictInt | None = Field(None, ge=1, description="The entry to undo")
-    actor: Annotated[str, Field(min_length=1, max_length=400)] | None = Field(
-        None, description="Undo this actor's newest entries (a name, session or tool-call id)"
-    )
-    last: StrictInt | None = Field(None, ge=1, le=1000, description="How many of the actor's entries (default 1)")
-    force: StrictBool = False
+    entry_id: WholeNumber = Field(ge=1, le=2**62, description="The entry to undo")
+    force: StrictBool = Field(False, description="Overwrite later changes of the same paths")
+
+
+class UndoActor(BaseModel):
+    """``{"actor": "agent-7", "last": 3}``: undo that actor's newest entries."""
+
+    model_config = ConfigDict(extra="forbid")
+    actor: str = Field(min_length=1, max_length=400, description="A name, session or tool-call id")
+    last: WholeNumber = Field(1, ge=1, le=1000, description="How many of the actor's entries")
+    force: StrictBool = Field(False, description="Overwrite later changes of the same paths")
+
+
+class UndoRequest(RootModel[UndoEntry | UndoActor]):
+    """``{"entry_id": 12}``, or ``{"actor": "agent-7", "last": 3}``; ``force`` overwrites later changes."""
 
 
 class UndoResponse(BaseModel):
