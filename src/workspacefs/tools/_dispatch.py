@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from pydantic import ValidationError
 
 from workspacefs.errors import WorkspaceError
+from workspacefs.history import Actor, acting_as, current_actor
 from workspacefs.policy import GuardedFilesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
 from workspacefs.tools._messages import failure, failure_from
@@ -75,12 +77,22 @@ def _run(tool: Tool[Any], params: Any, context: ToolContext) -> ToolResult[Any]:
         return failure(f"Internal error in tool {tool.name}: {type(exc).__name__}: {exc}", "internal_error")
 
 
+def _acting(context: ToolContext, call_id: str | None) -> AbstractContextManager[Actor]:
+    """Who the call's changes are journaled under: the context's ``actor``, this call's id, ``via="tool"``
+    (what the caller declared around the call fills the rest: a service's session, MCP's ``via``)."""
+    fields: dict[str, str | None] = {"via": current_actor().via or "tool"}
+    if call_id is not None:
+        fields["tool_call"] = call_id
+    return acting_as(context.actor, **fields)
+
+
 def dispatch(
     name: str,
     arguments: str | Mapping[str, Any] | None,
     context: ToolContext,
     *,
     tools: Sequence[Tool[Any]] | None = None,
+    call_id: str | None = None,
 ) -> ToolResult[Any]:
     """Run tool ``name`` with ``arguments`` (a JSON string or a dict) and return its result.
 
@@ -91,7 +103,17 @@ def dispatch(
     Never raises for a model's mistake: an unknown tool, bad JSON or invalid arguments come back as a
     failed result saying what to fix. A mutating tool that fails part way is rolled back when the
     context is transactional (see :class:`ToolContext`): only the paths it touched, recorded first.
+
+    Every change the call makes is journaled (where the filesystem keeps history) under ``context.actor``,
+    the model's ``call_id`` (its tool-call / tool-use id) and ``via="tool"``.
     """
+    with _acting(context, call_id):
+        return _dispatch(name, arguments, context, tools)
+
+
+def _dispatch(
+    name: str, arguments: str | Mapping[str, Any] | None, context: ToolContext, tools: Sequence[Tool[Any]] | None
+) -> ToolResult[Any]:
     offered = tools if tools is not None else tools_for(context.filesystem, read_only=False)
     available = {tool.name: tool for tool in (offered if tools is not None else (*NATIVE_TOOLS, *offered))}
     tool = available.get(name)
