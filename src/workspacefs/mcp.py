@@ -10,6 +10,11 @@ if the client names roots and none falls inside the workspace, no tool may touch
 asked for once (``roots/list`` on 2025 protocol versions; an input request on 2026-07-28) and again
 after the client says they changed.
 
+Files are also resources, ``workspace://<path>`` (list, read, and on 2025 protocol versions subscribe, for
+``notifications/resources/updated`` when a file changes where the filesystem can be watched: see
+``_mcp_resources.py``). Every change a tool call makes is journaled ``via="mcp"`` with the request's id as the
+tool call.
+
 The workspace policy (``Policy.default()`` unless another is given) applies to every call. An ``ask`` rule
 becomes a question to the person behind the client, by elicitation, where the client offers it: mid-call on
 2025 protocol versions, as an input request (the call is answered "input required" and retried with the
@@ -40,7 +45,9 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from workspacefs._mcp_resources import Resources
 from workspacefs._version import __version__
+from workspacefs.history import acting_as
 from workspacefs.open import open_filesystem
 from workspacefs.paths import is_within, normalize_path
 from workspacefs.policy import ApprovalRequest, Policy
@@ -229,8 +236,14 @@ class _Caller:
         self.fs, self.shared, self.offered, self.policy = fs, shared, list(offered), policy
         self.approvals = _Approvals()
 
-    async def _run(self, name: str, arguments: dict[str, Any], context: ToolContext) -> ToolResult[Any]:
-        return await anyio.to_thread.run_sync(functools.partial(dispatch, name, arguments, context, tools=self.offered))
+    async def _run(
+        self, name: str, arguments: dict[str, Any], context: ToolContext, call_id: str | None = None
+    ) -> ToolResult[Any]:
+        def run() -> ToolResult[Any]:
+            with acting_as(via="mcp"):  # the journal names MCP as the surface, and the request as the call
+                return dispatch(name, arguments, context, tools=self.offered, call_id=call_id)
+
+        return await anyio.to_thread.run_sync(run)
 
     def _asking(self, approve: Callable[[ApprovalRequest], bool | Awaitable[bool]]) -> ToolContext:
         return dataclasses.replace(self.shared, filesystem=self.fs, policy=self.policy.with_approver(approve))
@@ -239,14 +252,15 @@ class _Caller:
         self, ctx: ServerRequestContext[Any], name: str, arguments: dict[str, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         capabilities = ctx.session.client_capabilities
+        call_id = None if ctx.request_id is None else str(ctx.request_id)
         if capabilities is None or capabilities.elicitation is None:
-            result = await self._run(name, arguments, self.shared)
+            result = await self._run(name, arguments, self.shared, call_id)
         elif ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
 
             async def elicit(request: ApprovalRequest) -> bool:
                 return _said_yes(await ctx.session.elicit_form(_question(request), _APPROVAL_SCHEMA))
 
-            result = await self._run(name, arguments, self._asking(elicit))
+            result = await self._run(name, arguments, self._asking(elicit), call_id)
         else:
             approved, replied = self.approvals.answered(params)
             unanswered: list[ApprovalRequest] = []
@@ -257,7 +271,7 @@ class _Caller:
                 unanswered.append(request)
                 return False
 
-            result = await self._run(name, arguments, self._asking(known))
+            result = await self._run(name, arguments, self._asking(known), call_id)
             if not result.success and unanswered and not replied:  # it changed nothing: ask, then retry with the answer
                 return self.approvals.ask(unanswered[0])
         return _text(result.message, error=not result.success, code=result.error_code)
@@ -323,6 +337,33 @@ def build_server(
     async def roots_changed(_ctx: ServerRequestContext[Any], _params: types.NotificationParams | None) -> None:
         roots.known = False
 
+    def allows(path: str) -> bool:
+        return roots.allowed is None or any(is_within(path, base) for base in roots.allowed)
+
+    resources = Resources(shared.filesystem or fs, allows)
+
+    async def list_resources(
+        _ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return await anyio.to_thread.run_sync(resources.list, params.cursor if params is not None else None)
+
+    async def read_resource(
+        _ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await anyio.to_thread.run_sync(resources.read, str(params.uri))
+
+    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        resources.subscribe(ctx.session, str(params.uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        resources.unsubscribe(ctx.session, str(params.uri))
+        return types.EmptyResult()
+
+    watching: dict[str, Any] = (
+        {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe} if resources.can_subscribe else {}
+    )
+
     with warnings.catch_warnings():  # roots are deprecated in 2026-07-28 but still what 2025 clients send
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server: Server[Any] = Server(
@@ -336,6 +377,9 @@ def build_server(
             on_list_tools=list_tools,
             on_call_tool=call_tool,
             on_roots_list_changed=roots_changed,
+            on_list_resources=list_resources,
+            on_read_resource=read_resource,
+            **watching,
         )
     server.middleware.append(_ErrorsAsResults())
     return server
