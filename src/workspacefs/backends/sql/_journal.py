@@ -273,12 +273,10 @@ class SqlJournal(Journal):
             connection.execute("LISTEN wsfs_journal")
             ready.set()
             while not self._stop.is_set():
-                mine = False
                 for note in connection.notifies(timeout=0.2, stop_after=100):
                     session, _, _seq = note.payload.rpartition(" ")
-                    mine = mine or session == self._session
-                if mine:
-                    self._catch_up()
+                    if session == self._session:  # at once: after the loop is 0.2 s (or 100 notes) later
+                        self._catch_up()
         finally:
             ready.set()
             with contextlib.suppress(Exception):
