@@ -17,7 +17,7 @@ from mcp import Client, MCPDeprecationWarning
 from mcp.shared.exceptions import MCPError
 
 from workspacefs import InMemoryFilesystem, SqlFilesystem, SqlStore
-from workspacefs.mcp import build_server
+from workspacefs.mcp import build_server, offered_tools
 
 pytestmark = [pytest.mark.anyio, pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")]
 
@@ -115,3 +115,12 @@ async def test_a_workspace_that_cannot_be_watched_offers_no_subscriptions(fast_t
         assert not capabilities.resources.subscribe
         assert text(await client.read_resource("workspace://a.txt")) == "a"
     store.close()
+
+
+def test_history_and_undo_are_served_only_when_named() -> None:
+    fs = InMemoryFilesystem()
+    assert not {tool.name for tool in offered_tools(fs)} & {"history", "undo"}
+    assert [tool.name for tool in offered_tools(fs, ["ls", "history", "undo"])] == ["ls", "history", "undo"]
+    assert [tool.name for tool in offered_tools(fs, ["history"], read_only=True)] == ["history"]
+    with pytest.raises(ValueError, match="undo"):
+        offered_tools(fs, ["undo"], read_only=True)

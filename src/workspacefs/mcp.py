@@ -73,7 +73,8 @@ def offered_tools(fs: Filesystem, names: Sequence[str] | None = None, *, read_on
     Raises:
         ValueError: a name in ``names`` is not a tool that fits ``fs``.
     """
-    fitting = {tool.name: tool for tool in tools_for(fs, read_only=read_only or fs.read_only)}
+    # history and undo, like the providers' own tools, are offered only when asked for by name
+    fitting = {tool.name: tool for tool in tools_for(fs, read_only=read_only or fs.read_only, history=bool(names))}
     if not names:
         return list(fitting.values())
     if not (read_only or fs.read_only):  # the providers' own tools, by name: offered only when asked for
