@@ -5,12 +5,13 @@ arrives too. No timing is asserted: events are counted, with generous timeouts."
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
 
 import httpx
 import pytest
@@ -181,6 +182,43 @@ def test_keepalive_comments_and_the_end_of_a_stream(store: SqlStore, token: str)
         # the server stops with this stream still open: serving() asserts that uvicorn's thread ends
 
 
+def test_a_revoked_token_or_a_deleted_session_ends_the_stream(store: SqlStore) -> None:
+    tokens = TokenStore(store)
+    secret, info = tokens.create(agent_id=AGENT)
+    with serving(store, keepalive=0.2) as url:
+        ws = Session(url, secret)
+        stream = ws.events()
+        tokens.revoke(info.token_id)
+        with pytest.raises(EOFError):
+            while True:
+                stream.next()
+        other = Session(url, tokens.create(agent_id=AGENT)[0])
+        stream = other.events()
+        assert other.api.delete(other.base).status_code == 204
+        with pytest.raises(EOFError):
+            while True:
+                stream.next()
+        ws.close()
+        other.close()
+
+
+def test_serve_stops_with_a_stream_open(fast_tmp: Path) -> None:
+    url = f"sqlite:///{fast_tmp / f'events-stop-{uuid.uuid4().hex[:8]}.db'}"
+    with running_service(url) as service:
+        assert service.token is not None
+        ws = Session(service.url, service.token)
+        stream = ws.events()
+        ws.write("/a.txt", "a")
+        stream.next()
+        service.process.send_signal(signal.SIGINT)
+        service.process.wait(60)  # uvicorn waits for open connections: the stream must end by itself
+        with pytest.raises(EOFError):
+            while True:
+                stream.next()
+        ws.close()
+    assert service.process.returncode >= 0  # it exited (as on any Ctrl-C), not killed by a signal
+
+
 def test_another_serve_process_on_postgresql_is_heard(postgres_url: str) -> None:
     """Two ``workspacefs serve`` processes on one PostgreSQL: a write through one reaches the other's stream
     (the SQL journal's LISTEN/NOTIFY)."""
@@ -198,7 +236,3 @@ def test_another_serve_process_on_postgresql_is_heard(postgres_url: str) -> None
         assert [key(e) for e in got] == ours.changes()
         ours.close()
         theirs.close()
-
-
-def _unused(_: Any) -> None:
-    """(keeps the Any import honest for type checkers of older versions)"""

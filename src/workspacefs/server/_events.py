@@ -71,7 +71,8 @@ class EventStream:
 
     ``watcher`` is subscribed before the response starts (and before the backlog is read), so a client that
     has the response's headers misses nothing; :meth:`close` ends it. ``run`` runs blocking work (journal
-    reads) in the service's thread pool; ``stopping`` is set when the service shuts down."""
+    reads) in the service's thread pool; ``stopping`` is set when the service shuts down; ``allowed`` is asked
+    again at every keep-alive (a revoked or expired token, or a deleted session, ends the stream then)."""
 
     def __init__(
         self,
@@ -83,6 +84,7 @@ class EventStream:
         *,
         keepalive: float = DEFAULT_KEEPALIVE,
         stopping: threading.Event | None = None,
+        allowed: Callable[[], bool] | None = None,
     ) -> None:
         self._fs = fs
         self._watcher = watcher
@@ -91,6 +93,7 @@ class EventStream:
         self._run = run
         self._keepalive = keepalive
         self._stopping = stopping or threading.Event()
+        self._allowed = allowed
         self._sent: OrderedDict[int, int] = OrderedDict()
         """Entry id → how many of its changes were considered (sent, or outside ``path``)."""
         self._floor = resume[0] if resume is not None else None
@@ -168,6 +171,8 @@ class EventStream:
                     first = await asyncio.wait_for(queue.get(), timeout=min(self._keepalive, _POLL))
                 except TimeoutError:
                     if time.monotonic() - quiet_since >= self._keepalive:
+                        if self._allowed is not None and not await self._run(self._allowed):
+                            return
                         quiet_since = time.monotonic()
                         yield b": keep-alive\n\n"
                     continue

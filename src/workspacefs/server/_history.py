@@ -11,7 +11,8 @@ request's actor (``_actor.py``).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Request
@@ -20,7 +21,7 @@ from fastapi.responses import JSONResponse, Response
 from workspacefs.errors import UndoConflictError, UnsupportedOperationError, error_code
 from workspacefs.history import ChangeWatcher
 from workspacefs.paths import strict_path_pattern
-from workspacefs.server._auth import Reader, Writer
+from workspacefs.server._auth import Credentials, ReadAccess, Reader, Writer
 from workspacefs.server._errors import ApiError, error_body, error_responses, translate
 from workspacefs.server._events import EventStream, EventStreamResponse, parse_last_event_id
 from workspacefs.server._history_models import (
@@ -32,7 +33,7 @@ from workspacefs.server._history_models import (
     UndoResponse,
     entry_model,
 )
-from workspacefs.server._service import AgentId, ServiceDep, SessionId, known_query_only, wire_path
+from workspacefs.server._service import AgentId, Service, ServiceDep, SessionId, known_query_only, wire_path
 from workspacefs.server._transfer import parse_json
 
 __all__ = ["router"]
@@ -168,6 +169,20 @@ async def version_content(
     return Response(await running.run(work), media_type="application/octet-stream")
 
 
+def _still_allowed(running: Service, access: Credentials, agent_id: str, session_id: str) -> bool:
+    """Whether a stream's credentials still reach its session (one statement, as every request reads them):
+    a stream outlives the request that checked them, and a revocation must still end it."""
+    found = running.access.lookup(access.secret, agent_id, session_id)
+    if found.session is None or found.session.entry is None:
+        return False  # the session was deleted
+    if access.secret is None:
+        return True  # the service runs without auth
+    token = found.token
+    if token is None or token.expired(datetime.now(UTC)) or not token.allows(agent_id):
+        return False
+    return not (access.cookie and not token.browser)
+
+
 def _conflict(exc: UndoConflictError) -> JSONResponse:
     translated = translate(exc)
     message = translated.message if translated is not None else str(exc)
@@ -229,7 +244,7 @@ async def events(
     *,
     agent_id: AgentId,
     session_id: SessionId,
-    who: Reader,
+    access: ReadAccess,
     running: ServiceDep,
     request: Request,
     path: PathFilter = None,
@@ -242,7 +257,7 @@ async def events(
     norm = (_norm(path) or "/").lstrip("/")
 
     def subscribe() -> tuple[Any, ChangeWatcher]:
-        fs = running.filesystem(who, agent_id, session_id)
+        fs = running.filesystem(access.verify(), agent_id, session_id)
         if not fs.capabilities.watch:
             raise UnsupportedOperationError("This session's storage cannot be watched")
         return fs, fs.watch(norm or "/", recursive=True)  # before the response starts: nothing is missed
@@ -256,6 +271,7 @@ async def events(
         resume,
         running.run,
         stopping=running.stopping,
+        allowed=partial(_still_allowed, running, access, agent_id, session_id),
         **({"keepalive": keepalive} if keepalive else {}),
     )
     return EventStreamResponse(stream)
