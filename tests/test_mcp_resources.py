@@ -124,3 +124,26 @@ def test_history_and_undo_are_served_only_when_named() -> None:
     assert [tool.name for tool in offered_tools(fs, ["history"], read_only=True)] == ["history"]
     with pytest.raises(ValueError, match="undo"):
         offered_tools(fs, ["undo"], read_only=True)
+
+
+async def test_the_client_roots_narrow_resources_too(fast_tmp: Path) -> None:
+    root = fast_tmp / f"mcp-res-roots-{uuid.uuid4().hex[:8]}"
+    (root / "project").mkdir(parents=True)
+    (root / "project" / "a.txt").write_text("inside\n")
+    (root / "secret.txt").write_text("outside\n")
+
+    async def list_roots(_ctx: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=f"file://{root}/project", name="project")])
+
+    from workspacefs import HostFilesystem
+
+    async with Client(build_server(HostFilesystem(root)), mode="legacy", list_roots_callback=list_roots) as client:
+        assert [str(r.uri) for r in (await client.list_resources()).resources] == ["workspace://project/a.txt"]
+        with pytest.raises(MCPError, match="outside the client's roots"):
+            await client.read_resource("workspace://secret.txt")
+        assert text(await client.read_resource("workspace://project/a.txt")) == "inside\n"
+        # where the host directory can be watched, subscribing is narrowed the same way; else not offered at all
+        refusal = "outside the client's roots" if HostFilesystem(root).capabilities.watch else "Method not found"
+        with pytest.raises(MCPError, match=refusal), warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await client.subscribe_resource("workspace://secret.txt")

@@ -45,7 +45,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from workspacefs._mcp_resources import Resources
+from workspacefs._mcp_resources import Resources, path_of
 from workspacefs._version import __version__
 from workspacefs.history import acting_as
 from workspacefs.open import open_filesystem
@@ -299,6 +299,46 @@ class _ErrorsAsResults:
         )
 
 
+def _resource_handlers(fs: Filesystem, roots: _Roots) -> dict[str, Any]:
+    """The server's resource handlers: list and read, and subscribe where ``fs`` can be watched."""
+
+    def allows(path: str) -> bool:
+        return roots.allowed is None or any(is_within(path, base) for base in roots.allowed)
+
+    resources = Resources(fs, allows)
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        if await _learn_roots(ctx, None, roots) is not None:  # 2026-07-28 asks in a reply, which a list has not
+            return types.ListResourcesResult(resources=[])  # read one, or call a tool, and the roots are known
+        return await anyio.to_thread.run_sync(resources.list, params.cursor if params is not None else None)
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        asked = await _learn_roots(ctx, params, roots)  # the roots narrow resources as they narrow the tools
+        if asked is not None:
+            return asked
+        return await anyio.to_thread.run_sync(resources.read, str(params.uri))
+
+    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        await _learn_roots(ctx, None, roots)  # a 2025 protocol (subscribing is one): asked at once
+        if not allows(path_of(str(params.uri))):
+            raise MCPError(types.INVALID_PARAMS, f"{params.uri} is outside the client's roots")
+        resources.subscribe(ctx.session, str(params.uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        resources.unsubscribe(ctx.session, str(params.uri))
+        return types.EmptyResult()
+
+    handlers: dict[str, Any] = {"on_list_resources": list_resources, "on_read_resource": read_resource}
+    if resources.can_subscribe:
+        handlers |= {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe}
+    return handlers
+
+
 def build_server(
     fs: Filesystem,
     *,
@@ -338,33 +378,6 @@ def build_server(
     async def roots_changed(_ctx: ServerRequestContext[Any], _params: types.NotificationParams | None) -> None:
         roots.known = False
 
-    def allows(path: str) -> bool:
-        return roots.allowed is None or any(is_within(path, base) for base in roots.allowed)
-
-    resources = Resources(shared.filesystem or fs, allows)
-
-    async def list_resources(
-        _ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        return await anyio.to_thread.run_sync(resources.list, params.cursor if params is not None else None)
-
-    async def read_resource(
-        _ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
-        return await anyio.to_thread.run_sync(resources.read, str(params.uri))
-
-    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
-        resources.subscribe(ctx.session, str(params.uri))
-        return types.EmptyResult()
-
-    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        resources.unsubscribe(ctx.session, str(params.uri))
-        return types.EmptyResult()
-
-    watching: dict[str, Any] = (
-        {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe} if resources.can_subscribe else {}
-    )
-
     with warnings.catch_warnings():  # roots are deprecated in 2026-07-28 but still what 2025 clients send
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server: Server[Any] = Server(
@@ -378,19 +391,19 @@ def build_server(
             on_list_tools=list_tools,
             on_call_tool=call_tool,
             on_roots_list_changed=roots_changed,
-            on_list_resources=list_resources,
-            on_read_resource=read_resource,
-            **watching,
+            **_resource_handlers(shared.filesystem or fs, roots),
         )
     server.middleware.append(_ErrorsAsResults())
     return server
 
 
 async def _learn_roots(
-    ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, roots: _Roots
+    ctx: ServerRequestContext[Any],
+    params: types.CallToolRequestParams | types.ReadResourceRequestParams | None,
+    roots: _Roots,
 ) -> types.InputRequiredResult | None:
     """Fetch the client's roots if it has them and they are not known yet (``None`` when done)."""
-    answered = (params.input_responses or {}).get("roots")
+    answered = None if params is None else (params.input_responses or {}).get("roots")
     if answered is not None and hasattr(answered, "roots"):
         roots.set([str(root.uri) for root in answered.roots])
         return None
