@@ -45,7 +45,11 @@ already has it), or no body for a new UUIDv7. Grep answers each line as `line_co
 over its rate it gets 429 with `Retry-After`. JSON bodies are limited (4 MiB by default): send larger
 content raw (`Content-Type: application/octet-stream`). A path policy protects agent configuration and
 secrets: a request an `ask` rule covers waits until an admin decides it (`GET /v1/approvals`,
-`POST /v1/approvals/{id}`, or the browser's prompt)."""
+`POST /v1/approvals/{id}`, or the browser's prompt). Every change is journaled with who made it: the token's
+agent (the browser's sign-in: `user via browser`), the session, and the optional headers `X-Tool-Call-Id` (the
+model's tool call) and `X-Actor` (appended to the agent's name, never replacing it); read it with
+`GET …/history`, undo with `POST …/undo`, and follow changes live with `GET …/events` (Server-Sent Events,
+resumable with `Last-Event-ID`)."""
 
 
 _DOCS_POLICY = (
