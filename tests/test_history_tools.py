@@ -14,6 +14,7 @@ from workspacefs import InMemoryFilesystem, SqlFilesystem, SqlStore, ToolContext
 from workspacefs.history import Actor, acting_as
 from workspacefs.tools import FILESYSTEM_TOOLS, HISTORY_TOOLS
 from workspacefs.tools.anthropic import handle_tool_use
+from workspacefs.tools.openai import handle_apply_patch_calls
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -55,6 +56,14 @@ def test_every_tool_call_is_journaled_under_the_context_actor_and_call_id(fs: An
     )
     assert "is_error" not in answer, answer
     assert fs.history()[0].actor.tool_call == "toolu_1"
+    call_item = {
+        "type": "apply_patch_call",
+        "call_id": "call_p1",
+        "operation": {"type": "create_file", "path": "c.txt", "diff": "+patched\n"},
+    }
+    [output] = handle_apply_patch_calls([call_item], ctx)
+    assert output["status"] == "completed", output
+    assert fs.history()[0].actor == Actor("agent-7", None, "call_p1", "tool")
 
 
 def test_history_and_undo_are_offered_only_when_asked(fs: Any) -> None:

@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from pydantic import ValidationError
 
 from workspacefs.errors import WorkspaceError
-from workspacefs.history import Actor, acting_as, current_actor
 from workspacefs.policy import GuardedFilesystem
-from workspacefs.tools._core import Tool, ToolContext, ToolResult
+from workspacefs.tools._core import Tool, ToolContext, ToolResult, acting_for
 from workspacefs.tools._messages import failure, failure_from
 from workspacefs.tools._schema import openai_strict_schema, portable_schema, prune_nulls
 from workspacefs.tools._sets import ALL_TOOLS, NATIVE_TOOLS, tools_for
@@ -77,15 +75,6 @@ def _run(tool: Tool[Any], params: Any, context: ToolContext) -> ToolResult[Any]:
         return failure(f"Internal error in tool {tool.name}: {type(exc).__name__}: {exc}", "internal_error")
 
 
-def _acting(context: ToolContext, call_id: str | None) -> AbstractContextManager[Actor]:
-    """Who the call's changes are journaled under: the context's ``actor``, this call's id, ``via="tool"``
-    (what the caller declared around the call fills the rest: a service's session, MCP's ``via``)."""
-    fields: dict[str, str | None] = {"via": current_actor().via or "tool"}
-    if call_id is not None:
-        fields["tool_call"] = call_id
-    return acting_as(context.actor, **fields)
-
-
 def dispatch(
     name: str,
     arguments: str | Mapping[str, Any] | None,
@@ -107,7 +96,7 @@ def dispatch(
     Every change the call makes is journaled (where the filesystem keeps history) under ``context.actor``,
     the model's ``call_id`` (its tool-call / tool-use id) and ``via="tool"``.
     """
-    with _acting(context, call_id):
+    with acting_for(context, call_id):
         return _dispatch(name, arguments, context, tools)
 
 
