@@ -263,7 +263,7 @@ async def events(
         return fs, fs.watch(norm or "/", recursive=True)  # before the response starts: nothing is missed
 
     fs, watcher = await running.run(subscribe)
-    keepalive = getattr(request.app.state, "event_keepalive", None)
+    keepalive = getattr(request.app.state, "event_keepalive", None)  # seconds; tests shorten the 15 s default
     stream = EventStream(
         fs,
         watcher,
