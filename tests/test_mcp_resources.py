@@ -15,6 +15,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPDeprecationWarning
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 
 from workspacefs import InMemoryFilesystem, SqlFilesystem, SqlStore
 from workspacefs.mcp import build_server, offered_tools
@@ -147,3 +148,18 @@ async def test_the_client_roots_narrow_resources_too(fast_tmp: Path) -> None:
         with pytest.raises(MCPError, match=refusal), warnings.catch_warnings():
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             await client.subscribe_resource("workspace://secret.txt")
+
+
+async def test_listen_on_the_2026_protocol_hears_a_write(fs: Any) -> None:
+    fs.write("notes.md", "first\n")
+    async with Client(build_server(fs)) as client:
+        assert client.protocol_version == "2026-07-28"
+        async with client.listen(resource_subscriptions=["workspace://notes.md"]) as subscription:
+            await client.call_tool("read_file", {"path": "notes.md"})
+            written = await client.call_tool("write_file", {"path": "notes.md", "content": "second\n"})
+            assert not written.is_error, written.content
+            with anyio.fail_after(60):
+                async for event in subscription:
+                    assert isinstance(event, ResourceUpdated) and event.uri == "workspace://notes.md"
+                    break
+        assert text(await client.read_resource("workspace://notes.md")) == "second\n"

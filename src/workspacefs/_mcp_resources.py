@@ -1,12 +1,14 @@
 """The workspace's files as MCP resources: ``workspace://<path>``, listed, read, and subscribed to.
 
 ``resources/list`` lists every file (paged), ``resources/read`` returns a file as text (UTF-8 without NUL) or
-base64, through the same policy and roots as the tools. ``resources/subscribe`` (2025 protocol versions)
-asks for ``notifications/resources/updated`` when a file changes: where the filesystem can be watched
-(``capabilities.watch``), one :meth:`fs.watch() <workspacefs.history.ChangeWatcher>` serves every
-subscription of the server, its events handed from a thread of their own to the event loop of the session
-that subscribed. A move notifies both its source and its destination; a deletion notifies too (a read then
-says the resource is gone).
+base64, through the same policy and roots as the tools. Where the filesystem can be watched
+(``capabilities.watch``), a client hears of changes: on 2025 protocol versions ``resources/subscribe`` asks for
+``notifications/resources/updated`` of a URI (one :meth:`fs.watch() <workspacefs.history.ChangeWatcher>` serves
+every subscription, its events handed from a thread of their own to the event loop of the session that
+subscribed); on 2026-07-28, where ``resources/subscribe`` is gone, ``subscriptions/listen`` with
+``resource_subscriptions`` (the SDK's ``ListenHandler``, fed by a watcher that lives as long as the server runs).
+A move notifies both its source and its destination; a deletion notifies too (a read then says the resource is
+gone).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import base64
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import quote, unquote
 
 import anyio.from_thread
 import anyio.lowlevel
 import mcp_types as types
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
 from workspacefs.history import ChangeWatcher
@@ -76,6 +79,8 @@ class Resources:
         """Connection → (the URIs it subscribed to, the event-loop token and the session proxy its notifications
         are sent with)."""
         self._watcher: ChangeWatcher | None = None
+        self.bus = InMemorySubscriptionBus()
+        """What ``subscriptions/listen`` streams hear (2026-07-28)."""
 
     # --- listing and reading ------------------------------------------------------------------------
 
@@ -151,6 +156,26 @@ class Resources:
             watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.close()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _server: Any) -> AsyncIterator[dict[str, Any]]:
+        """The server's lifespan: while it runs, every change the roots allow goes to the listen streams' bus."""
+        watcher = self.fs.watch("/", recursive=True)  # type: ignore[attr-defined]
+        token = anyio.lowlevel.current_token()
+        threading.Thread(target=self._publish, args=(watcher, token), name="wsfs-mcp-listen", daemon=True).start()
+        try:
+            yield {}
+        finally:
+            watcher.close()
+
+    def _publish(self, watcher: ChangeWatcher, token: Any) -> None:
+        for event in watcher:
+            for path in {event.path, event.from_path} - {None}:
+                if path is not None and self.allows(path):
+                    try:
+                        anyio.from_thread.run(self.bus.publish, ResourceUpdated(uri_of(path)), token=token)
+                    except Exception as exc:  # the server stopped: its lifespan closes the watcher next
+                        logger.debug("a change was not published: %s", exc)
 
     def _pump(self) -> None:
         with self._lock:

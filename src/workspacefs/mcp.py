@@ -41,6 +41,7 @@ from mcp import MCPDeprecationWarning
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -300,7 +301,8 @@ class _ErrorsAsResults:
 
 
 def _resource_handlers(fs: Filesystem, roots: _Roots) -> dict[str, Any]:
-    """The server's resource handlers: list and read, and subscribe where ``fs`` can be watched."""
+    """The server's resource handlers: list and read, and where ``fs`` can be watched subscribe (2025) and listen
+    (2026-07-28), with the lifespan that feeds the listen streams."""
 
     def allows(path: str) -> bool:
         return roots.allowed is None or any(is_within(path, base) for base in roots.allowed)
@@ -335,7 +337,12 @@ def _resource_handlers(fs: Filesystem, roots: _Roots) -> dict[str, Any]:
 
     handlers: dict[str, Any] = {"on_list_resources": list_resources, "on_read_resource": read_resource}
     if resources.can_subscribe:
-        handlers |= {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe}
+        handlers |= {
+            "on_subscribe_resource": subscribe,
+            "on_unsubscribe_resource": unsubscribe,
+            "on_subscriptions_listen": ListenHandler(resources.bus),  # 2026-07-28
+            "lifespan": resources.lifespan,
+        }
     return handlers
 
 
