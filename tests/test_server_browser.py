@@ -643,3 +643,43 @@ def test_the_api_docs_work_without_the_internet(
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"docs{path.replace('/', '-')}.png"))
     context.close()
+
+
+def test_changes_made_elsewhere_appear_without_a_reload(ws: Workspace) -> None:
+    """An edit through the API reaches the open page over its event stream: the file and the listing."""
+    ws.put_file("/live.txt", "one\n")
+    ws.open("/live.txt")
+    expect(ws.page.get_by_test_id("content")).to_have_text("one")
+    marker = ws.page.evaluate("() => (window.__notReloaded = 'yes')")
+    assert ws.api.put(ws.fs("/live.txt"), json={"content": "two\n"}).status_code == 200
+    expect(ws.page.get_by_test_id("content")).to_have_text("two")
+    ws.put_file("/arrived.txt", "new\n")
+    ws.expect_entries(["arrived.txt", "live.txt"])
+    assert ws.api.delete(ws.fs("/arrived.txt")).status_code == 204
+    ws.expect_entries(["live.txt"])
+    assert ws.page.evaluate("() => window.__notReloaded") == marker  # the same page all along
+
+
+def test_the_history_panel_shows_who_changed_the_file_and_diffs_two_versions(ws: Workspace) -> None:
+    ws.put_file("/story.md", "title\nold line\nend\n")
+    ws.open("/story.md")
+    ws.page.get_by_test_id("edit").click()
+    ws.page.get_by_test_id("editor").fill("title\nnew line\nend\nappendix\n")
+    ws.page.get_by_test_id("save").click()
+    expect(ws.page.get_by_test_id("status")).to_contain_text("Saved /story.md")
+    entries = ws.page.get_by_test_id("history-entry")
+    expect(entries).to_have_count(2)
+    expect(entries.first).to_contain_text("user via browser")  # newest first: the browser's save
+    history = ws.api.get(f"/v1/agents/{AGENT}/sessions/{ws.session}/history").json()["data"]
+    assert history[0]["actor"]["via"] == "browser" and history[1]["actor"]["via"] == "rest"
+    picks = ws.page.get_by_test_id("history-pick")
+    picks.nth(0).check()
+    picks.nth(1).check()
+    lines = ws.page.get_by_test_id("version-diff-line")
+    expect(lines).to_have_text(["  title", "- old line", "+ new line", "  end", "+ appendix"])
+    expect(ws.page.get_by_test_id("version-diff-title")).to_contain_text("/story.md")
+    ws.page.screenshot(path=str(ARTIFACTS / "history-diff.png"), full_page=True)
+    ws.page.get_by_test_id("history-undo").first.click()  # undo the browser's save
+    expect(ws.page.get_by_test_id("content")).to_have_text("title\nold line\nend")  # live, from the undo
+    expect(entries).to_have_count(3)
+    assert ws.content("/story.md") == "title\nold line\nend\n"

@@ -10,6 +10,11 @@ if the client names roots and none falls inside the workspace, no tool may touch
 asked for once (``roots/list`` on 2025 protocol versions; an input request on 2026-07-28) and again
 after the client says they changed.
 
+Files are also resources, ``workspace://<path>`` (list, read, and on 2025 protocol versions subscribe, for
+``notifications/resources/updated`` when a file changes where the filesystem can be watched: see
+``_mcp_resources.py``). Every change a tool call makes is journaled ``via="mcp"`` with the request's id as the
+tool call.
+
 The workspace policy (``Policy.default()`` unless another is given) applies to every call. An ``ask`` rule
 becomes a question to the person behind the client, by elicitation, where the client offers it: mid-call on
 2025 protocol versions, as an input request (the call is answered "input required" and retried with the
@@ -36,11 +41,14 @@ from mcp import MCPDeprecationWarning
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from workspacefs._mcp_resources import Resources, path_of
 from workspacefs._version import __version__
+from workspacefs.history import acting_as
 from workspacefs.open import open_filesystem
 from workspacefs.paths import is_within, normalize_path
 from workspacefs.policy import ApprovalRequest, Policy
@@ -66,7 +74,8 @@ def offered_tools(fs: Filesystem, names: Sequence[str] | None = None, *, read_on
     Raises:
         ValueError: a name in ``names`` is not a tool that fits ``fs``.
     """
-    fitting = {tool.name: tool for tool in tools_for(fs, read_only=read_only or fs.read_only)}
+    # history and undo, like the providers' own tools, are offered only when asked for by name
+    fitting = {tool.name: tool for tool in tools_for(fs, read_only=read_only or fs.read_only, history=bool(names))}
     if not names:
         return list(fitting.values())
     if not (read_only or fs.read_only):  # the providers' own tools, by name: offered only when asked for
@@ -229,8 +238,14 @@ class _Caller:
         self.fs, self.shared, self.offered, self.policy = fs, shared, list(offered), policy
         self.approvals = _Approvals()
 
-    async def _run(self, name: str, arguments: dict[str, Any], context: ToolContext) -> ToolResult[Any]:
-        return await anyio.to_thread.run_sync(functools.partial(dispatch, name, arguments, context, tools=self.offered))
+    async def _run(
+        self, name: str, arguments: dict[str, Any], context: ToolContext, call_id: str | None = None
+    ) -> ToolResult[Any]:
+        def run() -> ToolResult[Any]:
+            with acting_as(via="mcp"):  # the journal names MCP as the surface, and the request as the call
+                return dispatch(name, arguments, context, tools=self.offered, call_id=call_id)
+
+        return await anyio.to_thread.run_sync(run)
 
     def _asking(self, approve: Callable[[ApprovalRequest], bool | Awaitable[bool]]) -> ToolContext:
         return dataclasses.replace(self.shared, filesystem=self.fs, policy=self.policy.with_approver(approve))
@@ -239,14 +254,15 @@ class _Caller:
         self, ctx: ServerRequestContext[Any], name: str, arguments: dict[str, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         capabilities = ctx.session.client_capabilities
+        call_id = None if ctx.request_id is None else str(ctx.request_id)
         if capabilities is None or capabilities.elicitation is None:
-            result = await self._run(name, arguments, self.shared)
+            result = await self._run(name, arguments, self.shared, call_id)
         elif ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
 
             async def elicit(request: ApprovalRequest) -> bool:
                 return _said_yes(await ctx.session.elicit_form(_question(request), _APPROVAL_SCHEMA))
 
-            result = await self._run(name, arguments, self._asking(elicit))
+            result = await self._run(name, arguments, self._asking(elicit), call_id)
         else:
             approved, replied = self.approvals.answered(params)
             unanswered: list[ApprovalRequest] = []
@@ -257,7 +273,7 @@ class _Caller:
                 unanswered.append(request)
                 return False
 
-            result = await self._run(name, arguments, self._asking(known))
+            result = await self._run(name, arguments, self._asking(known), call_id)
             if not result.success and unanswered and not replied:  # it changed nothing: ask, then retry with the answer
                 return self.approvals.ask(unanswered[0])
         return _text(result.message, error=not result.success, code=result.error_code)
@@ -282,6 +298,52 @@ class _ErrorsAsResults:
         return _text(message, error=True, code=code).model_dump(
             by_alias=True, mode="json", exclude_none=True, exclude={"result_type"} if legacy else None
         )
+
+
+def _resource_handlers(fs: Filesystem, roots: _Roots) -> dict[str, Any]:
+    """The server's resource handlers: list and read, and where ``fs`` can be watched subscribe (2025) and listen
+    (2026-07-28), with the lifespan that feeds the listen streams."""
+
+    def allows(path: str) -> bool:
+        return roots.allowed is None or any(is_within(path, base) for base in roots.allowed)
+
+    resources = Resources(fs, allows)
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        if await _learn_roots(ctx, None, roots) is not None:  # 2026-07-28 asks in a reply, which a list has not
+            return types.ListResourcesResult(resources=[])  # read one, or call a tool, and the roots are known
+        return await anyio.to_thread.run_sync(resources.list, params.cursor if params is not None else None)
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        asked = await _learn_roots(ctx, params, roots)  # the roots narrow resources as they narrow the tools
+        if asked is not None:
+            return asked
+        return await anyio.to_thread.run_sync(resources.read, str(params.uri))
+
+    async def subscribe(ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams) -> types.EmptyResult:
+        await _learn_roots(ctx, None, roots)  # a 2025 protocol (subscribing is one): asked at once
+        if not allows(path_of(str(params.uri))):
+            raise MCPError(types.INVALID_PARAMS, f"{params.uri} is outside the client's roots")
+        resources.subscribe(ctx.session, str(params.uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        resources.unsubscribe(ctx.session, str(params.uri))
+        return types.EmptyResult()
+
+    handlers: dict[str, Any] = {"on_list_resources": list_resources, "on_read_resource": read_resource}
+    if resources.can_subscribe:
+        handlers |= {
+            "on_subscribe_resource": subscribe,
+            "on_unsubscribe_resource": unsubscribe,
+            "on_subscriptions_listen": ListenHandler(resources.bus),  # 2026-07-28
+            "lifespan": resources.lifespan,
+        }
+    return handlers
 
 
 def build_server(
@@ -336,16 +398,19 @@ def build_server(
             on_list_tools=list_tools,
             on_call_tool=call_tool,
             on_roots_list_changed=roots_changed,
+            **_resource_handlers(shared.filesystem or fs, roots),
         )
     server.middleware.append(_ErrorsAsResults())
     return server
 
 
 async def _learn_roots(
-    ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, roots: _Roots
+    ctx: ServerRequestContext[Any],
+    params: types.CallToolRequestParams | types.ReadResourceRequestParams | None,
+    roots: _Roots,
 ) -> types.InputRequiredResult | None:
     """Fetch the client's roots if it has them and they are not known yet (``None`` when done)."""
-    answered = (params.input_responses or {}).get("roots")
+    answered = None if params is None else (params.input_responses or {}).get("roots")
     if answered is not None and hasattr(answered, "roots"):
         roots.set([str(root.uri) for root in answered.roots])
         return None

@@ -69,7 +69,15 @@ def run_uvicorn(app: Any, sock: socket.socket, *, host: str, log_level: str) -> 
 
     port = int(sock.getsockname()[1])
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=log_level == "debug")
-    server = uvicorn.Server(config)
+    stopping = getattr(getattr(getattr(app, "state", None), "workspacefs", None), "stopping", None)
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if stopping is not None:  # open event streams end, so uvicorn's wait for connections does
+                stopping.set()
+            super().handle_exit(sig, frame)
+
+    server = _Server(config)
     try:
         server.run(sockets=[sock])
     except SystemExit as exc:  # uvicorn exits 3 when the application's startup fails

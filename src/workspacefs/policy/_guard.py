@@ -19,7 +19,7 @@ from uuid import UUID
 
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import caller_paths
-from workspacefs.history import Actor, ChangeWatcher, HistoryFilesystem, JournalEntry
+from workspacefs.history import Actor, ChangeWatcher, JournalEntry
 from workspacefs.merge import MergeResult
 from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, ROOT, check_non_negative, is_within, normalize_path
 from workspacefs.policy._rules import Checks, Operation
@@ -353,8 +353,8 @@ class GuardedFilesystem:
 
     # --- history -------------------------------------------------------------------------------------------
 
-    def _history(self) -> HistoryFilesystem:
-        return cast(HistoryFilesystem, self._inner)  # offered where capabilities.history says
+    def _journaled(self) -> Any:
+        return cast(Any, self._inner)  # offered where capabilities.history (and .watch) say
 
     def history(
         self,
@@ -364,19 +364,30 @@ class GuardedFilesystem:
         actor: str | Actor | None = None,
         limit: int | None = 100,
     ) -> builtins.list[JournalEntry]:
-        """As ``fs.history``; naming a path needs the policy's leave to read it."""
-        if path is not None:
-            self._check("read", path)
-        return self._history().history(path, since=since, actor=actor, limit=limit)
+        """As ``fs.history`` (entries name paths, as listings do; contents are what the policy governs)."""
+        found: builtins.list[JournalEntry] = self._journaled().history(path, since=since, actor=actor, limit=limit)
+        return found
 
     def history_entry(self, entry_id: int) -> JournalEntry:
         """As ``fs.history_entry``."""
-        return self._history().history_entry(entry_id)
+        found: JournalEntry = self._journaled().history_entry(entry_id)
+        return found
 
     def read_version(self, entry_id: int, path: str, *, side: str = "after") -> bytes:
-        """As ``fs.read_version``, if the policy lets the path be read."""
+        """As ``fs.read_version``, if the policy allows reading ``path``."""
         self._check("read", path)
-        return self._history().read_version(entry_id, path, side=side)
+        content: bytes = self._journaled().read_version(entry_id, path, side=side)
+        return content
+
+    def watch(self, path: str = "/", *, recursive: bool = True) -> ChangeWatcher:
+        """As ``fs.watch`` (events name paths and content ids, never contents)."""
+        watcher: ChangeWatcher = self._journaled().watch(path, recursive=recursive)
+        return watcher
+
+    def prune_history(self, *, before: datetime | None = None, keep: int | None = None) -> int:
+        """As ``fs.prune_history`` (no file changes)."""
+        dropped: int = self._journaled().prune_history(before=before, keep=keep)
+        return dropped
 
     def undo(
         self,
@@ -386,29 +397,37 @@ class GuardedFilesystem:
         last: int | None = None,
         force: bool = False,
     ) -> builtins.list[JournalEntry]:
-        """As ``fs.undo``, if the policy allows writing every path the entries touched (an undo may create,
-        change or delete each of them)."""
-        journal = self._history()
-        if entry_id is not None:
-            targets = [journal.history_entry(entry_id)]
-        elif actor is not None:
-            targets = journal.history(actor=actor, limit=1 if last is None else last)
+        """As ``fs.undo``, if the policy allows every change putting the entries back makes: deleting what they
+        created, writing what they changed or deleted, moving back what they moved. Each entry is checked and
+        then undone by its id, newest first (so the entries checked are the entries undone)."""
+        inner = self._journaled()
+        if entry_id is not None and actor is None and last is None:
+            targets = [inner.history_entry(entry_id)]
+        elif entry_id is None and actor is not None and (last is None or (isinstance(last, int) and last > 0)):
+            targets = inner.history(actor=actor, limit=1 if last is None else last)
         else:
             targets = []
-        paths = sorted({path for entry in targets for path in entry.paths})
-        if paths:
-            self.policy.check("write", paths, target=ROOT, detail="undo")
-            self.policy.check("delete", paths, target=ROOT, detail="undo")
-        return journal.undo(entry_id, actor=actor, last=last, force=force)
+        if not targets:  # the arguments are wrong, or name nothing: the filesystem says which
+            undone: builtins.list[JournalEntry] = inner.undo(entry_id, actor=actor, last=last, force=force)
+            return undone
+        made: builtins.list[JournalEntry] = []
+        for target in targets:
+            self._check_undo(target)
+            made.extend(inner.undo(target.entry_id, force=force))
+        return made
 
-    def prune_history(self, *, before: datetime | None = None, keep: int | None = None) -> int:
-        """As ``fs.prune_history`` (no file changes)."""
-        return self._history().prune_history(before=before, keep=keep)
-
-    def watch(self, path: str = "/", *, recursive: bool = True) -> ChangeWatcher:
-        """As ``fs.watch``, if the policy lets the path be read."""
-        self._check("read", path)
-        return self._history().watch(path, recursive=recursive)
+    def _check_undo(self, entry: JournalEntry) -> None:
+        detail = f"undo journal entry {entry.entry_id} ({entry.operation})"
+        for change in entry.changes:
+            if change.from_path is not None:  # moved here: it goes back to where it came from
+                self.policy.check("delete", [change.path], target=change.path, detail=detail)
+                self.policy.check("write", [change.from_path], target=change.from_path, detail=detail)
+                if change.before is not None:  # and what it replaced comes back
+                    self.policy.check("write", [change.path], target=change.path, detail=detail)
+            elif change.before is None:  # created: putting back deletes it
+                self.policy.check("delete", [change.path], target=change.path, detail=detail)
+            else:
+                self.policy.check("write", [change.path], target=change.path, detail=detail)
 
     # --- commands ------------------------------------------------------------------------------------------
 

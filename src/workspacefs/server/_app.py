@@ -17,7 +17,8 @@ from workspacefs._version import __version__
 from workspacefs.backends.sql import SqlStore, default_database
 from workspacefs.policy import Policy
 from workspacefs.quota import Quota
-from workspacefs.server import _actions, _admin, _files, _merging, _policies, _sessions, _signin
+from workspacefs.server import _actions, _admin, _files, _history, _merging, _policies, _sessions, _signin
+from workspacefs.server._actor import ActorHeaders
 from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT
 from workspacefs.server._errors import ASGIApp, Message, Receive, Scope, Send, install_error_handlers
 from workspacefs.server._limits import DEFAULT_MAX_JSON_BYTES, DEFAULT_RATE_LIMIT, BodyLimit
@@ -44,7 +45,11 @@ already has it), or no body for a new UUIDv7. Grep answers each line as `line_co
 over its rate it gets 429 with `Retry-After`. JSON bodies are limited (4 MiB by default): send larger
 content raw (`Content-Type: application/octet-stream`). A path policy protects agent configuration and
 secrets: a request an `ask` rule covers waits until an admin decides it (`GET /v1/approvals`,
-`POST /v1/approvals/{id}`, or the browser's prompt)."""
+`POST /v1/approvals/{id}`, or the browser's prompt). Every change is journaled with who made it: the token's
+agent (the browser's sign-in: `user via browser`), the session, and the optional headers `X-Tool-Call-Id` (the
+model's tool call) and `X-Actor` (appended to the agent's name, never replacing it); read it with
+`GET …/history`, undo with `POST …/undo`, and follow changes live with `GET …/events` (Server-Sent Events,
+resumable with `Last-Event-ID`)."""
 
 
 _DOCS_POLICY = (
@@ -154,6 +159,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
+        _app.state.workspacefs.stopping.set()
         if owned:
             sql_store.close()
 
@@ -168,6 +174,7 @@ def create_app(
             {"name": "files", "description": "Read, create, update and delete by path"},
             {"name": "actions", "description": "stat, move, copy, grep, glob"},
             {"name": "sessions", "description": "Agents, sessions and snapshots"},
+            {"name": "history", "description": "Who changed what, undo, and changes as they happen (SSE)"},
             {"name": "tokens", "description": "Token management (admin tokens)"},
             {"name": "policy", "description": "Path policies and the approvals their ask rules wait for"},
             {"name": "sign-in", "description": "The web file browser's sign-in cookie"},
@@ -190,6 +197,7 @@ def create_app(
     app.include_router(_files.router)
     app.include_router(_sessions.router)
     app.include_router(_merging.router)
+    app.include_router(_history.router)
     app.include_router(_admin.router)
     app.include_router(_policies.router)
     app.include_router(_signin.router)
@@ -218,5 +226,6 @@ def create_app(
     if auth:
         _document_bearer_auth(app)
     app.add_middleware(BodyLimit, max_bytes=max_json_bytes)
+    app.add_middleware(ActorHeaders)
     app.add_middleware(_SecurityHeaders)
     return app

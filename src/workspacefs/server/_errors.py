@@ -267,7 +267,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
-    for kind in (ServiceRefusal, OSError, ValueError, SnapshotError):
+    for kind in (ServiceRefusal, OSError, ValueError, SnapshotError, LookupError):  # HistoryEntryNotFoundError
         app.add_exception_handler(kind, _unexpected)
     app.add_exception_handler(Exception, _unexpected)
 

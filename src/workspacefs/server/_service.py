@@ -12,6 +12,7 @@ import binascii
 import hashlib
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from fastapi import Depends, Path, Request
 
 from workspacefs.backends.sql import SqlStore
 from workspacefs.errors import InvalidPathError, error_code
+from workspacefs.history import Actor, ChangeWatcher, JournalEntry
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, basename, strict_path
 from workspacefs.policy import Policy
 from workspacefs.protocol import BytesLike, ConditionalWrites, SnapshotableFilesystem
@@ -31,6 +33,7 @@ from workspacefs.quota import Quota
 from workspacefs.results import FileStat, WriteResult
 from workspacefs.search import text_or_base64
 from workspacefs.server._access import AccessReader, SessionAccess
+from workspacefs.server._actor import acting, request_actor
 from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalStore, stored_policy
 from workspacefs.server._auth import Caller
 from workspacefs.server._errors import ApiError
@@ -79,6 +82,41 @@ class ServedFilesystem(SnapshotableFilesystem, ConditionalWrites, Protocol):
         """Create a new file (parents too), read-only from the start if asked."""
         ...
 
+    # the journal (where ``capabilities.history``; ``watch`` where ``capabilities.watch``)
+    def history(
+        self,
+        path: str | None = None,
+        *,
+        since: int | datetime | None = None,
+        actor: str | Actor | None = None,
+        limit: int | None = 100,
+    ) -> list[JournalEntry]:
+        """Journal entries, newest first."""
+        ...
+
+    def history_entry(self, entry_id: int) -> JournalEntry:
+        """One journal entry."""
+        ...
+
+    def read_version(self, entry_id: int, path: str, *, side: str = "after") -> bytes:
+        """What ``path`` held before or after an entry."""
+        ...
+
+    def undo(
+        self,
+        entry_id: int | None = None,
+        *,
+        actor: str | Actor | None = None,
+        last: int | None = None,
+        force: bool = False,
+    ) -> list[JournalEntry]:
+        """Put entries back, as new entries."""
+        ...
+
+    def watch(self, path: str = "/", *, recursive: bool = True) -> ChangeWatcher:
+        """Events of changes from now on."""
+        ...
+
 
 class Service:
     """The state of one running service."""
@@ -115,6 +153,8 @@ class Service:
         self.approvals = ApprovalStore(store, timeout=approval_timeout, max_pending=max(1, db_threads // 2))
         self.quota = quota
         """The limits of each session's storage (``None``: none)."""
+        self.stopping = threading.Event()
+        """Set when the service shuts down: open event streams end (``serve`` sets it on its exit signal)."""
 
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """Run blocking (database) work in the service's thread pool."""
@@ -142,14 +182,15 @@ class Service:
 
     def filesystem(self, who: Caller, agent_id: str, session_id: str) -> ServedFilesystem:
         """The filesystem of a session the caller may see (404 otherwise), seen through the session's policy
-        (or the service's) and then the token's own, with ``ask`` held for a person (``_approvals.py``).
+        (or the service's) and then the token's own, with ``ask`` held for a person (``_approvals.py``), acting
+        as the request's actor (``_actor.py``: every change is journaled under it).
         Both policies are read with the request's token, never cached (a change applies to the next request);
         their compiled rules are kept per stored text (``stored_policy``)."""
         found = self._access(who, agent_id, session_id) if who.allows(agent_id) else None
         entry = None if found is None else found.entry
         if found is None or entry is None:
             raise ApiError(404, "session_not_found", f"No session {session_id!r} for agent {agent_id!r}")
-        storage = self.sessions.open(entry, quota=self.quota)
+        storage = self.sessions.open_shared(entry, quota=self.quota)
         token_id = who.token.token_id if who.token is not None else None
         approve = self.approvals.approver(agent_id=entry.agent_id, session_id=entry.session_id, token_id=token_id)
         rules = self.policy if found.policy is None else stored_policy(found.policy)
@@ -157,7 +198,8 @@ class Service:
         if who.token is not None and who.token.policy is not None:
             own = stored_policy(json.dumps(who.token.policy, sort_keys=True))
             served = own.with_approver(approve).guard(served)
-        return served
+        actor = request_actor(who.token, cookie=who.cookie, session_id=session_id)
+        return acting(served, actor)
 
 
 async def service(request: Request) -> Service:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import threading
+import weakref
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, cast
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -45,6 +47,24 @@ class SessionStorage(ABC):
     def open(self, entry: CatalogEntry, *, quota: Quota | None) -> Filesystem:
         """The session's files (it exists: the catalogue made it)."""
 
+    def open_shared(self, entry: CatalogEntry, *, quota: Quota | None) -> Filesystem:
+        """The session's files, as the one instance every request of this process uses while any holds it.
+
+        A watcher (``GET …/events``) hears the changes made through its own filesystem object's journal; on
+        SQLite nothing else tells it (PostgreSQL's ``LISTEN`` reaches every process), so while a stream holds
+        the session's filesystem, every request of the process writes through that same object. Nothing is
+        cached past its last user: the registry holds its values weakly."""
+        key = (entry.storage_id, quota)
+        live = _SHARED.get(self)
+        if live is not None:
+            found = live.get(key)
+            if found is not None:
+                return found
+        opened = self.open(entry, quota=quota)
+        with _SHARED_LOCK:
+            table = _SHARED.setdefault(self, weakref.WeakValueDictionary())
+            return table.setdefault(key, opened)
+
     @abstractmethod
     def create(self, entry: CatalogEntry) -> None:
         """Make the storage of a session the catalogue has just recorded."""
@@ -56,6 +76,12 @@ class SessionStorage(ABC):
     @abstractmethod
     def describe(self) -> str:
         """Where sessions are, for the start-up banner."""
+
+
+_SHARED: weakref.WeakKeyDictionary[SessionStorage, weakref.WeakValueDictionary[Any, Filesystem]] = (
+    weakref.WeakKeyDictionary()
+)
+_SHARED_LOCK = threading.Lock()
 
 
 class SqlSessions(SessionStorage):

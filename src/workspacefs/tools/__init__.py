@@ -3,10 +3,11 @@
 ``FILESYSTEM_TOOLS`` = ``ls``, ``read_file``, ``write_file``, ``edit_file``, ``glob``, ``grep``,
 ``rm``; ``EXTRA_TOOLS`` = ``mkdir``, ``mv``, ``cp``, ``stat``; ``SNAPSHOT_TOOLS`` = ``snapshot``,
 ``restore``, ``diff`` where the filesystem can snapshot; ``EXEC_TOOLS`` = ``run_command`` where it can run
-commands (``tools_for(fs)`` picks what fits a filesystem). ``NATIVE_TOOLS`` answer the providers' own file
-tools by their native names: Anthropic's text editor and memory tool (see ``workspacefs.tools.anthropic``),
-OpenAI's ``apply_patch`` (``workspacefs.tools.openai``) and the Codex patch tool ``APPLY_PATCH``.
-Handlers take ``(params, *, context)`` and never raise for a model's mistake: they return
+commands; ``HISTORY_TOOLS`` = ``history``, ``undo`` where it keeps history, only when asked for
+(``tools_for(fs, history=True)``); ``tools_for(fs)`` picks what fits a filesystem. ``NATIVE_TOOLS`` answer the
+providers' own file tools by their native names: Anthropic's text editor and memory tool (see
+``workspacefs.tools.anthropic``), OpenAI's ``apply_patch`` (``workspacefs.tools.openai``) and the Codex patch
+tool ``APPLY_PATCH``. Handlers take ``(params, *, context)`` and never raise for a model's mistake: they return
 ``ToolResult(success=False)`` with a message saying what to do instead.
 """
 
@@ -14,6 +15,7 @@ from workspacefs.tools._core import EditHistory, ReadState, SnapshotLedger, Tool
 from workspacefs.tools._dispatch import dispatch, to_anthropic_tools, to_openai_tools
 from workspacefs.tools._exec_tool import RUN_COMMAND
 from workspacefs.tools._file_tools import CP, GLOB, GREP, LS, MKDIR, MV, RM, STAT
+from workspacefs.tools._history_tools import HISTORY, UNDO
 from workspacefs.tools._memory_tool import MEMORY
 from workspacefs.tools._messages import TOOL_MESSAGES
 from workspacefs.tools._patch_tools import APPLY_PATCH
@@ -23,6 +25,7 @@ from workspacefs.tools._sets import (
     EXEC_TOOLS,
     EXTRA_TOOLS,
     FILESYSTEM_TOOLS,
+    HISTORY_TOOLS,
     NATIVE_TOOLS,
     SNAPSHOT_TOOLS,
     tools_for,
@@ -42,6 +45,8 @@ __all__ = [
     "FILESYSTEM_TOOLS",
     "GLOB",
     "GREP",
+    "HISTORY",
+    "HISTORY_TOOLS",
     "LS",
     "MEMORY",
     "MKDIR",
@@ -57,6 +62,7 @@ __all__ = [
     "TEXT_EDITOR_20250124",
     "TEXT_EDITOR_20250728",
     "TOOL_MESSAGES",
+    "UNDO",
     "WRITE_FILE",
     "EditHistory",
     "ReadState",

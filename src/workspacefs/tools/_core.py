@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from workspacefs.history import Actor, acting_as, current_actor
 from workspacefs.paths import normalize_path
 from workspacefs.policy import GuardedFilesystem, Policy
 from workspacefs.protocol import Filesystem
@@ -25,6 +27,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolResult",
+    "acting_for",
     "content_digest",
 ]
 
@@ -213,6 +216,15 @@ class ToolContext:
         if self.filesystem is not None:
             guarded: Filesystem = policy.guard(self.filesystem)  # the view offers the whole protocol
             object.__setattr__(self, "filesystem", guarded)
+
+
+def acting_for(context: ToolContext, call_id: str | None = None) -> AbstractContextManager[Actor]:
+    """Who a tool call's changes are journaled under: the context's ``actor``, the call's id, ``via="tool"``
+    (what the caller declared around the call fills the rest: a service's session, MCP's ``via``)."""
+    fields: dict[str, str | None] = {"via": current_actor().via or "tool"}
+    if call_id is not None:
+        fields["tool_call"] = call_id
+    return acting_as(context.actor, **fields)
 
 
 Handler = Callable[[ParamsT, ToolContext], ToolResult[Any]]

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from workspacefs.errors import WorkspaceError
 from workspacefs.policy import GuardedFilesystem
-from workspacefs.tools._core import Tool, ToolContext, ToolResult
+from workspacefs.tools._core import Tool, ToolContext, ToolResult, acting_for
 from workspacefs.tools._messages import failure, failure_from
 from workspacefs.tools._schema import openai_strict_schema, portable_schema, prune_nulls
 from workspacefs.tools._sets import ALL_TOOLS, NATIVE_TOOLS, tools_for
@@ -81,6 +81,7 @@ def dispatch(
     context: ToolContext,
     *,
     tools: Sequence[Tool[Any]] | None = None,
+    call_id: str | None = None,
 ) -> ToolResult[Any]:
     """Run tool ``name`` with ``arguments`` (a JSON string or a dict) and return its result.
 
@@ -91,7 +92,17 @@ def dispatch(
     Never raises for a model's mistake: an unknown tool, bad JSON or invalid arguments come back as a
     failed result saying what to fix. A mutating tool that fails part way is rolled back when the
     context is transactional (see :class:`ToolContext`): only the paths it touched, recorded first.
+
+    Every change the call makes is journaled (where the filesystem keeps history) under ``context.actor``,
+    the model's ``call_id`` (its tool-call / tool-use id) and ``via="tool"``.
     """
+    with acting_for(context, call_id):
+        return _dispatch(name, arguments, context, tools)
+
+
+def _dispatch(
+    name: str, arguments: str | Mapping[str, Any] | None, context: ToolContext, tools: Sequence[Tool[Any]] | None
+) -> ToolResult[Any]:
     offered = tools if tools is not None else tools_for(context.filesystem, read_only=False)
     available = {tool.name: tool for tool in (offered if tools is not None else (*NATIVE_TOOLS, *offered))}
     tool = available.get(name)

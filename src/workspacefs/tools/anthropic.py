@@ -72,7 +72,9 @@ def handle_tool_use(block: Any, context: ToolContext, *, max_characters: int | N
     arguments: Any = dict(raw) if isinstance(raw, Mapping) else raw  # anything else: dispatch explains it
     if max_characters is not None and name == TEXT_EDITOR_20250728.name and isinstance(arguments, dict):
         arguments.setdefault("max_characters", max_characters)
-    result = dispatch(name, arguments, context, tools=ANTHROPIC_TOOLS)
+    result = dispatch(
+        name, arguments, context, tools=ANTHROPIC_TOOLS, call_id=use_id if isinstance(use_id, str) else None
+    )
     answer: dict[str, Any] = {"type": "tool_result", "content": result.message}
     if use_id is not None:
         answer["tool_use_id"] = use_id

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from workspacefs.tools._core import ToolContext
+from workspacefs.tools._core import ToolContext, acting_for
 from workspacefs.tools._editing import plain_dict
 from workspacefs.tools._messages import display
 from workspacefs.tools._patch import FileOperation, PatchError, parse_v4a_create, parse_v4a_update
@@ -72,7 +72,9 @@ def handle_apply_patch_calls(calls: Iterable[Any] | Any, context: ToolContext) -
     if failed is None:
         try:
             changes = plan_changes(context, fs, operations, insert_at_end=False)
-            apply_planned(context, fs, changes)
+            ids = ",".join(str(item["call_id"]) for item in items if item.get("call_id"))
+            with acting_for(context, ids or None):  # journaled under the actor and the turn's call ids
+                apply_planned(context, fs, changes)
         except PatchFailedError as exc:
             settled = " No operation of this turn was applied." if exc.rolled_back else ""
             failed = (exc.index or 0, exc.message + settled)

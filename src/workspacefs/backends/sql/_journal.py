@@ -10,6 +10,7 @@ process reaches every watcher.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 from collections.abc import Sequence
@@ -25,6 +26,9 @@ from workspacefs.backends.sql._store import SqlStore
 from workspacefs.errors import HistoryEntryNotFoundError
 from workspacefs.history import DIRECTORY, Actor, Change, ChangeEvent, Journal, JournalEntry
 from workspacefs.paths import ROOT
+
+_TRAIL = 64
+"""Published rows a catch-up reaches back past: a transaction may commit behind this many later ones."""
 
 __all__ = [
     "JournalTag",
@@ -160,7 +164,10 @@ class SqlJournal(Journal):
         self._stop = threading.Event()
         self._lock_catch_up = threading.Lock()
         self.last_seen = 0
-        """The last row published to watchers."""
+        """The newest row published to watchers."""
+        self.first_seen = 0
+        """Rows up to this one existed before anyone watched: never published."""
+        self._sent: collections.deque[int] = collections.deque(maxlen=_TRAIL)
 
     # --- reading --------------------------------------------------------------------------------------
 
@@ -296,7 +303,8 @@ class SqlJournal(Journal):
             return
         with self._store.read() as connection:
             newest = sa.select(sa.func.max(J.c.seq)).where(J.c.session_id == self._session)
-            self.last_seen = int(connection.execute(newest).scalar() or 0)
+            self.last_seen = self.first_seen = int(connection.execute(newest).scalar() or 0)
+        self._sent.clear()
         if self._store.dialect != "postgresql":
             return
         self._stop.clear()
@@ -320,12 +328,10 @@ class SqlJournal(Journal):
             connection.execute("LISTEN wsfs_journal")
             ready.set()
             while not self._stop.is_set():
-                mine = False
                 for note in connection.notifies(timeout=0.2, stop_after=100):
                     session, _, _seq = note.payload.rpartition(" ")
-                    mine = mine or session == self._session
-                if mine:
-                    self._catch_up()
+                    if session == self._session:  # at once: after the loop is 0.2 s (or 100 notes) later
+                        self._catch_up()
         finally:
             ready.set()
             with contextlib.suppress(Exception):
@@ -333,19 +339,25 @@ class SqlJournal(Journal):
             proxy.close()
 
     def _catch_up(self) -> None:
-        """Publish every row written after the last one published, oldest first (a change made in several
-        transactions is published as each commits)."""
+        """Publish the rows not published yet, oldest first (a change made in several transactions is published
+        as each commits). A row takes its ``seq`` at insert but appears at commit, so a slow transaction can
+        commit behind a later one: the query reaches back past the last :data:`_TRAIL` rows published and skips
+        those, so a row committed that late is still published (once)."""
         twin = J.alias("twin")
         first = sa.select(sa.func.min(twin.c.seq)).where(twin.c.op_key == J.c.op_key).scalar_subquery()
         entry_id = sa.case((J.c.op_key.is_(None), J.c.seq), else_=first)
         with self._lock_catch_up, self._store.read() as connection:
-            rows = connection.execute(
+            low = self._sent[0] - 1 if len(self._sent) == _TRAIL else self.first_seen
+            found = connection.execute(
                 sa.select(J, entry_id.label("entry_id"))
-                .where(J.c.session_id == self._session, J.c.seq > self.last_seen)
+                .where(J.c.session_id == self._session, J.c.seq > low)
                 .order_by(J.c.seq)
             ).all()
-            if rows:
-                self.last_seen = int(rows[-1].seq)
+            sent = set(self._sent)
+            rows = [row for row in found if row.seq not in sent]
+            for row in rows:
+                self._sent.append(int(row.seq))
+                self.last_seen = max(self.last_seen, int(row.seq))
         events = []
         for row in rows:
             change = Change(

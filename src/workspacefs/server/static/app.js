@@ -13,6 +13,7 @@
   const BROWSER_HEADER = { "X-Workspacefs": "1" };
   const GENERATED_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
   const $ = (id) => document.getElementById(id);
+  let journal = null; // the history panel and live updates (history.js), attached in bind()
 
   const state = {
     agent: "",
@@ -224,12 +225,14 @@
     for (const id of ["new-file", "new-folder", "refresh"]) $(id).disabled = !ready;
     $("snapshot-form").querySelector("button").disabled = !ready;
     if (!ready) {
+      journal.stop();
       $("entries").replaceChildren();
       $("crumbs").replaceChildren(el("span", { text: "No session yet: create one." }));
       $("snapshot-list").replaceChildren();
       return;
     }
     await Promise.all([openPath(path, { push }), loadSnapshots()]);
+    await journal.sessionOpened();
   }
 
   // --- directory listing --------------------------------------------------------------------------
@@ -326,6 +329,22 @@
     saveLocation({ push });
   }
 
+  // A change made elsewhere (history.js hears it): show it where the page is, unless a navigation started
+  // meanwhile (that one wins) or the file is being edited (its save's If-Match shows the conflict).
+  async function refreshListing() {
+    const mine = navigations;
+    await listDirectory(state.cwd, () => mine === navigations);
+  }
+
+  async function refreshOpenFile() {
+    const file = state.file;
+    if (!file || state.editing) return;
+    const mine = navigations;
+    const { body, response } = await api("GET", fsUrl(file.path));
+    if (mine !== navigations || state.file !== file || state.editing || "data" in body) return;
+    showFile(body, response.headers.get("ETag"));
+  }
+
   // --- viewer and editor --------------------------------------------------------------------------
 
   function closeFile() {
@@ -333,6 +352,7 @@
     state.editing = false;
     show($("file"), false);
     show($("no-file"), true);
+    if (journal) journal.fileChanged(null);
   }
 
   function showFile(file, etag) {
@@ -365,6 +385,7 @@
     }
     show($("no-file"), false);
     show($("file"), true);
+    if (journal) journal.fileChanged(file.path);
   }
 
   function renderText(text) {
@@ -614,6 +635,7 @@
   async function signOut() {
     await api("DELETE", SIGNIN_URL);
     stopApprovals();
+    journal.stop();
     showSignedIn(false);
     $("entries").replaceChildren();
     $("snapshot-list").replaceChildren();
@@ -736,6 +758,10 @@
   }
 
   function bind() {
+    journal = window.wsfsHistory({
+      $, api, el, show, state, status, fail, when, sessionUrl, ApiError, refreshListing, refreshOpenFile, closeFile,
+    });
+    journal.bind();
     $("agent").addEventListener("change", guard(async () => {
       if (!mayLeave()) { $("agent").value = state.agent; return; }
       state.agent = $("agent").value;

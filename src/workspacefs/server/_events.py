@@ -1,0 +1,233 @@
+"""``GET …/events``: a session's changes as Server-Sent Events, resumable from the journal.
+
+One ``change`` event per path of a journal entry, ``id: <entry_id>:<index>`` (the change's position in its
+entry), ``data`` the :class:`~workspacefs.server._history_models.EventModel` JSON. A client that reconnects
+with ``Last-Event-ID: 12:0`` (what ``EventSource`` sends by itself) first gets the rest of entry 12, then every
+later entry from the journal oldest first, then live events: the stream subscribes (``fs.watch``) *before*
+it reads that backlog, and drops a live event already sent, so nothing is lost between the two and nothing
+comes twice. ``Last-Event-ID: 12`` means all of entry 12 was seen.
+
+Why per change with the entry's index: an operation made of several transactions (a move, a tree copy, an
+undo) reaches watchers as each commits, so one entry can grow after its first event; counting the changes
+sent per entry lets the stream send exactly the new ones. A live event is rendered from the journal entry
+(``fs.history_entry``), so it carries the operation and the entry's actor, like the backlog.
+
+A change made outside workspacefs (a host directory edited by hand) has no entry: its event has no ``id``
+(``EventSource`` keeps the last one). A comment (``: keep-alive``) goes out when nothing else did for
+``keepalive`` seconds, which is also how a vanished client is noticed at the latest. The stream ends when
+the client disconnects or the service stops, closing its watcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import anyio
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from workspacefs.errors import HistoryEntryNotFoundError
+from workspacefs.history import ChangeEvent, ChangeWatcher, JournalEntry
+from workspacefs.paths import ROOT, is_within
+from workspacefs.server._errors import ApiError
+from workspacefs.server._history_models import event_model
+
+__all__ = ["DEFAULT_KEEPALIVE", "EventStream", "EventStreamResponse", "parse_last_event_id"]
+
+DEFAULT_KEEPALIVE = 15.0
+"""Seconds of silence before a keep-alive comment (proxies close idle connections; a gone client shows)."""
+_REMEMBERED = 10_000
+"""Entries whose sent changes are counted (an entry still growing is recent)."""
+_LAST_EVENT_ID = re.compile(r"^(\d{1,18})(?::(\d{1,9}))?$")
+_POLL = 0.5
+"""How often the stream looks whether the service is stopping, at most."""
+
+
+def parse_last_event_id(text: str | None) -> tuple[int, int | None] | None:
+    """``"12:3"`` → ``(12, 3)``, ``"12"`` → ``(12, None)``, nothing → ``None``; 400 for anything else."""
+    if text is None or not text.strip():
+        return None
+    found = _LAST_EVENT_ID.match(text.strip())
+    if found is None:
+        raise ApiError(400, "invalid_last_event_id", "Last-Event-ID must be an event id of this stream: ENTRY[:INDEX]")
+    return int(found.group(1)), None if found.group(2) is None else int(found.group(2))
+
+
+def _frame(entry: JournalEntry | None, index: int | None, event: ChangeEvent | None = None) -> bytes:
+    data = event_model(entry, index, event).model_dump_json()
+    head = f"id: {entry.entry_id}:{index}\n" if entry is not None else ""
+    return f"{head}event: change\ndata: {data}\n\n".encode()
+
+
+class EventStream:
+    """The events of one connection: its backlog (on resume), then what its watcher hears.
+
+    ``watcher`` is subscribed before the response starts (and before the backlog is read), so a client that
+    has the response's headers misses nothing; :meth:`close` ends it. ``run`` runs blocking work (journal
+    reads) in the service's thread pool; ``stopping`` is set when the service shuts down; ``allowed`` is asked
+    again at every keep-alive (a revoked or expired token, or a deleted session, ends the stream then)."""
+
+    def __init__(
+        self,
+        fs: Any,
+        watcher: ChangeWatcher,
+        path: str,
+        resume: tuple[int, int | None] | None,
+        run: Callable[..., Any],
+        *,
+        keepalive: float = DEFAULT_KEEPALIVE,
+        stopping: threading.Event | None = None,
+        allowed: Callable[[], bool] | None = None,
+    ) -> None:
+        self._fs = fs
+        self._watcher = watcher
+        self._path = path
+        self._resume = resume
+        self._run = run
+        self._keepalive = keepalive
+        self._stopping = stopping or threading.Event()
+        self._allowed = allowed
+        self._sent: OrderedDict[int, int] = OrderedDict()
+        """Entry id → how many of its changes were considered (sent, or outside ``path``)."""
+        self._floor = resume[0] if resume is not None else None
+        """Entries up to this id that the stream has not counted were seen before the reconnect."""
+
+    def _wanted(self, entry: JournalEntry, index: int) -> bool:
+        if self._path == ROOT:
+            return True
+        change = entry.changes[index]
+        return any(p is not None and is_within(p, self._path) for p in (change.path, change.from_path))
+
+    def _counted(self, entry_id: int, upto: int) -> None:
+        self._sent[entry_id] = upto
+        self._sent.move_to_end(entry_id)
+        while len(self._sent) > _REMEMBERED:
+            self._sent.popitem(last=False)
+
+    def _rest_of(self, entry: JournalEntry, start: int) -> list[bytes]:
+        """The frames of the entry's changes from ``start`` on, counted as sent."""
+        frames = [_frame(entry, i) for i in range(start, len(entry.changes)) if self._wanted(entry, i)]
+        self._counted(entry.entry_id, max(start, len(entry.changes)))
+        return frames
+
+    def backlog(self) -> list[bytes]:
+        """What a resuming client missed: the rest of its last entry, then every later one, oldest first."""
+        assert self._resume is not None
+        last, index = self._resume
+        frames: list[bytes] = []
+        if index is not None:
+            with contextlib.suppress(HistoryEntryNotFoundError):
+                frames += self._rest_of(self._fs.history_entry(last), index + 1)
+        path = None if self._path == ROOT else self._path
+        for entry in reversed(self._fs.history(path, since=last, limit=None)):
+            frames += self._rest_of(entry, 0)
+        return frames
+
+    def render(self, events: Sequence[ChangeEvent]) -> list[bytes]:
+        """Frames for live events: each entry's changes not sent yet, read from the journal."""
+        frames: list[bytes] = []
+        done: set[int] = set()
+        for event in events:
+            entry_id = event.entry_id
+            if entry_id is None:
+                frames.append(_frame(None, None, event))
+                continue
+            if entry_id in done:
+                continue
+            done.add(entry_id)
+            start = self._sent.get(entry_id)
+            if start is None and self._floor is not None and entry_id <= self._floor:
+                continue  # the client had it before it reconnected
+            try:
+                entry = self._fs.history_entry(entry_id)
+            except HistoryEntryNotFoundError:  # pruned already: the event is all there is
+                frames.append(_frame(None, None, event))
+                continue
+            frames += self._rest_of(entry, start or 0)
+        return frames
+
+    async def body(self) -> AsyncIterator[bytes]:
+        """The response body: subscribe, send the backlog, then live events and keep-alives until the end."""
+        watcher = self._watcher
+        queue: asyncio.Queue[ChangeEvent | None] = asyncio.Queue()
+        threading.Thread(
+            target=_pump, args=(watcher, asyncio.get_running_loop(), queue), name="wsfs-events", daemon=True
+        ).start()
+        try:
+            yield b"retry: 1000\n: connected\n\n"
+            if self._resume is not None:
+                for frame in await self._run(self.backlog):
+                    yield frame
+            quiet_since = time.monotonic()
+            while not self._stopping.is_set():
+                try:
+                    first = await asyncio.wait_for(queue.get(), timeout=min(self._keepalive, _POLL))
+                except TimeoutError:
+                    if time.monotonic() - quiet_since >= self._keepalive:
+                        if self._allowed is not None and not await self._run(self._allowed):
+                            return
+                        quiet_since = time.monotonic()
+                        yield b": keep-alive\n\n"
+                    continue
+                batch = [first]
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
+                if any(event is None for event in batch):
+                    return  # the watcher closed
+                frames = await self._run(self.render, [e for e in batch if e is not None])
+                if frames:
+                    quiet_since = time.monotonic()
+                    yield b"".join(frames)
+        finally:
+            watcher.close()
+
+    def close(self) -> None:
+        """Stop watching (the response calls it however it ends, even before the body began)."""
+        self._watcher.close()
+
+
+def _pump(watcher: ChangeWatcher, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[ChangeEvent | None]) -> None:
+    """Hand the watcher's events to the stream's event loop (a thread of its own: it blocks until closed)."""
+    while True:
+        event = watcher.next_event()
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the stream ended
+            loop.call_soon_threadsafe(queue.put_nowait, event)
+        if event is None:
+            return
+
+
+class EventStreamResponse(StreamingResponse):
+    """``text/event-stream`` that always listens for the client's disconnect while it streams (Starlette
+    relies on a failing send under ASGI 2.4, which a stream that is waiting for an event never makes)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, stream: EventStream) -> None:
+        self._stream = stream
+        super().__init__(
+            stream.body(),
+            media_type=self.media_type,
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as group:
+
+            async def stream() -> None:
+                with contextlib.suppress(OSError):  # the client went away mid-send
+                    await self.stream_response(send)
+                group.cancel_scope.cancel()
+
+            try:
+                group.start_soon(stream)
+                await self.listen_for_disconnect(receive)
+                group.cancel_scope.cancel()
+            finally:
+                self._stream.close()
