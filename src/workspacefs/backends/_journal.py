@@ -23,7 +23,7 @@ from workspacefs.paths import ROOT, is_within
 __all__ = ["DEFAULT_MAX_ENTRIES", "MemoryJournal", "RawChange"]
 
 DEFAULT_MAX_ENTRIES = 100_000
-"""Entries a journal keeps by default; older ones are dropped."""
+"""Entries a journal keeps by default (an eighth more between two drops); older ones are dropped."""
 
 
 class RawChange(NamedTuple):
@@ -58,6 +58,8 @@ class MemoryJournal(Journal):
         self._lock = threading.Lock()
         self._raw: list[_Raw] = []
         self._built: dict[int, JournalEntry] = {}
+        self._by_path: dict[str, list[int]] = {}
+        """Entry ids by each path they changed (a path's history is found without a walk of the journal)."""
         self._next = 1
         self.max_entries = max_entries
 
@@ -71,13 +73,19 @@ class MemoryJournal(Journal):
         detail: str | None = None,
     ) -> int:
         """Keep one entry (and publish it to watchers); returns its id."""
+        kept = changes if type(changes) is tuple else tuple(changes)
         with self._lock:
-            raw = _Raw(self._next, time.time(), actor, operation, tuple(changes), undoes, detail)
+            raw = _Raw(self._next, time.time(), actor, operation, kept, undoes, detail)
             self._next += 1
             self._raw.append(raw)
-            if len(self._raw) > self.max_entries:
+            by_path = self._by_path
+            for change in kept:
+                by_path.setdefault(change.path, []).append(raw.entry_id)
+                if change.from_path is not None:
+                    by_path.setdefault(change.from_path, []).append(raw.entry_id)
+            if len(self._raw) > self.max_entries + self.max_entries // 8:  # in batches: a drop walks the index
                 self._drop(len(self._raw) - self.max_entries)
-        if self.watched:
+        if self._watchers:
             self.publish(self._build(raw).events())
         return raw.entry_id
 
@@ -123,7 +131,12 @@ class MemoryJournal(Journal):
         with self._lock:
             kept = self._raw
             start = bisect.bisect_right(kept, since, key=lambda raw: raw.entry_id) if isinstance(since, int) else 0
-            window = kept[start:]
+            if path is not None and path != ROOT:  # only the entries the path index names
+                ids = sorted({i for p, each in self._by_path.items() if is_within(p, path) for i in each})
+                oldest = kept[0].entry_id if kept else 0
+                window = [kept[i - oldest] for i in ids if start <= i - oldest < len(kept)]
+            else:
+                window = kept[start:]
         found: list[JournalEntry] = []
         for raw in reversed(window):  # filter the raw entry first: describing one hashes its content
             if actor is not None and not raw.actor.matches(actor):
@@ -152,9 +165,18 @@ class MemoryJournal(Journal):
 
     def _drop(self, count: int) -> None:
         """Forget the ``count`` oldest entries (the lock is held)."""
+        if not count:
+            return
         for raw in self._raw[:count]:
             self._built.pop(raw.entry_id, None)
         del self._raw[:count]
+        oldest = self._raw[0].entry_id if self._raw else self._next
+        for path in list(self._by_path):
+            ids = [i for i in self._by_path[path] if i >= oldest]
+            if ids:
+                self._by_path[path] = ids
+            else:
+                del self._by_path[path]
 
 
 def _touches(change: RawChange, path: str) -> bool:
