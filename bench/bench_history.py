@@ -51,7 +51,7 @@ def backends(postgres: bool) -> Iterator[dict[str, Factory]]:
     made: list[Any] = []
     stores: dict[tuple[str, bool], SqlStore] = {}
 
-    def memory(history: bool, rep: int) -> Any:
+    def memory(history: bool, _rep: int) -> Any:
         return InMemoryFilesystem(history=history)
 
     def host(history: bool, rep: int) -> Any:
