@@ -206,3 +206,15 @@ def test_a_container_watcher_sees_what_a_command_inside_changed(tmp_path: Path) 
             assert sandbox.exec("echo built > /workspace/out.txt").exit_code == 0
             event = watcher.next_event(30)
             assert event is not None and (event.kind, event.path, event.actor.via) == ("created", "out.txt", "outside")
+
+
+def test_sqlite_watchers_hear_every_filesystem_object_of_their_session(fast_tmp: Path) -> None:
+    store = SqlStore(f"sqlite:///{fast_tmp}/peers-{uuid.uuid4().hex}.db")
+    watched, writer, stranger = SqlFilesystem(store, "s"), SqlFilesystem(store, "s"), SqlFilesystem(store, "t")
+    with watched.watch() as watcher:
+        writer.write("x.txt", "through another object of the session")
+        stranger.write("y.txt", "another session")
+        event = watcher.next_event(30)
+        assert event is not None and event.path == "x.txt"
+        assert watcher.next_event(0.5) is None  # nothing of the other session
+    store.close()

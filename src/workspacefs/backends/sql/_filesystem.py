@@ -209,8 +209,7 @@ class SqlFilesystem(BaseFilesystem):
         scope = self._current_scope()
         if scope is not None:
             scope.changes.append(tag.op_key)
-        if self._history.watched:
-            self._history.changed()
+        self._history.changed()
 
     def _scope_finished(self, scope: Scope) -> None:
         """Nothing to do: every primitive wrote its rows in its own transaction."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +28,9 @@ from workspacefs.errors import HistoryEntryNotFoundError
 from workspacefs.history import DIRECTORY, Actor, Change, ChangeEvent, Journal, JournalEntry
 from workspacefs.paths import ROOT
 
+_PEERS: weakref.WeakKeyDictionary[SqlStore, dict[str, weakref.WeakSet[SqlJournal]]] = weakref.WeakKeyDictionary()
+"""The live journals of each store and session in this process."""
+_PEERS_LOCK = threading.Lock()
 _TRAIL = 64
 """Published rows a catch-up reaches back past: a transaction may commit behind this many later ones."""
 
@@ -160,6 +164,8 @@ class SqlJournal(Journal):
         super().__init__()
         self._store = store
         self._session = session
+        with _PEERS_LOCK:  # every journal of this session in this process hears this process's commits
+            _PEERS.setdefault(store, {}).setdefault(session, weakref.WeakSet()).add(self)
         self._listener: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock_catch_up = threading.Lock()
@@ -293,10 +299,16 @@ class SqlJournal(Journal):
     # --- watching -------------------------------------------------------------------------------------
 
     def changed(self) -> None:
-        """A change of this process committed: publish it (PostgreSQL's listener does that instead)."""
-        if not self.watched or self._store.dialect == "postgresql":
+        """A change of this process committed: every journal of the session in this process that is watched
+        publishes it (any filesystem object of the session, not only the one written through); on PostgreSQL
+        the listener does that instead, for every process."""
+        if self._store.dialect == "postgresql":
             return
-        self._catch_up()
+        with _PEERS_LOCK:
+            peers = list(_PEERS.get(self._store, {}).get(self._session, ()))
+        for peer in peers:
+            if peer.watched:
+                peer._catch_up()
 
     def _watching_started(self) -> None:
         if self._listener is not None:
