@@ -109,6 +109,48 @@ def test_the_host_journal_lives_outside_the_root(tmp_path: Path) -> None:
     again.close()
 
 
+HOST_WRITER = textwrap.dedent(
+    """
+    import sys
+    from workspacefs import HostFilesystem
+    fs = HostFilesystem(sys.argv[1], snapshot_dir=sys.argv[2])
+    fs.write("first.txt", "1")
+    print("wrote", flush=True)
+    sys.stdin.readline()  # stays alive, never closing the journal: its group must still be committed
+    fs.write("second.txt", "2")
+    """
+)
+
+
+def test_host_entries_committed_in_groups_reach_other_readers(tmp_path: Path) -> None:
+    root, snapshots = tmp_path / "root", tmp_path / "snapshots"
+    root.mkdir()
+    one = HostFilesystem(root, snapshot_dir=snapshots)
+    two = HostFilesystem(root, snapshot_dir=snapshots)  # its own connection to the same journal
+    one.write("a.txt", "1")
+    assert [c.path for e in two.history() for c in e.changes] == ["a.txt"]  # a read commits its peers
+    writer = subprocess.Popen(
+        [sys.executable, "-c", HOST_WRITER, str(root), str(snapshots)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None and writer.stdin is not None
+    assert writer.stdout.readline() == "wrote\n"
+    seen: list[str] = []
+    for _ in range(2000):  # the writer idles with its group open: its thread commits it
+        seen = [c.path for e in one.history() for c in e.changes]
+        if "first.txt" in seen:
+            break
+        time.sleep(0.005)
+    assert seen == ["first.txt", "a.txt"]
+    writer.communicate("go\n", timeout=60)  # writes once more, then exits without closing anything
+    assert writer.returncode == 0
+    assert [c.path for e in one.history() for c in e.changes] == ["second.txt", "first.txt", "a.txt"]
+    one.close()
+    two.close()
+
+
 def test_a_change_made_outside_workspacefs_makes_undo_refuse(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
