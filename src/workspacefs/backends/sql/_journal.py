@@ -28,8 +28,20 @@ from workspacefs.errors import HistoryEntryNotFoundError
 from workspacefs.history import DIRECTORY, Actor, Change, ChangeEvent, Journal, JournalEntry
 from workspacefs.paths import ROOT
 
-_PEERS: weakref.WeakKeyDictionary[SqlStore, dict[str, weakref.WeakSet[SqlJournal]]] = weakref.WeakKeyDictionary()
-"""The live journals of each store and session in this process."""
+
+class _Peers:
+    """The live journals of one store and session in this process, and how many of them are watched (so a
+    commit nobody watches costs one attribute read)."""
+
+    __slots__ = ("journals", "watched")
+
+    def __init__(self) -> None:
+        self.journals: weakref.WeakSet[SqlJournal] = weakref.WeakSet()
+        self.watched = 0
+
+
+_PEERS: weakref.WeakKeyDictionary[SqlStore, dict[str, _Peers]] = weakref.WeakKeyDictionary()
+"""The peers of each store and session in this process."""
 _PEERS_LOCK = threading.Lock()
 _TRAIL = 64
 """Published rows a catch-up reaches back past: a transaction may commit behind this many later ones."""
@@ -165,7 +177,10 @@ class SqlJournal(Journal):
         self._store = store
         self._session = session
         with _PEERS_LOCK:  # every journal of this session in this process hears this process's commits
-            _PEERS.setdefault(store, {}).setdefault(session, weakref.WeakSet()).add(self)
+            self._peers = _PEERS.setdefault(store, {}).setdefault(session, _Peers())
+            self._peers.journals.add(self)
+        self._counted = False
+        """Whether this journal counts in ``_peers.watched``."""
         self._listener: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock_catch_up = threading.Lock()
@@ -302,15 +317,19 @@ class SqlJournal(Journal):
         """A change of this process committed: every journal of the session in this process that is watched
         publishes it (any filesystem object of the session, not only the one written through); on PostgreSQL
         the listener does that instead, for every process."""
-        if self._store.dialect == "postgresql":
+        if not self._peers.watched or self._store.dialect == "postgresql":
             return
         with _PEERS_LOCK:
-            peers = list(_PEERS.get(self._store, {}).get(self._session, ()))
+            peers = list(self._peers.journals)
         for peer in peers:
             if peer.watched:
                 peer._catch_up()
 
     def _watching_started(self) -> None:
+        with _PEERS_LOCK:
+            if not self._counted:
+                self._counted = True
+                self._peers.watched += 1
         if self._listener is not None:
             return
         with self._store.read() as connection:
@@ -326,6 +345,10 @@ class SqlJournal(Journal):
         ready.wait(10)
 
     def _watching_stopped(self) -> None:
+        with _PEERS_LOCK:
+            if self._counted:
+                self._counted = False
+                self._peers.watched -= 1
         listener, self._listener = self._listener, None
         if listener is not None:
             self._stop.set()
