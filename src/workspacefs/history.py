@@ -419,7 +419,7 @@ class HistoryFilesystem(Protocol):
 
     def undo(
         self,
-        entry_id: int | None = None,
+        entry_id: int | Sequence[int] | None = None,
         *,
         actor: str | Actor | None = None,
         last: int | None = None,

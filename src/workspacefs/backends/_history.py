@@ -204,17 +204,18 @@ class HistoryMixin(FilesystemCore):
 
     def undo(
         self,
-        entry_id: int | None = None,
+        entry_id: int | Sequence[int] | None = None,
         *,
         actor: str | Actor | None = None,
         last: int | None = None,
         force: bool = False,
     ) -> builtins.list[JournalEntry]:
-        """Put back what journal entry ``entry_id`` changed — or the ``last`` n entries of ``actor``, newest
-        first — each as a new ``undo`` entry (so an undo can be undone). Returns the new entries.
+        """Put back what journal entry ``entry_id`` changed (or each of several ids) — or the ``last`` n
+        entries of ``actor`` — newest first, each as a new ``undo`` entry (so an undo can be undone). Returns
+        the new entries.
 
         Refuses, changing nothing, when a later change (or one made outside workspacefs) touched the same
-        path, unless ``force``.
+        path, unless ``force``; with ``last=n`` every entry is checked first, so all n are undone or none.
 
         Raises:
             HistoryEntryNotFoundError: no such entry.
@@ -225,7 +226,10 @@ class HistoryMixin(FilesystemCore):
         if entry_id is not None:
             if actor is not None or last is not None:
                 raise ValueError("give an entry id, or an actor with last=n, not both")
-            targets = [journal.entry(_entry_id(entry_id))]
+            ids = [entry_id] if isinstance(entry_id, int) else list(entry_id)
+            targets = [journal.entry(_entry_id(each)) for each in sorted(set(ids), key=_entry_id, reverse=True)]
+            if not targets:
+                raise ValueError("give at least one entry id to undo")
         else:
             if actor is None:
                 raise ValueError("give the entry id to undo, or an actor and last=n")
@@ -235,10 +239,10 @@ class HistoryMixin(FilesystemCore):
             targets = journal.entries(actor=actor, limit=count)
             if not targets:
                 raise HistoryEntryNotFoundError(f"No journal entries by {actor!r}")
+        if not force:  # every entry is checked before anything changes: all are undone, or none
+            self._check_undoable(journal, targets)
         undone: builtins.list[JournalEntry] = []
         for target in targets:  # newest first: each undo sees the state the later one left
-            if not force:
-                self._check_undoable(journal, target)
             with self._journaled("undo", undoes=target.entry_id, detail=target.operation) as scope:
                 for index in reversed(range(len(target.changes))):
                     self._put_back(target, index)
@@ -251,19 +255,31 @@ class HistoryMixin(FilesystemCore):
         """The entry a finished scope became (a journal that writes rows as it goes finds it by the key)."""
         return None if scope.entry_id is None else self._require_journal().entry(scope.entry_id)
 
-    def _check_undoable(self, journal: Journal, target: JournalEntry) -> None:
-        """Raise ``UndoConflictError`` unless every path of ``target`` still holds what it left there.
+    def _check_undoable(self, journal: Journal, targets: Sequence[JournalEntry]) -> None:
+        """Raise ``UndoConflictError`` unless each path of each target (newest first) will hold what the
+        target left there when its turn comes: now, or as the newer targets' undo leaves it.
 
         The state decides, not the mere presence of later entries: a later change undone since (or one that
         wrote the same bytes again) is no conflict. The error names the later entries that touched the path;
         none means it was changed outside workspacefs."""
-        for change in target.changes:
-            moved_away = change.from_path is not None and self._version_now(change.from_path) is not None
-            if self._version_now(change.path) == change.after and not moved_away:
-                continue
-            path = change.from_path if moved_away and change.from_path is not None else change.path
-            later = tuple(each.entry_id for each in journal.later_touching(target) if path in each.paths)
-            raise UndoConflictError(path, later=later)
+        planned: dict[str, str | None] = {}
+        """What the undo of the newer targets leaves at a path."""
+
+        def state(path: str) -> str | None:
+            return planned[path] if path in planned else self._version_now(path)
+
+        for target in targets:
+            for change in target.changes:
+                moved_away = change.from_path is not None and state(change.from_path) is not None
+                if state(change.path) == change.after and not moved_away:
+                    continue
+                path = change.from_path if moved_away and change.from_path is not None else change.path
+                later = tuple(each.entry_id for each in journal.later_touching(target) if path in each.paths)
+                raise UndoConflictError(path, later=later)
+            for change in reversed(target.changes):
+                if change.from_path is not None:
+                    planned[change.from_path] = change.after
+                planned[change.path] = change.before
 
     def _version_now(self, path: str) -> str | None:
         """What ``path`` holds now, as a change records it: a content id, ``DIRECTORY`` or ``None``."""

@@ -391,7 +391,7 @@ class GuardedFilesystem:
 
     def undo(
         self,
-        entry_id: int | None = None,
+        entry_id: int | Sequence[int] | None = None,
         *,
         actor: str | Actor | None = None,
         last: int | None = None,
@@ -399,10 +399,11 @@ class GuardedFilesystem:
     ) -> builtins.list[JournalEntry]:
         """As ``fs.undo``, if the policy allows every change putting the entries back makes: deleting what they
         created, writing what they changed or deleted, moving back what they moved. Each entry is checked and
-        then undone by its id, newest first (so the entries checked are the entries undone)."""
+        then undone by its id, newest first (so the entries checked are the entries undone), all or none."""
         inner = self._journaled()
         if entry_id is not None and actor is None and last is None:
-            targets = [inner.history_entry(entry_id)]
+            ids = [entry_id] if isinstance(entry_id, int) else list(entry_id)
+            targets = [inner.history_entry(each) for each in ids]
         elif entry_id is None and actor is not None and (last is None or (isinstance(last, int) and last > 0)):
             targets = inner.history(actor=actor, limit=1 if last is None else last)
         else:
@@ -410,10 +411,9 @@ class GuardedFilesystem:
         if not targets:  # the arguments are wrong, or name nothing: the filesystem says which
             undone: builtins.list[JournalEntry] = inner.undo(entry_id, actor=actor, last=last, force=force)
             return undone
-        made: builtins.list[JournalEntry] = []
         for target in targets:
             self._check_undo(target)
-            made.extend(inner.undo(target.entry_id, force=force))
+        made: builtins.list[JournalEntry] = inner.undo([t.entry_id for t in targets], force=force)
         return made
 
     def _check_undo(self, entry: JournalEntry) -> None:

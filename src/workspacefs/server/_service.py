@@ -104,7 +104,7 @@ class ServedFilesystem(SnapshotableFilesystem, ConditionalWrites, Protocol):
 
     def undo(
         self,
-        entry_id: int | None = None,
+        entry_id: int | Sequence[int] | None = None,
         *,
         actor: str | Actor | None = None,
         last: int | None = None,

@@ -136,9 +136,17 @@ class HistorySuite(SuiteBase):
         with acting_as("agent-2"):
             fs.write("a.txt", "1")
             fs.write("b.txt", "2")
-        undone = fs.undo(actor="agent-2", last=2)
-        assert len(undone) == 2
+            fs.write("a.txt", "3")
+        fs.write("b.txt", "user")  # someone else changed what the middle entry left
+        with pytest.raises(UndoConflictError):
+            fs.undo(actor="agent-2", last=3)
+        assert fs.read("a.txt").content == "3"  # all or nothing: the newest entry was not undone either
+        fs.write("b.txt", "2")  # back as the agent left it: no conflict now
+        undone = fs.undo(actor="agent-2", last=3)
+        assert len(undone) == 3
         assert not fs.exists("a.txt") and not fs.exists("b.txt") and fs.exists("mine.txt")
+        fs.undo([each.entry_id for each in undone])  # several ids at once: newest first, all or none
+        assert fs.read("a.txt").content == "3" and fs.read("b.txt").content == "2"
         with pytest.raises(ValueError):
             fs.undo(actor="agent-2", last=0)
 
