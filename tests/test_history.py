@@ -148,6 +148,7 @@ def test_host_entries_committed_in_groups_reach_other_readers(tmp_path: Path) ->
     assert writer.returncode == 0
     assert [c.path for e in one.history() for c in e.changes] == ["second.txt", "first.txt", "a.txt"]
     one.close()
+    one.close()  # closing twice is harmless
     two.close()
 
 

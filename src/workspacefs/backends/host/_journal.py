@@ -131,6 +131,8 @@ class HostJournal(Journal):
         self._watching_stopped()
         self._finalizer.detach()
         with self._lock:
+            if self._objects_fd < 0:  # closed already
+                return
             if self._db.in_transaction:
                 self._db.execute("COMMIT")
             self._db.close()
