@@ -28,8 +28,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
+# Every core, one test file per worker (each worker starts its own PostgreSQL and S3 servers).
 unit: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadfile
 
 test: lint typecheck unit
 

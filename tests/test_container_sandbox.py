@@ -29,7 +29,7 @@ from workspacefs import (
     tools_for,
 )
 from workspacefs.backends.container import ContainerFilesystem, ContainerSandbox
-from workspacefs.backends.container._runtime import LABEL, Runtime
+from workspacefs.backends.container._runtime import LABEL, Runtime, owner_tag
 from workspacefs.testing._containers import busybox_image, docker_via_podman, podman_available
 
 
@@ -46,9 +46,11 @@ def sandbox(image: str, tmp_path: Path) -> Iterator[ContainerSandbox]:
         yield opened
 
 
-def _containers() -> set[str]:
+def _containers(*, every: bool = False) -> set[str]:
+    """The sandbox containers of this process (of every process with ``every``: tests run in parallel)."""
+    mine = [] if every else ["--filter", f"label=workspacefs.pid={os.getpid()}"]
     done = subprocess.run(
-        ["podman", "ps", "-a", "--filter", f"label={LABEL}=1", "--format", "{{.Names}}"],
+        ["podman", "ps", "-a", "--filter", f"label={LABEL}=1", *mine, "--format", "{{.Names}}"],
         capture_output=True,
         text=True,
         check=True,
@@ -230,20 +232,20 @@ def test_a_crashed_process_leaves_no_container_after_the_next_start(image: str) 
         f"""
         import os
         from workspacefs.backends.container import ContainerSandbox
+        from workspacefs.backends.container._runtime import owner_tag
         sandbox = ContainerSandbox({image!r})
-        print(sandbox.name, flush=True)
+        print(sandbox.name, owner_tag(), flush=True)
         os._exit(9)  # no close, no finalizer: a crash
         """
     )
     done = subprocess.run([sys.executable, "-c", crash], capture_output=True, text=True, check=False, timeout=300)
-    orphan = done.stdout.strip()
-    assert orphan and orphan in _containers()
-    left = [
-        line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines() if "wsfs-sandbox-" in line
-    ]
+    orphan, tag = done.stdout.split()
+    assert orphan in _containers(every=True)
+    mark = f"wsfs-sandbox-{tag}-"  # the crashed process's own (another test process may have some too)
+    left = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines() if mark in line]
     assert left  # its workspace (a nosuid bind mount of a temporary directory) was left behind too
     with ContainerSandbox(image):
-        assert orphan not in _containers()
+        assert orphan not in _containers(every=True)
         mounts = Path("/proc/self/mountinfo").read_text()
         assert not any(point in mounts for point in left) and not any(Path(point).exists() for point in left)
 
@@ -444,14 +446,14 @@ def test_clearing_setuid_never_changes_an_inode_shared_with_the_outside(image: s
 
 def test_a_failed_start_leaves_nothing_behind(image: str) -> None:
     def made() -> set[str]:
-        return {p.name for p in Path(tempfile.gettempdir()).glob("wsfs-sandbox-*")}
+        return {p.name for p in Path(tempfile.gettempdir()).glob(f"wsfs-sandbox-{owner_tag()}-*")}
 
     before, containers = made(), _containers()
     with pytest.raises(SandboxError):
         ContainerSandbox(image, memory="not-a-size")
     assert made() == before and _containers() == containers
     mounts = Path("/proc/self/mountinfo").read_text()
-    assert "wsfs-sandbox-" not in mounts
+    assert f"wsfs-sandbox-{owner_tag()}-" not in mounts
 
 
 def test_a_filesystem_below_the_workspace_runs_commands_there(sandbox: ContainerSandbox) -> None:
