@@ -111,6 +111,38 @@ def test_a_composite_layout_gives_each_session_its_own_mounts(store: Any, tmp_pa
         assert fresh.status_code == 200, fresh.text
 
 
+def test_a_composite_session_has_the_history_of_its_mounts(store: Any, tmp_path: Path) -> None:
+    layout = tmp_path / "layout.toml"
+    layout.write_text(
+        "[mounts]\n"
+        f'"/workspace" = "file://{tmp_path}/trees/{{agent}}/{{session}}"\n'
+        f'"/notes" = "sqlite:///{tmp_path}/notes.db?session={{agent}}-{{session}}"\n'
+    )
+    with TestClient(create_app(store, auth=False, sessions_root=f"composite://{layout}")) as client:
+        api = Api(client, store, agent="alice")
+        api.create("/notes/todo.md", "v1\n")
+        assert client.put(api.fs("/notes/todo.md"), json={"content": "v2\n"}).status_code == 200
+        api.create("/workspace/a.txt", "a")
+        answer = client.get(f"{api.base}/history")
+        assert answer.status_code == 200, answer.text
+        entries = answer.json()["data"]
+        assert [[c["path"] for c in e["changes"]] for e in entries] == [
+            ["/workspace/a.txt"],
+            ["/notes/todo.md"],
+            ["/notes/todo.md"],
+        ]
+        assert {e["actor"]["via"] for e in entries} == {"rest"}
+        notes = client.get(f"{api.base}/history", params={"path": "/notes"}).json()["data"]
+        assert notes == entries[1:]
+        second = entries[1]["entry_id"]
+        before = client.get(f"{api.base}/history/{second}/content", params={"path": "/notes/todo.md", "side": "before"})
+        assert before.content == b"v1\n"
+        undone = client.post(f"{api.base}/undo", json={"entry_id": second})
+        assert undone.status_code == 200, undone.text
+        assert undone.json()["data"][0]["undoes"] == second
+        assert client.get(api.fs("/notes/todo.md")).json()["content"] == "v1\n"
+
+
 def test_a_bad_sessions_root_is_refused_at_start(store: Any) -> None:
     with pytest.raises(ValueError, match="place"):
         create_app(store, sessions_root="memory://")  # every session would share one tree

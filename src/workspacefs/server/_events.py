@@ -27,6 +27,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -98,6 +99,9 @@ class EventStream:
         """Entry id → how many of its changes were considered (sent, or outside ``path``)."""
         self._floor = resume[0] if resume is not None else None
         """Entries up to this id that the stream has not counted were seen before the reconnect."""
+        self._floor_time: datetime | None = None
+        """The time of the floor's entry (read with the backlog): an entry up to the floor's id but later than
+        this is new all the same (a composite's ids grow within each mount, not across them)."""
 
     def _wanted(self, entry: JournalEntry, index: int) -> bool:
         if self._path == ROOT:
@@ -122,9 +126,11 @@ class EventStream:
         assert self._resume is not None
         last, index = self._resume
         frames: list[bytes] = []
-        if index is not None:
-            with contextlib.suppress(HistoryEntryNotFoundError):
-                frames += self._rest_of(self._fs.history_entry(last), index + 1)
+        with contextlib.suppress(HistoryEntryNotFoundError):
+            floor: JournalEntry = self._fs.history_entry(last)
+            self._floor_time = floor.time
+            if index is not None:
+                frames += self._rest_of(floor, index + 1)
         path = None if self._path == ROOT else self._path
         for entry in reversed(self._fs.history(path, since=last, limit=None)):
             frames += self._rest_of(entry, 0)
@@ -143,13 +149,17 @@ class EventStream:
                 continue
             done.add(entry_id)
             start = self._sent.get(entry_id)
-            if start is None and self._floor is not None and entry_id <= self._floor:
+            old = start is None and self._floor is not None and entry_id <= self._floor
+            if old and self._floor_time is None:
                 continue  # the client had it before it reconnected
             try:
                 entry = self._fs.history_entry(entry_id)
             except HistoryEntryNotFoundError:  # pruned already: the event is all there is
-                frames.append(_frame(None, None, event))
+                if not old:
+                    frames.append(_frame(None, None, event))
                 continue
+            if old and self._floor_time is not None and entry.time <= self._floor_time:
+                continue  # the client had it before it reconnected
             frames += self._rest_of(entry, start or 0)
         return frames
 

@@ -5,7 +5,8 @@ API with the path as it names it, so each mount keeps its own guarantees (the ho
 transactions, an object store's compare-and-set). Listings show mount points as directories; walks, glob
 and grep span mounts. A move or copy between two mounts streams file by file (fixed memory), each file
 written atomically by the target and, for a move, deleted from the source once it is there. Mount points,
-and the directories leading to them, cannot be deleted, moved or replaced.
+and the directories leading to them, cannot be deleted, moved or replaced. History is the mounts' journals
+read as one, with ids of the composite's own (see ``_history.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import ClassVar, cast
 
 from workspacefs import errors
 from workspacefs.backends.base import BaseFilesystem
+from workspacefs.backends.composite._history import CompositeHistory
 from workspacefs.backends.composite._mounts import Mounted, MountTable
 from workspacefs.backends.composite._snapshots import CompositeSnapshots
 from workspacefs.capabilities import Capabilities
@@ -30,12 +32,13 @@ from workspacefs.search import GrepPattern
 __all__ = ["CompositeFilesystem"]
 
 
-class CompositeFilesystem(CompositeSnapshots, BaseFilesystem):
+class CompositeFilesystem(CompositeHistory, CompositeSnapshots, BaseFilesystem):
     """Filesystems mounted at absolute paths: ``CompositeFilesystem({"/workspace": host, "/memories": sql})``.
 
     A mount at ``"/"`` serves every path no other mount claims. A mount that is itself read-only stays so;
     ``read_only=True`` makes the whole composite read-only. One ``snapshot()`` snapshots every writable
-    mount and restores them together (see ``_snapshots.py``).
+    mount and restores them together (see ``_snapshots.py``). ``history()``, ``undo()`` and ``watch()`` work over
+    the mounts' journals (see ``_history.py``).
     """
 
     backend_name: ClassVar[str] = "composite"
@@ -55,7 +58,8 @@ class CompositeFilesystem(CompositeSnapshots, BaseFilesystem):
 
     @property
     def capabilities(self) -> Capabilities:
-        """What every mount can do (snapshots: every writable mount; conditional writes: every mount)."""
+        """What every mount can do (snapshots, history and watching: every writable mount, and history and
+        watching at least one mount; conditional writes: every mount)."""
         writable = [m.fs.capabilities for m in self._table if not m.fs.read_only]
         every = [m.fs.capabilities for m in self._table]
         return Capabilities(
@@ -63,6 +67,8 @@ class CompositeFilesystem(CompositeSnapshots, BaseFilesystem):
             cheap_snapshots=all(c.snapshots and c.cheap_snapshots for c in writable),
             persistent=all(c.persistent for c in every),
             conditional_writes=all(c.conditional_writes for c in every),
+            history=all(c.history for c in writable) and any(c.history for c in every),
+            watch=all(c.watch for c in writable) and any(c.watch for c in every),
         )
 
     def _snapshot_root(self) -> str:
@@ -165,41 +171,41 @@ class CompositeFilesystem(CompositeSnapshots, BaseFilesystem):
 
     def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:
         mounted = self._file_target(path) if self._table.holds_mount(path) else self._changeable(path, "written")
-        with mounted.speaking_outside():
+        with self._changing(mounted):
             return mounted.fs.open_write(mounted.inner(path), mode=mode, create_parents=False)
 
     def _write_content(self, path: str, data: bytes, mode: WriteMode) -> None:
         mounted = self._file_target(path) if self._table.holds_mount(path) else self._changeable(path, "written")
-        with mounted.speaking_outside():
+        with self._changing(mounted):
             mounted.fs.write_bytes(mounted.inner(path), data, mode=mode, create_parents=False)
 
     def _make_dir(self, path: str) -> None:
         if self._table.holds_mount(path):
             raise errors.file_exists(path)
         mounted = self._changeable(path, "made")
-        with mounted.speaking_outside():
+        with self._changing(mounted):
             mounted.fs.mkdir(mounted.inner(path), parents=False, exist_ok=False)
 
     def _remove_file(self, path: str) -> None:
         mounted = self._changeable(path, "deleted")
-        with mounted.speaking_outside():
+        with self._changing(mounted):
             mounted.fs.delete(mounted.inner(path))
 
     def _remove_empty_dir(self, path: str) -> None:
         mounted = self._changeable(path, "deleted")
-        with mounted.speaking_outside():
+        with self._changing(mounted):
             mounted.fs.delete(mounted.inner(path))
 
     def _remove_tree(self, path: str) -> None:
         mounted = self._changeable(path, "deleted")
-        with mounted.speaking_outside():
+        with self._changing(mounted):
             mounted.fs.delete(mounted.inner(path), recursive=True)
 
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         source = self._changeable(src, "moved")
         target = self._changeable(dst, "replaced")
         if source is target:
-            with source.speaking_outside():
+            with self._changing(source):
                 source.fs.move(source.inner(src), source.inner(dst), overwrite=replace)
             return
         if self._stat(src).is_directory:
@@ -213,7 +219,7 @@ class CompositeFilesystem(CompositeSnapshots, BaseFilesystem):
         source = self._file_target(src)
         target = self._changeable(dst, "replaced")
         if source is target:
-            with source.speaking_outside():
+            with self._changing(source):
                 source.fs.copy(source.inner(src), source.inner(dst), overwrite=True)
             return
         self._copy_between(source, src, target, dst)
@@ -224,7 +230,7 @@ class CompositeFilesystem(CompositeSnapshots, BaseFilesystem):
         source = self._table.serving(src)
         target = self._changeable(dst, "replaced")
         if source is target and not self._table.below(src):
-            with source.speaking_outside():
+            with self._changing(source):
                 source.fs.copy(source.inner(src), source.inner(dst))
             return
         try:
@@ -240,7 +246,7 @@ class CompositeFilesystem(CompositeSnapshots, BaseFilesystem):
             reader = source.fs.open_read(source.inner(src))
         with (
             reader,
-            target.speaking_outside(),
+            self._changing(target),
             target.fs.open_write(target.inner(dst), mode="overwrite", create_parents=False) as writer,
         ):
             writer.write_all(reader)

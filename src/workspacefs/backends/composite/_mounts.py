@@ -81,6 +81,10 @@ class MountTable:
         """Every mount, by mount point."""
         return iter(sorted(self._mounts.values(), key=lambda m: m.point))
 
+    def __len__(self) -> int:
+        """How many filesystems are mounted."""
+        return len(self._mounts)
+
     def route(self, path: str) -> Mounted | None:
         """The mount serving ``path`` (the longest mount point at or above it), or ``None``."""
         for mounted in self._by_depth:
