@@ -282,14 +282,17 @@ class CompositeHistory(HistoryMixin):
 
     def undo(
         self,
-        entry_id: int | None = None,
+        entry_id: int | Sequence[int] | None = None,
         *,
         actor: str | Actor | None = None,
         last: int | None = None,
         force: bool = False,
     ) -> builtins.list[JournalEntry]:
-        """Undo entry ``entry_id`` (or the ``last`` n entries of ``actor`` over every mount, newest first) in
-        the mount that made it, as a new ``undo`` entry there. Returns the new entries.
+        """Undo entry ``entry_id`` (or several ids, or the ``last`` n entries of ``actor`` over every mount) in
+        the mounts that made them, newest first, as new ``undo`` entries there. Returns the new entries.
+
+        Each mount undoes its share all or none; a mount's paths are its own, so shares never overlap, but a
+        conflict in one mount's share leaves the shares of mounts undone before it undone.
 
         Raises:
             HistoryEntryNotFoundError: no such entry.
@@ -300,7 +303,9 @@ class CompositeHistory(HistoryMixin):
         if entry_id is not None:
             if actor is not None or last is not None:
                 raise ValueError("give an entry id, or an actor with last=n, not both")
-            targets = [entry_id]
+            targets = [entry_id] if isinstance(entry_id, int) else builtins.list(entry_id)
+            if not targets:
+                raise ValueError("give at least one entry id to undo")
         else:
             if actor is None:
                 raise ValueError("give the entry id to undo, or an actor and last=n")
@@ -310,14 +315,19 @@ class CompositeHistory(HistoryMixin):
             targets = [entry.entry_id for entry in self.history(actor=actor, limit=count)]
             if not targets:
                 raise HistoryEntryNotFoundError(f"No journal entries by {actor!r}")
-        undone: builtins.list[JournalEntry] = []
-        for target in targets:  # newest first: each undo sees the state the later one left
+        shares: dict[int, tuple[Mounted, builtins.list[int]]] = {}
+        for target in targets:
             index, mounted, inner = self._locate(target)
+            shares.setdefault(index, (mounted, []))[1].append(inner)
+        undone: builtins.list[JournalEntry] = []
+        for index, (mounted, inners) in shares.items():
             try:
                 with mounted.speaking_outside():
-                    made = cast(HistoryFilesystem, mounted.fs).undo(inner, force=force)
+                    made = cast(HistoryFilesystem, mounted.fs).undo(inners, force=force)
             except HistoryEntryNotFoundError:
-                raise HistoryEntryNotFoundError(f"No journal entry {target}") from None
+                asked = [str(self._outer_id(index, inner)) for inner in inners]
+                named = asked[0] if len(asked) == 1 else "among " + ", ".join(asked)
+                raise HistoryEntryNotFoundError(f"No journal entry {named}") from None
             except UndoConflictError as exc:
                 exc.later = tuple(self._outer_id(index, later) for later in exc.later)
                 raise
