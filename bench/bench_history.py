@@ -75,20 +75,29 @@ def backends(postgres: bool) -> Iterator[dict[str, Factory]]:
         "host (tmpfs)": host,
         "SQLite (tmpfs)": sql(f"sqlite:///{base / 'bench.db'}", "sqlite"),
     }
+
+    def close_all() -> None:  # before the server stops: a pooled connection then closes quietly
+        for fs in made:
+            fs.close()
+        for store in stores.values():
+            store.close()
+        made.clear()
+        stores.clear()
+
     try:
         if postgres:
             from workspacefs.testing._postgres import postgres_server  # noqa: PLC0415 - only when asked
 
             with postgres_server() as server:
                 found["PostgreSQL (loopback)"] = sql(server.url, "postgresql")
-                yield found
+                try:
+                    yield found
+                finally:
+                    close_all()
         else:
             yield found
     finally:
-        for fs in made:
-            fs.close()
-        for store in stores.values():
-            store.close()
+        close_all()
         shutil.rmtree(base, ignore_errors=True)
 
 
