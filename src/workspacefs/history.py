@@ -14,13 +14,12 @@ outside the root for a host directory, a table written in the same transaction a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import queue
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -104,26 +103,46 @@ def current_actor() -> Actor:
     return _ACTOR.get()
 
 
-@contextlib.contextmanager
-def acting_as(actor: Actor | str | None = None, **fields: str | None) -> Iterator[Actor]:
-    """Declare who makes the changes inside the block (thread- and task-local).
+def acting_as(actor: Actor | str | None = None, **fields: str | None) -> ActingAs:
+    """Declare who makes the changes inside the block (thread- and task-local): ``with acting_as(...) as who:``.
 
     Pass an :class:`Actor`, a name, or fields (``session=``, ``tool_call=``, ``via=``); fields not given
     are inherited from the enclosing declaration, so a service can set the session and a tool call its id.
     """
-    outer = _ACTOR.get()
-    base = Actor(name=actor) if isinstance(actor, str) else (actor or outer)
-    merged = Actor(
-        *(
-            fields.get(key, mine if mine is not None else theirs)
-            for key, mine, theirs in zip(_ACTOR_KEYS, base.fields(), outer.fields(), strict=True)
-        )
-    )
-    token = _ACTOR.set(merged)
-    try:
-        yield merged
-    finally:
-        _ACTOR.reset(token)
+    return ActingAs(actor, fields)
+
+
+class ActingAs:
+    """The context manager :func:`acting_as` returns (a class, not a generator: it runs on every request and
+    tool call, and a generator-based one cost several times as much)."""
+
+    __slots__ = ("_actor", "_fields", "_token")
+
+    def __init__(self, actor: Actor | str | None, fields: dict[str, str | None]) -> None:
+        self._actor = actor
+        self._fields = fields
+        self._token: Token[Actor] | None = None
+
+    def __enter__(self) -> Actor:
+        outer = _ACTOR.get()
+        actor, fields = self._actor, self._fields
+        base = Actor(name=actor) if isinstance(actor, str) else (actor or outer)
+        if outer is _NOBODY and not fields:  # the common case: nothing to inherit
+            merged = base
+        else:
+            merged = Actor(
+                *(
+                    fields.get(key, mine if mine is not None else theirs)
+                    for key, mine, theirs in zip(_ACTOR_KEYS, base.fields(), outer.fields(), strict=True)
+                )
+            )
+        self._token = _ACTOR.set(merged)
+        return merged
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _ACTOR.reset(self._token)
+            self._token = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,7 +62,9 @@ class SessionStorage(ABC):
                 return found
         opened = self.open(entry, quota=quota)
         with _SHARED_LOCK:
-            table = _SHARED.setdefault(self, weakref.WeakValueDictionary())
+            table = _SHARED.get(self)
+            if table is None:
+                table = _SHARED[self] = weakref.WeakValueDictionary()
             return table.setdefault(key, opened)
 
     @abstractmethod

@@ -177,7 +177,13 @@ class SqlJournal(Journal):
         self._store = store
         self._session = session
         with _PEERS_LOCK:  # every journal of this session in this process hears this process's commits
-            self._peers = _PEERS.setdefault(store, {}).setdefault(session, _Peers())
+            sessions = _PEERS.get(store)
+            if sessions is None:
+                sessions = _PEERS[store] = {}
+            peers = sessions.get(session)
+            if peers is None:
+                peers = sessions[session] = _Peers()
+            self._peers = peers
             self._peers.journals.add(self)
         self._counted = False
         """Whether this journal counts in ``_peers.watched``."""
