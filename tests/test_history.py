@@ -5,7 +5,9 @@ scope, events across processes on PostgreSQL, and the CLI's ``log`` and ``undo``
 from __future__ import annotations
 
 import json
+import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -150,6 +152,22 @@ def test_host_entries_committed_in_groups_reach_other_readers(tmp_path: Path) ->
     one.close()
     one.close()  # closing twice is harmless
     two.close()
+
+
+def test_a_host_journal_lets_a_waiting_process_in_after_each_row(tmp_path: Path) -> None:
+    root, snapshots = tmp_path / "root", tmp_path / "snapshots"
+    root.mkdir()
+    fs = HostFilesystem(root, snapshot_dir=snapshots)
+    fs.write("first.txt", "0")
+    [journal] = snapshots.glob("journals/*/journal.db")
+    other = sqlite3.connect(journal, timeout=0, isolation_level=None)  # another process's connection
+    for n in range(20):
+        os.utime(journal.parent / "journal.busy")  # what a process waiting for the journal does
+        fs.write(f"f{n}.txt", str(n))
+        other.execute("BEGIN IMMEDIATE")  # free at once: the row was committed, no group held open
+        other.execute("ROLLBACK")
+    other.close()
+    fs.close()
 
 
 def test_a_change_made_outside_workspacefs_makes_undo_refuse(tmp_path: Path) -> None:

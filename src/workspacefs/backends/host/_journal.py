@@ -9,7 +9,9 @@ seen by a watcher of the directory), never the reverse.
 Rows are committed in groups: a write transaction stays open for at most ``GROUP_SECONDS`` (a thread
 commits what a quiet spell leaves open; closing the journal or the process commits too), because one
 commit per row cost three times the row (23 against 9 µs on tmpfs). So a crash may lose the entries of
-the last few milliseconds (never a change), and another process sees an entry at most that late.
+the last few milliseconds (never a change), and another process sees an entry at most that late. A process
+that has to wait for the journal touches ``journal.busy``; the holder then commits row by row for a second,
+so two processes writing one root take turns (held groups made one wait over a second; now tens of ms).
 """
 
 from __future__ import annotations
@@ -74,6 +76,10 @@ _DEFAULT_KEEP = 10_000
 GROUP_SECONDS = 0.005
 """How long rows may wait in an open transaction before they are committed."""
 _GROUP_ROWS = 1024
+_WAIT_SECONDS = 30.0
+"""How long a process waits for another's journal transaction before the write's entry fails."""
+_TAKE_TURNS_SECONDS = 1.0
+"""After another process waited, rows are committed one by one this long."""
 _PEERS: dict[str, weakref.WeakSet[HostJournal]] = {}
 """The journals open in this process, by directory (a read commits its peers' open groups first)."""
 _OBJECT_GRACE_SECONDS = 600
@@ -96,13 +102,22 @@ class HostJournal(Journal):
         self.objects = directory / "objects"
         self.objects.mkdir(parents=True, exist_ok=True)
         self._objects = str(self.objects)
-        self._db = sqlite3.connect(directory / "journal.db", timeout=30, check_same_thread=False, isolation_level=None)
+        self._db = sqlite3.connect(
+            directory / "journal.db", timeout=_WAIT_SECONDS, check_same_thread=False, isolation_level=None
+        )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
         self._group_started = 0.0
         self._group_rows = 0
+        self._busy = str(directory / "journal.busy")
+        """Touched by a process that waits for the journal: whoever holds a group open then commits each row
+        at once for a while, so two processes writing one root take turns (else one waits for seconds)."""
+        os.close(os.open(self._busy, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        self._busy_seen = os.stat(self._busy).st_mtime_ns
+        self._alone_after = 0.0
+        """Before this moment (monotonic) rows are committed one by one: another process wants the journal."""
         self._due = threading.Event()
         self._anonymous = PROC_LINKS
         self._objects_fd = os.open(self._objects, os.O_DIRECTORY | os.O_CLOEXEC)
@@ -146,18 +161,57 @@ class HostJournal(Journal):
     def _grouped(self) -> None:
         """Called under the lock before rows are written: join the open transaction or begin one."""
         if not self._db.in_transaction:
-            self._db.execute("BEGIN IMMEDIATE")
+            self._begin()
             self._group_started = time.monotonic()
             self._group_rows = 0
+            if self._group_started < self._alone_after:
+                return  # taking turns: the row is committed at once, no thread needed
             if not self._due.is_set():
                 self._due.set()
                 threading.Thread(target=_commit_later, args=(weakref.ref(self),), daemon=True).start()
 
+    def _begin(self) -> None:
+        """``BEGIN IMMEDIATE``, waiting as long as SQLite would (30 s), but touching ``journal.busy`` while it
+        waits so that the process holding the journal lets go after each row."""
+        deadline = time.monotonic() + _WAIT_SECONDS
+        pause = 0.0002
+        self._db.execute("PRAGMA busy_timeout = 0")
+        try:
+            while True:
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                        raise
+                with contextlib.suppress(OSError):
+                    os.utime(self._busy)
+                time.sleep(pause)
+                pause = min(pause * 2, 0.005)
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout = {int(_WAIT_SECONDS * 1000)}")
+
     def _group_done(self, rows: int) -> None:
-        """Called under the lock after rows are written: commit when the group is old or large enough."""
+        """Called under the lock after rows are written: commit when the group is old or large enough, or at
+        once while another process waits for the journal."""
         self._group_rows += rows
-        if self._group_rows >= _GROUP_ROWS or time.monotonic() - self._group_started >= GROUP_SECONDS:
+        now = time.monotonic()
+        if self._group_rows >= _GROUP_ROWS or now - self._group_started >= GROUP_SECONDS or self._wanted(now):
             self._db.execute("COMMIT")
+
+    def _wanted(self, now: float) -> bool:
+        """Whether another process has waited for the journal lately (``journal.busy`` touched)."""
+        if now < self._alone_after:
+            return True
+        try:
+            touched = os.stat(self._busy).st_mtime_ns
+        except OSError:
+            return False
+        if touched == self._busy_seen:
+            return False
+        self._busy_seen = touched
+        self._alone_after = now + _TAKE_TURNS_SECONDS
+        return True
 
     def flush(self) -> None:
         """Commit the rows written so far (other processes see them now)."""
