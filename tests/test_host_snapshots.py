@@ -242,6 +242,31 @@ def test_snapshots_persist_across_processes(dirs: tuple[Path, Path]) -> None:
         assert not fs.exists("b.txt")
 
 
+def test_processes_opening_a_new_root_at_once_share_one_git_repository(tmp_path: Path) -> None:
+    root, snapshots, go = tmp_path / "root", tmp_path / "snapshots", tmp_path / "go"
+    root.mkdir()
+    opener = textwrap.dedent(
+        f"""
+        import os, sys, time
+        from workspacefs import HostFilesystem
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.001)
+        fs = HostFilesystem({str(root)!r}, snapshot_dir={str(snapshots)!r}, snapshot_strategy="git")
+        fs.write(sys.argv[1] + ".txt", sys.argv[1])
+        fs.snapshot(tag=sys.argv[1])
+        """
+    )
+    started = [subprocess.Popen([sys.executable, "-c", opener, f"p{n}"], stderr=subprocess.PIPE) for n in range(4)]
+    go.touch()  # all at once: each finds no repository yet and makes one
+    for process in started:
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err.decode()
+    fs = HostFilesystem(root, snapshot_dir=snapshots, snapshot_strategy="git")
+    assert sorted(s.tag for s in fs.snapshots() if s.tag) == ["p0", "p1", "p2", "p3"]
+    assert not list(snapshots.glob(".git-init-*"))
+    fs.close()
+
+
 def test_retention_prunes_snapshots_and_their_data(dirs: tuple[Path, Path]) -> None:
     _, snapshots = dirs
     policy = SnapshotRetentionPolicy(max_count=2)

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -473,8 +474,30 @@ class GitStrategy(SnapshotStrategy):
         self.repo = directory / "git"
         self.git_dir = self.repo
         if not (self.repo / "HEAD").exists():
-            self.repo.mkdir(parents=True, exist_ok=True)
-            self._run("init", "--bare", "--quiet", str(self.repo))
+            self._init()
+
+    def _init(self) -> None:
+        """Make the bare repository beside its place and rename it there, so two processes opening a new root
+        at once do not both write into one half-made repository (one rename wins; the other's is removed)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        building = Path(tempfile.mkdtemp(prefix=".git-init-", dir=self.directory))
+        try:
+            made = subprocess.run(
+                self._command(("init", "--bare", "--quiet", str(building))),
+                env={**self._env(), "GIT_DIR": str(building)},
+                capture_output=True,
+                check=False,
+                cwd=self.directory,
+            )
+            if made.returncode != 0:
+                raise SnapshotCreationError(f"git init failed: {made.stderr.decode(errors='replace').strip()}")
+            try:
+                os.rename(building, self.repo)  # replaces an empty directory, never a repository
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY) or not (self.repo / "HEAD").exists():
+                    raise
+        finally:
+            shutil.rmtree(building, ignore_errors=True)
 
     @classmethod
     def available(cls, root_fd: int, directory: Path) -> bool:
