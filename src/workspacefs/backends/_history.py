@@ -15,7 +15,7 @@ import builtins
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -257,29 +257,35 @@ class HistoryMixin(FilesystemCore):
 
     def _check_undoable(self, journal: Journal, targets: Sequence[JournalEntry]) -> None:
         """Raise ``UndoConflictError`` unless each path of each target (newest first) will hold what the
-        target left there when its turn comes: now, or as the newer targets' undo leaves it.
+        target left there when its turn comes: now, or as the newer targets' undo leaves it (a directory the
+        target made must hold nothing else then: putting it back deletes it).
 
         The state decides, not the mere presence of later entries: a later change undone since (or one that
         wrote the same bytes again) is no conflict. The error names the later entries that touched the path;
         none means it was changed outside workspacefs."""
-        planned: dict[str, str | None] = {}
-        """What the undo of the newer targets leaves at a path."""
-
-        def state(path: str) -> str | None:
-            return planned[path] if path in planned else self._version_now(path)
-
+        plan = _Plan(self._version_now)
         for target in targets:
+            made = {c.path for c in target.changes if c.before is None}
             for change in target.changes:
-                moved_away = change.from_path is not None and state(change.from_path) is not None
-                if state(change.path) == change.after and not moved_away:
+                moved_away = change.from_path is not None and plan.state(change.from_path) is not None
+                if plan.state(change.path) == change.after and not moved_away:
+                    if change.before is None and change.after == DIRECTORY and change.from_path is None:
+                        self._check_emptied(journal, target, plan, change.path, made)
                     continue
                 path = change.from_path if moved_away and change.from_path is not None else change.path
-                later = tuple(each.entry_id for each in journal.later_touching(target) if path in each.paths)
-                raise UndoConflictError(path, later=later)
-            for change in reversed(target.changes):
-                if change.from_path is not None:
-                    planned[change.from_path] = change.after
-                planned[change.path] = change.before
+                raise UndoConflictError(path, later=_later(journal, target, path))
+            plan.undo(target)
+
+    def _check_emptied(self, journal: Journal, target: JournalEntry, plan: _Plan, path: str, made: set[str]) -> None:
+        """A directory ``target`` made is deleted with all it holds when the target is undone: refuse if it
+        will hold anything the target did not make (another actor's file written there since)."""
+        where = plan.now(path)
+        if where is None:
+            return
+        for entry in self._walk(where):
+            inside = path + entry.path[len(where) :]
+            if inside not in made and plan.state(inside) is not None:
+                raise UndoConflictError(inside, later=_later(journal, target, inside))
 
     def _version_now(self, path: str) -> str | None:
         """What ``path`` holds now, as a change records it: a content id, ``DIRECTORY`` or ``None``."""
@@ -328,6 +334,63 @@ class HistoryMixin(FilesystemCore):
     def _actor() -> Actor:
         """The actor an entry made now is attributed to."""
         return current_actor()
+
+
+class _Plan:
+    """The tree as the undo of the newer targets will leave it, over the tree as it is now: exact paths put
+    back, and directories moved back (a path below one is found where it is now)."""
+
+    def __init__(self, version_now: Callable[[str], str | None]) -> None:
+        self._version_now = version_now
+        self._steps: list[tuple[dict[str, str | None], tuple[str, str] | None]] = []
+        """Newest last: what a target's undo puts at exact paths, and a directory it moves back (src, dst)."""
+
+    def undo(self, target: JournalEntry) -> None:
+        """Add the undo of ``target`` (its changes put back, the last first)."""
+        for change in reversed(target.changes):
+            values: dict[str, str | None] = {change.path: change.before}
+            moved: tuple[str, str] | None = None
+            if change.from_path is not None:
+                values[change.from_path] = change.after
+                moved = (change.from_path, change.path)
+            self._steps.append((values, moved))
+
+    def now(self, path: str) -> str | None:
+        """Where what will be at ``path`` is now (``None``: the plan decides what is there)."""
+        for values, moved in reversed(self._steps):
+            if path in values or any(values.get(a, DIRECTORY) != DIRECTORY for a in _ancestors(path)):
+                return None
+            if moved is not None:
+                src, dst = moved
+                if path.startswith(src + "/"):
+                    path = dst + path[len(src) :]
+                elif path.startswith(dst + "/"):
+                    return None
+        return path
+
+    def state(self, path: str) -> str | None:
+        """What ``path`` will hold: a content id, ``DIRECTORY`` or ``None``."""
+        for values, moved in reversed(self._steps):
+            if path in values:
+                return values[path]
+            if any(values.get(a, DIRECTORY) != DIRECTORY for a in _ancestors(path)):
+                return None  # below something the plan removes or makes a file
+            if moved is not None:
+                src, dst = moved
+                if path.startswith(src + "/"):
+                    path = dst + path[len(src) :]
+                elif path.startswith(dst + "/"):
+                    return None  # moved away with its directory
+        return self._version_now(path)
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _later(journal: Journal, target: JournalEntry, path: str) -> tuple[int, ...]:
+    return tuple(each.entry_id for each in journal.later_touching(target) if path in each.paths)
 
 
 def _whole(content: bytes | ByteReader) -> bytes:

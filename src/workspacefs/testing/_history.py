@@ -147,6 +147,17 @@ class HistorySuite(SuiteBase):
         assert not fs.exists("a.txt") and not fs.exists("b.txt") and fs.exists("mine.txt")
         fs.undo([each.entry_id for each in undone])  # several ids at once: newest first, all or none
         assert fs.read("a.txt").content == "3" and fs.read("b.txt").content == "2"
+        with acting_as("agent-3"):
+            fs.write("d/f.txt", "x")
+            fs.move("d", "e")
+        fs.undo(actor="agent-3", last=2)  # the move goes back first, then the file goes from where it was
+        assert not fs.exists("e") and not fs.exists("d/f.txt")
+        with acting_as("agent-4"):
+            fs.mkdir("made")
+        fs.write("made/user.txt", "mine")  # someone else's file in the directory the agent made
+        with pytest.raises(UndoConflictError):
+            fs.undo(actor="agent-4")  # putting the directory back would delete it
+        assert fs.read("made/user.txt").content == "mine"
         with pytest.raises(ValueError):
             fs.undo(actor="agent-2", last=0)
 
