@@ -81,6 +81,7 @@ _WAIT_SECONDS = 30.0
 _TAKE_TURNS_SECONDS = 1.0
 """After another process waited, rows are committed one by one this long."""
 _PEERS: dict[str, weakref.WeakSet[HostJournal]] = {}
+_PEERS_LOCK = threading.Lock()
 """The journals open in this process, by directory (a read commits its peers' open groups first)."""
 _OBJECT_GRACE_SECONDS = 600
 """Kept content younger than this is never collected: its entry may still be on its way."""
@@ -123,8 +124,9 @@ class HostJournal(Journal):
         self._objects_fd = os.open(self._objects, os.O_DIRECTORY | os.O_CLOEXEC)
         """``objects/``, for naming anonymous files (``linkat`` follows ``/proc/self/fd`` only with a dir fd)."""
         self._finalizer = weakref.finalize(self, _commit_open, self._db, self._lock, self._objects_fd)
-        self._peers = _PEERS.setdefault(str(directory), weakref.WeakSet())
-        self._peers.add(self)
+        with _PEERS_LOCK:
+            self._peers = _PEERS.setdefault(str(directory), weakref.WeakSet())
+            self._peers.add(self)
         self._recorded = 0
         self.max_entries = max_entries
         self.follow: Callable[[], Follower] | None = None
@@ -343,7 +345,9 @@ class HostJournal(Journal):
 
     def _flush_peers(self) -> None:
         """Commit what other journals of this root in this process hold open, so a read here sees it."""
-        for peer in list(self._peers):
+        with _PEERS_LOCK:
+            peers = list(self._peers)
+        for peer in peers:
             if peer is not self:
                 peer.flush()
 

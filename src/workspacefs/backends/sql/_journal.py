@@ -187,6 +187,8 @@ class SqlJournal(Journal):
             self._peers.journals.add(self)
         self._counted = False
         """Whether this journal counts in ``_peers.watched``."""
+        self._lifecycle = threading.Lock()
+        """Serialises starting and stopping the watching (the listener thread, the count)."""
         self._listener: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock_catch_up = threading.Lock()
@@ -332,33 +334,41 @@ class SqlJournal(Journal):
                 peer._catch_up()
 
     def _watching_started(self) -> None:
-        with _PEERS_LOCK:
-            if not self._counted:
-                self._counted = True
-                self._peers.watched += 1
-        if self._listener is not None:
-            return
-        with self._store.read() as connection:
-            newest = sa.select(sa.func.max(J.c.seq)).where(J.c.session_id == self._session)
-            self.last_seen = self.first_seen = int(connection.execute(newest).scalar() or 0)
-        self._sent.clear()
-        if self._store.dialect != "postgresql":
-            return
-        self._stop.clear()
-        ready = threading.Event()
-        self._listener = threading.Thread(target=self._listen, args=(ready,), name="wsfs-journal-listen", daemon=True)
-        self._listener.start()
-        ready.wait(10)
+        with self._lifecycle:  # never while the last watcher's stop is still under way
+            if not self.watched:
+                return
+            with _PEERS_LOCK:
+                if not self._counted:
+                    self._counted = True
+                    self._peers.watched += 1
+            if self._listener is not None:
+                return
+            with self._store.read() as connection:
+                newest = sa.select(sa.func.max(J.c.seq)).where(J.c.session_id == self._session)
+                self.last_seen = self.first_seen = int(connection.execute(newest).scalar() or 0)
+            self._sent.clear()
+            if self._store.dialect != "postgresql":
+                return
+            self._stop.clear()
+            ready = threading.Event()
+            self._listener = threading.Thread(
+                target=self._listen, args=(ready,), name="wsfs-journal-listen", daemon=True
+            )
+            self._listener.start()
+            ready.wait(10)
 
     def _watching_stopped(self) -> None:
-        with _PEERS_LOCK:
-            if self._counted:
-                self._counted = False
-                self._peers.watched -= 1
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            self._stop.set()
-            listener.join(5)
+        with self._lifecycle:
+            if self.watched:  # a watch() came in since the last watcher closed: keep going
+                return
+            with _PEERS_LOCK:
+                if self._counted:
+                    self._counted = False
+                    self._peers.watched -= 1
+            listener, self._listener = self._listener, None
+            if listener is not None:
+                self._stop.set()
+                listener.join(5)
 
     def _listen(self, ready: threading.Event) -> None:
         """``LISTEN wsfs_journal`` on a connection of its own; publish the session's new entries."""
