@@ -170,6 +170,32 @@ def test_a_host_journal_lets_a_waiting_process_in_after_each_row(tmp_path: Path)
     fs.close()
 
 
+def test_a_forked_child_never_inherits_an_open_journal_group(tmp_path: Path) -> None:
+    root, snapshots = tmp_path / "root", tmp_path / "snapshots"
+    root.mkdir()
+    fs = HostFilesystem(root, snapshot_dir=snapshots)
+    expected = []
+    for n in range(10):
+        fs.write(f"parent-{n}.txt", "p")  # its group is still open when the process forks
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child reports by its exit status
+            status = 1
+            try:
+                fs.write(f"child-{n}.txt", "c")
+                fs.close()  # commits the child's own rows, and nothing of its parent's
+                status = 0
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        expected += [f"parent-{n}.txt", f"child-{n}.txt"]
+    fs.write("last.txt", "l")
+    assert sorted(c.path for e in fs.history(limit=None) for c in e.changes) == sorted([*expected, "last.txt"])
+    fs.close()
+    [journal] = snapshots.glob("journals/*/journal.db")
+    assert sqlite3.connect(journal).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
 def test_a_change_made_outside_workspacefs_makes_undo_refuse(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()

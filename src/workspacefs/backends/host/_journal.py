@@ -82,6 +82,8 @@ _TAKE_TURNS_SECONDS = 1.0
 """After another process waited, rows are committed one by one this long."""
 _PEERS: dict[str, weakref.WeakSet[HostJournal]] = {}
 _PEERS_LOCK = threading.Lock()
+_HELD_AT_FORK: list[HostJournal] = []
+"""The journals whose locks are held while the process forks."""
 """The journals open in this process, by directory (a read commits its peers' open groups first)."""
 _OBJECT_GRACE_SECONDS = 600
 """Kept content younger than this is never collected: its entry may still be on its way."""
@@ -103,11 +105,7 @@ class HostJournal(Journal):
         self.objects = directory / "objects"
         self.objects.mkdir(parents=True, exist_ok=True)
         self._objects = str(self.objects)
-        self._db = sqlite3.connect(
-            directory / "journal.db", timeout=_WAIT_SECONDS, check_same_thread=False, isolation_level=None
-        )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db = _connect(directory)
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
         self._group_started = 0.0
@@ -132,6 +130,18 @@ class HostJournal(Journal):
         self.follow: Callable[[], Follower] | None = None
         """Set by the filesystem: makes the thread that reports changes made outside workspacefs."""
         self._follower: Follower | None = None
+
+    def _forked(self) -> None:
+        """In a forked child: locks of its own (the parent's were held across the fork), no committer thread
+        yet, no watchers (their threads stayed in the parent). No transaction is open: the parent committed
+        before forking, so the child never inherits a held write lock."""
+        self._finalizer.detach()
+        self._lock = threading.Lock()
+        self._due = threading.Event()
+        self._watch_lock = threading.Lock()
+        self._watchers = []
+        self._follower = None
+        self._finalizer = weakref.finalize(self, _commit_open, self._db, self._lock, self._objects_fd)
 
     def _watching_started(self) -> None:
         if self.follow is not None and self._follower is None:
@@ -432,6 +442,45 @@ class HostJournal(Journal):
                 if item.stat().st_mtime < young:  # another process may have kept it for an entry not yet written
                     item.unlink()
         return len(ids)
+
+
+def _connect(directory: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(directory / "journal.db", timeout=_WAIT_SECONDS, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    return db
+
+
+def _before_fork() -> None:
+    """Commit every open group and hold the journals still until the fork is done: a child must never start
+    with its parent's transaction (SQLite's locks are per process; a child committing or closing it corrupts
+    the journal), and a held lock would never be released in the child."""
+    _PEERS_LOCK.acquire()
+    for peers in _PEERS.values():
+        for journal in list(peers):
+            journal._lock.acquire()
+            _HELD_AT_FORK.append(journal)
+            with contextlib.suppress(sqlite3.Error):  # a closed journal has nothing open
+                if journal._db.in_transaction:
+                    journal._db.execute("COMMIT")
+
+
+def _after_fork_in_parent() -> None:
+    for journal in _HELD_AT_FORK:
+        journal._lock.release()
+    _HELD_AT_FORK.clear()
+    _PEERS_LOCK.release()
+
+
+def _after_fork_in_child() -> None:
+    global _PEERS_LOCK  # noqa: PLW0603 - the parent's is held across the fork
+    _PEERS_LOCK = threading.Lock()
+    for journal in _HELD_AT_FORK:
+        journal._forked()
+    _HELD_AT_FORK.clear()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
 def _commit_open(db: sqlite3.Connection, lock: threading.Lock, objects_fd: int) -> None:
