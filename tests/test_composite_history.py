@@ -125,6 +125,22 @@ def test_undo_goes_to_the_mount_and_a_conflict_names_the_composites_path_and_ent
     assert not fs.exists("/sql/s.txt") and not fs.exists("/mem/m.txt")
 
 
+def test_an_undo_over_several_mounts_changes_nothing_unless_every_mount_can(mounts: Mounts) -> None:
+    fs = mounts.fs
+    with acting_as("agent"):
+        fs.write("/host/x.txt", "1")
+        fs.write("/mem/y.txt", "1")
+    [newest] = fs.history(limit=1)
+    with pytest.raises(HistoryEntryNotFoundError):
+        fs.undo([newest.entry_id, 3 * 1000])  # the second id names no entry: the first is not undone either
+    assert fs.exists("/mem/y.txt")
+    fs.write("/host/x.txt", "user")  # someone else changed what the older entry left
+    with pytest.raises(UndoConflictError) as refused:
+        fs.undo(actor="agent", last=2)
+    assert refused.value.filename == "host/x.txt"
+    assert fs.exists("/mem/y.txt")  # the other mount's share was checked, not undone
+
+
 def test_a_move_between_mounts_is_a_copy_and_a_delete_in_two_journals(mounts: Mounts) -> None:
     fs = mounts.fs
     fs.write("/mem/tree/a.txt", "a")

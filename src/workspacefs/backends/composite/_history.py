@@ -291,8 +291,8 @@ class CompositeHistory(HistoryMixin):
         """Undo entry ``entry_id`` (or several ids, or the ``last`` n entries of ``actor`` over every mount) in
         the mounts that made them, newest first, as new ``undo`` entries there. Returns the new entries.
 
-        Each mount undoes its share all or none; a mount's paths are its own, so shares never overlap, but a
-        conflict in one mount's share leaves the shares of mounts undone before it undone.
+        Every id is found and every mount's share checked before any mount changes anything, so a missing
+        entry or a conflict leaves all as it was (a mount's paths are its own: shares never overlap).
 
         Raises:
             HistoryEntryNotFoundError: no such entry.
@@ -319,20 +319,38 @@ class CompositeHistory(HistoryMixin):
         for target in targets:
             index, mounted, inner = self._locate(target)
             shares.setdefault(index, (mounted, []))[1].append(inner)
+        for index, (mounted, inners) in shares.items():  # every id exists and every share can go: then undo
+            self._check_share(index, mounted, inners, force=force)
         undone: builtins.list[JournalEntry] = []
         for index, (mounted, inners) in shares.items():
             try:
                 with mounted.speaking_outside():
                     made = cast(HistoryFilesystem, mounted.fs).undo(inners, force=force)
-            except HistoryEntryNotFoundError:
-                asked = [str(self._outer_id(index, inner)) for inner in inners]
-                named = asked[0] if len(asked) == 1 else "among " + ", ".join(asked)
-                raise HistoryEntryNotFoundError(f"No journal entry {named}") from None
-            except UndoConflictError as exc:
+            except UndoConflictError as exc:  # changed since the check
                 exc.later = tuple(self._outer_id(index, later) for later in exc.later)
                 raise
             undone += [self._outer_entry(index, mounted, entry) for entry in made]
         return undone
+
+    def _check_share(self, index: int, mounted: Mounted, inners: Sequence[int], *, force: bool) -> None:
+        """Raise, changing nothing, if a mount lacks one of ``inners`` or (without ``force``) cannot undo them:
+        the check its own undo makes first, made for every mount before any mount changes."""
+        journaled = cast(HistoryFilesystem, mounted.fs)
+        try:
+            found = [journaled.history_entry(inner) for inner in sorted(set(inners), reverse=True)]
+        except HistoryEntryNotFoundError:
+            asked = [str(self._outer_id(index, inner)) for inner in inners]
+            named = asked[0] if len(asked) == 1 else "among " + ", ".join(asked)
+            raise HistoryEntryNotFoundError(f"No journal entry {named}") from None
+        if force or not isinstance(mounted.fs, HistoryMixin):
+            return
+        try:
+            with mounted.speaking_outside():
+                mounted.fs._writable("/")
+                mounted.fs._check_undoable(mounted.fs._require_journal(), found)
+        except UndoConflictError as exc:
+            exc.later = tuple(self._outer_id(index, later) for later in exc.later)
+            raise
 
     # --- watching -----------------------------------------------------------------------------------
 
