@@ -210,3 +210,11 @@ def test_an_event_stream_resumed_over_a_composite_loses_no_entry_of_another_moun
         event = watcher.next_event(WAIT)
         assert event is not None and event.entry_id is not None and event.entry_id < seen.entry_id
         assert b'"path":"/b/new.txt"' in b"".join(stream.render([event]))
+    with fs.watch() as watcher:  # the same when retention has dropped the client's last entry
+        fs.mounts["/a"].prune_history(keep=0)  # type: ignore[attr-defined]
+        stream = EventStream(fs, watcher, ROOT, (seen.entry_id, None), lambda work, *args: work(*args))
+        stream.backlog()
+        fs.write("/b/newer.txt", "n")
+        event = watcher.next_event(WAIT)
+        assert event is not None and event.entry_id is not None and event.entry_id < seen.entry_id
+        assert b'"path":"/b/newer.txt"' in b"".join(stream.render([event]))

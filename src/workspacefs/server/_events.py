@@ -27,7 +27,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -99,9 +99,10 @@ class EventStream:
         """Entry id → how many of its changes were considered (sent, or outside ``path``)."""
         self._floor = resume[0] if resume is not None else None
         """Entries up to this id that the stream has not counted were seen before the reconnect."""
-        self._floor_time: datetime | None = None
-        """The time of the floor's entry (read with the backlog): an entry up to the floor's id but later than
-        this is new all the same (a composite's ids grow within each mount, not across them)."""
+        self._floor_time: datetime | None = None if resume is None else datetime.now(UTC)
+        """The time of the floor's entry (read with the backlog; while it cannot be read, the time the stream
+        was opened, after its watcher subscribed): an entry up to the floor's id but later than this is new
+        all the same (a composite's ids grow within each mount, not across them)."""
 
     def _wanted(self, entry: JournalEntry, index: int) -> bool:
         if self._path == ROOT:
