@@ -123,7 +123,7 @@ class HostJournal(Journal):
         """``objects/``, for naming anonymous files (``linkat`` follows ``/proc/self/fd`` only with a dir fd)."""
         self._finalizer = weakref.finalize(self, _commit_open, self._db, self._lock, self._objects_fd)
         with _PEERS_LOCK:
-            self._peers = _PEERS.setdefault(str(directory), weakref.WeakSet())
+            self._peers = _PEERS.setdefault(os.path.realpath(directory), weakref.WeakSet())
             self._peers.add(self)
         self._recorded = 0
         self.max_entries = max_entries
@@ -180,7 +180,11 @@ class HostJournal(Journal):
                 return  # taking turns: the row is committed at once, no thread needed
             if not self._due.is_set():
                 self._due.set()
-                threading.Thread(target=_commit_later, args=(weakref.ref(self),), daemon=True).start()
+                try:
+                    threading.Thread(target=_commit_later, args=(weakref.ref(self),), daemon=True).start()
+                except RuntimeError:  # no new threads (the interpreter is shutting down): no group either
+                    self._due.clear()
+                    self._alone_after = float("inf")
 
     def _begin(self) -> None:
         """``BEGIN IMMEDIATE``, waiting as long as SQLite would (30 s), but touching ``journal.busy`` while it
