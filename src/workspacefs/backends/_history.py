@@ -357,31 +357,29 @@ class _Plan:
 
     def now(self, path: str) -> str | None:
         """Where what will be at ``path`` is now (``None``: the plan decides what is there)."""
-        for values, moved in reversed(self._steps):
-            if path in values or any(values.get(a, DIRECTORY) != DIRECTORY for a in _ancestors(path)):
-                return None
-            if moved is not None:
-                src, dst = moved
-                if path.startswith(src + "/"):
-                    path = dst + path[len(src) :]
-                elif path.startswith(dst + "/"):
-                    return None
-        return path
+        decided, found = self._follow(path)
+        return None if decided else found
 
     def state(self, path: str) -> str | None:
         """What ``path`` will hold: a content id, ``DIRECTORY`` or ``None``."""
+        decided, found = self._follow(path)
+        return found if decided or found is None else self._version_now(found)
+
+    def _follow(self, path: str) -> tuple[bool, str | None]:
+        """``(True, what the plan puts at path)``, or ``(False, where it is now)``: the plan's steps, newest
+        first, either decide the path or carry it back along a directory they move."""
         for values, moved in reversed(self._steps):
             if path in values:
-                return values[path]
+                return True, values[path]
             if any(values.get(a, DIRECTORY) != DIRECTORY for a in _ancestors(path)):
-                return None  # below something the plan removes or makes a file
+                return True, None  # below something the plan removes or makes a file
             if moved is not None:
                 src, dst = moved
                 if path.startswith(src + "/"):
                     path = dst + path[len(src) :]
                 elif path.startswith(dst + "/"):
-                    return None  # moved away with its directory
-        return self._version_now(path)
+                    return True, None  # moved away with its directory
+        return False, path
 
 
 def _ancestors(path: str) -> list[str]:
