@@ -594,7 +594,7 @@ def test_the_layout_fits_from_wide_to_narrow(service: ServiceProcess, browser: o
     expect(page.get_by_test_id("entry")).to_have_count(3)
     assert _overflows(page) == []
     for control in ("new-session", "delete-session", "sign-out", "session", "agent"):
-        assert page.get_by_test_id(control).is_visible(), control
+        expect(page.get_by_test_id(control)).to_be_visible()
     # names stay on one line, ending in an ellipsis when too long: never broken mid-word
     assert _lines(page, "[data-testid=entry]") == [1, 1, 1]
     long_name = page.get_by_test_id("entry").filter(has_text="a_generated_module").first

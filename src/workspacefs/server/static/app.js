@@ -845,14 +845,15 @@
       if (!(error instanceof ApiError) || error.status !== 404) throw error;
       await openSession("/");
     }
-    document.body.dataset.ready = "true";
   }
 
-  // After signing in: everything again, as the new sign-in sees it.
+  // After signing in: everything again, as the new sign-in sees it. The page is ready (data-ready, which
+  // the browser tests wait for) only once its header says who is signed in, too.
   async function restart() {
     await start();
     await refreshSignedIn();
     startApprovals();
+    document.body.dataset.ready = "true";
   }
 
   async function boot() {
