@@ -79,9 +79,10 @@ class ObjectClient(ABC):
 
     @abstractmethod
     def get(
-        self, key: str, start: int, length: int, *, if_match: str | None = None
+        self, key: str, start: int, length: int, *, if_match: str | None = None, version_id: str | None = None
     ) -> tuple[bytes | bytearray, ObjectInfo]:
-        """Bytes ``[start, start + length)`` and the object they come from (``FileNotFoundError`` if missing)."""
+        """Bytes ``[start, start + length)`` and the object they come from (``FileNotFoundError`` if missing);
+        of the kept version ``version_id`` where one is named."""
 
     @abstractmethod
     def put(
