@@ -169,7 +169,7 @@ def test_a_writer_killed_between_entry_and_change_leaves_a_journal_that_replays_
         assert len(entries) == setup  # the change never happened: neither did its entry
         return
     assert len(entries) == setup + 1
-    assert entries[0].operation == ("write" if operation in {"write", "overwrite"} else operation.split("-")[0])
+    assert entries[0].operation == ("write" if operation in {"write", "overwrite"} else operation.partition("-")[0])
     if (operation, stop) == ("move-tree", "midway"):
         kinds = {(c.path, c.kind) for c in entries[0].changes}
         assert ("moved/a.txt", "created") in kinds  # copied; its source was not deleted yet

@@ -132,7 +132,9 @@ def versioned_bucket(s3_server: S3Server) -> str:
 
 
 @pytest.mark.parametrize("versioned", [False, True], ids=["unversioned", "versioned"])
-def test_the_journal_adds_two_puts_to_a_small_write(s3_server: S3Server, versioned_bucket: str, versioned: bool) -> None:
+def test_the_journal_adds_two_puts_to_a_small_write(
+    s3_server: S3Server, versioned_bucket: str, versioned: bool
+) -> None:
     """Journal on: the entry goes up pending before the write and done after it (two ``PUT``s). Replacing a
     file keeps its old content for undo: nothing to send where the bucket keeps versions (the entry names the
     version), one ``CopyObject`` into the snapshot store's blobs elsewhere. A process's first entry asks once

@@ -536,14 +536,17 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             ids = self._ids_of([tree.files[p] for p in files])
             steps = [Step(Change(dst + d[len(src) :], None, DIRECTORY)) for d in [src, *tree.directories]]
             steps += [
-                Step(Change(dst + p[len(src) :], None, i, 0, tree.files[p].size)) for p, i in zip(files, ids, strict=True)
+                Step(Change(dst + p[len(src) :], None, i, 0, tree.files[p].size))
+                for p, i in zip(files, ids, strict=True)
             ]
             steps.sort(key=lambda step: step.change.path)
         with self._recording("copy", steps):
             self._parallel(lambda pair: self._copy_object(*pair), moved)
             self._client.put(self._layout.dir_key(dst), b"")
 
-    def _relocated(self, src: str, dst: str, listing: Iterable[ObjectInfo | str] | None = None) -> list[tuple[ObjectInfo, str]]:
+    def _relocated(
+        self, src: str, dst: str, listing: Iterable[ObjectInfo | str] | None = None
+    ) -> list[tuple[ObjectInfo, str]]:
         """Every object below directory ``src`` with the path it gets below ``dst``."""
         found: list[tuple[ObjectInfo, str]] = []
         items = self._client.list(self._layout.dir_key(src), recursive=True) if listing is None else listing

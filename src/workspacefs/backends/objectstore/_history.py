@@ -213,7 +213,9 @@ class ObjectHistory(SnapshotMixin):
         if self._known_id(info) is None or (versioned and version is None):
             head = self._client.head(info.key)
             if head is None:
-                raise ConcurrentChangeError(self._layout.path_of(info.key) or info.key, "The file was deleted meanwhile")
+                raise ConcurrentChangeError(
+                    self._layout.path_of(info.key) or info.key, "The file was deleted meanwhile"
+                )
             info, version = head, head.version_id
         content_id = self._id_of(info)
         if versioned and version is not None:

@@ -49,7 +49,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed
-from workspacefs.errors import ConcurrentChangeError, HistoryEntryNotFoundError
+from workspacefs.errors import ConcurrentChangeError, HistoryEntryNotFoundError, ReadOnlyError
 from workspacefs.history import DIRECTORY, Actor, Change, Journal, JournalEntry, entry_matches
 
 __all__ = [
@@ -309,7 +309,9 @@ class ObjectJournal(Journal):
         assert draft.entry_id is not None
         try:
             info = self._client.put(
-                self.key(draft.entry_id), _encode(record), if_match=draft.etag if self._client.conditional_writes else None
+                self.key(draft.entry_id),
+                _encode(record),
+                if_match=draft.etag if self._client.conditional_writes else None,
             )
         except PreconditionFailed:
             return False
@@ -413,13 +415,10 @@ class ObjectJournal(Journal):
             if not chunk:
                 return
             batch = _BATCH
-            for record in self._load(chunk):
+            for stored in self._load(chunk):
+                record = self._settle(stored, newer) if stored is not None and stored.state == "pending" else stored
                 if record is None:
-                    continue  # pruned meanwhile
-                if record.state == "pending":
-                    record = self._settle(record, newer)
-                    if record is None:
-                        continue
+                    continue  # pruned meanwhile, or a change still in progress
                 if record.state == "done":
                     newer.append(record)
                 yield record
@@ -534,37 +533,35 @@ class ObjectJournal(Journal):
         """Drop the done entries older than ``before`` and all but the newest ``keep`` (and the dropped ones),
         and release the blobs and versions only they kept: not one a kept entry or a snapshot still names.
         Returns how many entries went."""
+        if self._read_only:
+            raise ReadOnlyError("/")
         ids = list(self._ids())
-        records = [r for r in self._load(ids) if r is not None]
-        done = [r for r in records if r.state == "pending" and self._due(r)]
-        for record in done:  # settle what is due first: a pending entry is never dropped unseen
-            self._settle(record, None)
+        for record in self._load(ids):  # settle what is due first: a pending entry is never dropped unseen
+            if record is not None and record.state == "pending":
+                self._settle(record, None)
         records = [r for r in self._load(ids) if r is not None]
         visible = [r for r in records if r.state == "done"]
         doomed = {r.entry_id for r in visible[keep:]} if keep is not None else set()
         if before is not None:
             doomed |= {r.entry_id for r in visible if r.at < before.timestamp()}
-        dropped = {r.entry_id for r in records if r.state == "dropped"}
-        if not doomed and not dropped - {max(ids, default=0)}:
-            return 0
-        held = {ref for r in records if r.entry_id in doomed | dropped for ref in r.refs(self._key_of)}
-        kept = {ref for r in records if r.entry_id not in doomed | dropped for ref in r.refs(self._key_of)}
         newest = max(ids, default=0)
-        gone = sorted((doomed | dropped) - {newest})
-        tombstone = next((r for r in records if r.entry_id == newest), None)
-        if tombstone is not None and newest in doomed and not self._read_only:
-            # its object stays, as the ids' high-water mark (a new process numbers on from it)
-            self._client.put(self.key(newest), _encode(replace(tombstone, state="dropped")))
-        self._delete_entries(gone)
+        dropped = {r.entry_id for r in records if r.state == "dropped"}
+        if not doomed and not dropped - {newest}:
+            return 0
+        gone = doomed | dropped
+        held = {ref for r in records if r.entry_id in gone for ref in r.refs(self._key_of)}
+        kept = {ref for r in records if r.entry_id not in gone for ref in r.refs(self._key_of)}
+        top = next((r for r in records if r.entry_id == newest and r.entry_id in doomed), None)
+        if top is not None:  # its object stays, as the ids' high-water mark (a new process numbers on from it)
+            self._client.put(self.key(newest), _encode(replace(top, state="dropped")))
+        self._delete_entries(sorted(gone - {newest}))
         with self._lock:
-            for entry_id in doomed | dropped:
+            for entry_id in gone:
                 self._settled.pop(entry_id, None)
-            if newest in doomed and not self._read_only:
-                self._settled[newest] = replace(tombstone, state="dropped")
         released = held - kept
         if released:
             released -= self._snapshot_refs()
-        if released and not self._read_only:
+        if released:
             self._release(released)
         return len(doomed)
 
@@ -579,6 +576,8 @@ class ObjectJournal(Journal):
         if not self._store_versioned:
             self._client.delete(sorted(keys))
             return
-        doomed = [(info.key, info.version_id) for info in self._client.latest_versions(self._prefix) if info.key in keys]
+        doomed = [
+            (info.key, info.version_id) for info in self._client.latest_versions(self._prefix) if info.key in keys
+        ]
         doomed += [(info.key, info.version_id) for info, _ in self._client.superseded_versions(self._prefix)]
         self._client.delete_versions((key, version) for key, version in doomed if version is not None)

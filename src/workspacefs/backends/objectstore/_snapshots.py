@@ -113,7 +113,9 @@ class ObjectSnapshots(ObjectHistory):
     def _restore_steps(self, manifest: Manifest, tree: Tree, wanted: Sequence[str]) -> list[Step]:
         """What a restore changes, the files it replaces or deletes kept for undo: removals first (children
         before their directory), then what it puts back (parents first)."""
-        replaced = sorted({*(p for p in tree.files if p not in manifest.files), *(p for p in wanted if p in tree.files)})
+        replaced = sorted(
+            {*(p for p in tree.files if p not in manifest.files), *(p for p in wanted if p in tree.files)}
+        )
         kept = dict(zip(replaced, self._kept_many([tree.files[p] for p in replaced]), strict=True))
         gone = [
             Step(Change(p, kept[p][0], None, kept[p][1], 0), kept[p][2]) for p in replaced if p not in manifest.files

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import ContextManager
+from contextlib import AbstractContextManager
 
 from workspacefs.backends._objects._client import (
     MIN_PART_BYTES,
@@ -96,12 +96,12 @@ class ObjectReader:
 
 Committed = Callable[[str, str, int], None]
 """Called after a multipart upload completes, with its ETag, content id and size."""
-AroundCommit = Callable[[str, int], ContextManager[None]]
+AroundCommit = Callable[[str, int], AbstractContextManager[None]]
 """Wraps the request that makes a stream visible, given its content id and size (the journal's entry is
 written before it and settled after it)."""
 
 
-def _no_journal(_content_id: str, _size: int) -> ContextManager[None]:
+def _no_journal(_content_id: str, _size: int) -> AbstractContextManager[None]:
     return contextlib.nullcontext()
 
 
