@@ -11,7 +11,6 @@ journaled (``history=True``) ahead of itself, in the snapshot store (``_journal.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,7 +28,7 @@ from workspacefs.backends.objectstore._journal import DEFAULT_MAX_ENTRIES, Objec
 from workspacefs.backends.objectstore._layout import Layout, Tree, split_root, usable_name
 from workspacefs.backends.objectstore._manifests import ManifestStore
 from workspacefs.backends.objectstore._snapshots import ObjectSnapshots
-from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, AroundCommit, ObjectReader, ObjectWriter
+from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, ObjectReader, ObjectWriter
 from workspacefs.backends.objectstore._targets import Targets
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import (
@@ -367,28 +366,6 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             around_commit=self._journaled_commit(path, replaces, create=if_none_match),
         )
 
-    def _journaled_commit(self, path: str, replaces: ObjectInfo | None, *, create: bool) -> AroundCommit:
-        """What wraps a stream's commit: the file it replaces (``replaces``, or what a ``HEAD`` finds then) kept
-        and the entry written before the request that makes the new content visible."""
-
-        @contextlib.contextmanager
-        def around(content_id: str, size: int) -> Iterator[None]:
-            if not self._history_on:
-                yield
-                return
-            current = replaces if replaces is not None or create else self._client.head(self._layout.key(path))
-            with self._recording("write", self._written(path, current, content_id, size)):
-                yield
-
-        return around
-
-    def _written(self, path: str, current: ObjectInfo | None, content_id: str, size: int) -> list[Step]:
-        """The step of a write of ``content_id`` over ``current`` (kept for undo); none if it holds that already."""
-        if current is None:
-            return [Step(Change(path, None, content_id, 0, size))]
-        before, size_before, version = self._kept(current)
-        return [] if before == content_id else [Step(Change(path, before, content_id, size_before, size), version)]
-
     def _open_writer_with_parents(self, path: str, mode: WriteMode, create_parents: bool) -> ByteWriter:
         """As :meth:`_write_with_parents`: the parents made (or refused) from the target check's answer."""
         if not self._targets.check(path):
@@ -499,16 +476,6 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         with self._recording("delete", self._tree_removed(path, found) if self._history_on else ()):
             self._client.delete([info.key for info in found])
 
-    def _tree_removed(self, path: str, found: Sequence[ObjectInfo]) -> list[Step]:
-        """The steps of deleting a tree (children before their directory), its files kept for undo."""
-        tree = Tree.from_listing(self._layout, path, found)
-        files = sorted(tree.files)
-        kept = self._kept_many([tree.files[p] for p in files])
-        steps = [Step(Change(p, k[0], None, k[1], 0), k[2]) for p, k in zip(files, kept, strict=True)]
-        steps += [Step(Change(d, DIRECTORY, None)) for d in [path, *tree.directories]]
-        steps.sort(key=lambda step: step.change.path, reverse=True)
-        return steps
-
     def _copy_object(self, info: ObjectInfo, path: str) -> None:
         try:
             self._client.copy(info, self._layout.key(path), content_id=self._known_id(info))
@@ -580,22 +547,6 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             self._parallel(lambda pair: self._copy_object(*pair), moved)
             self._client.put(self._layout.dir_key(dst), b"")
             self._client.delete([info.key for info, _ in moved] + [self._layout.dir_key(src)])
-
-    def _file_moved(self, src: str, dst: str, source: ObjectInfo, target: ObjectInfo | None) -> list[Step]:
-        """The step of moving file ``source`` over ``target`` (kept for undo) or to a free path."""
-        if target is None:
-            return [Step(Change(dst, None, self._id_of(source), 0, source.size, src))]
-        before, size, version = self._kept(target)
-        return [Step(Change(dst, before, self._id_of(source), size, source.size, src), version)]
-
-    def _tree_moved(self, src: str, dst: str, listing: Sequence[ObjectInfo]) -> list[Step]:
-        """One step, as on every backend, carrying the files it moves (their content ids also go with the copies
-        as metadata): what settles a move a crash stopped part way."""
-        tree = Tree.from_listing(self._layout, src, listing)
-        files = sorted(tree.files)
-        ids = self._ids_of([tree.files[p] for p in files])
-        plan = tuple((p[len(src) + 1 :], i, tree.files[p].size) for p, i in zip(files, ids, strict=True))
-        return [Step(Change(dst, None, DIRECTORY, 0, 0, src), plan=plan)]
 
     # --- conditional writes: the store compares, so the check holds across processes -------------------
 

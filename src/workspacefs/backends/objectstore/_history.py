@@ -24,7 +24,7 @@ from workspacefs.backends._snapshotting import SnapshotMixin
 from workspacefs.backends.objectstore._journal import NOTHING_LATER, Draft, ObjectJournal, Record, Ref, Step
 from workspacefs.backends.objectstore._layout import Layout, Tree
 from workspacefs.backends.objectstore._manifests import ManifestStore
-from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, ObjectReader
+from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, AroundCommit, ObjectReader
 from workspacefs.errors import ConcurrentChangeError, SnapshotNotFoundError
 from workspacefs.history import DIRECTORY, Change, JournalEntry, current_actor
 from workspacefs.protocol import ByteReader
@@ -238,6 +238,56 @@ class ObjectHistory(SnapshotMixin):
         except _Changed:
             raise ConcurrentChangeError("", "Files changed while they were being journaled; try again") from None
         return [(i, info.size, None) for i, info in zip(ids, infos, strict=True)]
+
+    # --- the steps of each kind of change -------------------------------------------------------------
+
+    def _journaled_commit(self, path: str, replaces: ObjectInfo | None, *, create: bool) -> AroundCommit:
+        """What wraps a stream's commit: the file it replaces (``replaces``, or what a ``HEAD`` finds then) kept
+        and the entry written before the request that makes the new content visible."""
+
+        @contextlib.contextmanager
+        def around(content_id: str, size: int) -> Iterator[None]:
+            if not self._history_on:
+                yield
+                return
+            current = replaces if replaces is not None or create else self._client.head(self._layout.key(path))
+            with self._recording("write", self._written(path, current, content_id, size)):
+                yield
+
+        return around
+
+    def _written(self, path: str, current: ObjectInfo | None, content_id: str, size: int) -> list[Step]:
+        """The step of a write of ``content_id`` over ``current`` (kept for undo); none if it holds that already."""
+        if current is None:
+            return [Step(Change(path, None, content_id, 0, size))]
+        before, size_before, version = self._kept(current)
+        return [] if before == content_id else [Step(Change(path, before, content_id, size_before, size), version)]
+
+    def _tree_removed(self, path: str, found: Sequence[ObjectInfo]) -> list[Step]:
+        """The steps of deleting a tree (children before their directory), its files kept for undo."""
+        tree = Tree.from_listing(self._layout, path, found)
+        files = sorted(tree.files)
+        kept = self._kept_many([tree.files[p] for p in files])
+        steps = [Step(Change(p, k[0], None, k[1], 0), k[2]) for p, k in zip(files, kept, strict=True)]
+        steps += [Step(Change(d, DIRECTORY, None)) for d in [path, *tree.directories]]
+        steps.sort(key=lambda step: step.change.path, reverse=True)
+        return steps
+
+    def _file_moved(self, src: str, dst: str, source: ObjectInfo, target: ObjectInfo | None) -> list[Step]:
+        """The step of moving file ``source`` over ``target`` (kept for undo) or to a free path."""
+        if target is None:
+            return [Step(Change(dst, None, self._id_of(source), 0, source.size, src))]
+        before, size, version = self._kept(target)
+        return [Step(Change(dst, before, self._id_of(source), size, source.size, src), version)]
+
+    def _tree_moved(self, src: str, dst: str, listing: Sequence[ObjectInfo]) -> list[Step]:
+        """One step, as on every backend, carrying the files it moves (their content ids also go with the copies
+        as metadata): what settles a move a crash stopped part way."""
+        tree = Tree.from_listing(self._layout, src, listing)
+        files = sorted(tree.files)
+        ids = self._ids_of([tree.files[p] for p in files])
+        plan = tuple((p[len(src) + 1 :], i, tree.files[p].size) for p, i in zip(files, ids, strict=True))
+        return [Step(Change(dst, None, DIRECTORY, 0, 0, src), plan=plan)]
 
     def _listing(self, base: str) -> list[ObjectInfo]:
         """Every object below directory ``base`` (with its version id where the bucket keeps versions and the
