@@ -452,8 +452,8 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         info = self._head_file(path)
         steps: list[Step] = []
         if self._history_on:
-            before, size, version = self._kept(info)
-            steps.append(Step(Change(path, before, None, size, 0), version))
+            before, size, version, keep = self._kept(info)
+            steps.append(Step(Change(path, before, None, size, 0), version, keep=keep))
         with self._recording("delete", steps):
             self._client.delete([info.key])
 

@@ -37,6 +37,7 @@ R = TypeVar("R")
 
 Kept = tuple[str, int, str | None]
 """A file about to be replaced: its content id, size, and the version that keeps it (``None``: a blob)."""
+Keep = Callable[[], None]
 
 
 class _Changed(Exception):  # noqa: N818 - a signal to list again, never seen by callers
@@ -99,9 +100,18 @@ class ObjectHistory(SnapshotMixin):
         draft = self._draft_of(scope) if scope is not None else Draft(operation, current_actor())
         draft.steps.extend(steps)
         draft.applied.extend([None] * len(steps))
-        self._changes.extend(draft)
-        if scope is not None:
+        if scope is not None:  # the scope settles the draft when it ends, whatever happens from here
             scope.changes.extend(step.change for step in steps)
+        keeps = [step.keep for step in steps if step.keep is not None]
+        try:
+            if keeps:  # the copies into the blobs beside the entry's PUT: one round trip, not two
+                self._parallel(lambda work: work(), [lambda: self._changes.extend(draft), *keeps])
+            else:
+                self._changes.extend(draft)
+        except BaseException:
+            if scope is None and draft.entry_id is not None:
+                self._settle_draft(draft)  # the entry went up, a copy failed: nothing changed
+            raise
         try:
             yield
         except BaseException:
@@ -204,10 +214,11 @@ class ObjectHistory(SnapshotMixin):
 
     # --- keeping what a change replaces -----------------------------------------------------------------
 
-    def _kept(self, info: ObjectInfo) -> Kept:
-        """Keep the file version ``info`` (from a listing or a ``HEAD``) for undo; its content id, size and
-        version. A ``HEAD`` only where this process knows neither its content id nor (in a bucket that keeps
-        versions) its version id; a copy into ``blobs/`` only where no copy is known to be there."""
+    def _kept(self, info: ObjectInfo) -> tuple[str, int, str | None, Keep | None]:
+        """How to keep the file version ``info`` (from a listing or a ``HEAD``) for undo: its content id, size,
+        version, and the copy into ``blobs/`` still to make (``None``: nothing to do). A ``HEAD`` only where
+        this process knows neither its content id nor (in a bucket that keeps versions) its version id; a copy
+        only where none is known to be there."""
         versioned = self._versions_kept()
         version = info.version_id or self._version_ids.get((info.key, info.etag))
         if self._known_id(info) is None or (versioned and version is None):
@@ -219,14 +230,22 @@ class ObjectHistory(SnapshotMixin):
             info, version = head, head.version_id
         content_id = self._id_of(info)
         if versioned and version is not None:
-            return content_id, info.size, version
-        try:
-            self._keep_content([info], [content_id], probe=False)
-        except _Changed:
-            raise ConcurrentChangeError(
-                self._layout.path_of(info.key) or info.key, "The file changed while it was being journaled; try again"
-            ) from None
-        return content_id, info.size, None
+            return content_id, info.size, version, None
+        with self._blobs_lock:
+            if content_id in self._blobs_seen:
+                return content_id, info.size, None, None
+        source = info
+
+        def keep() -> None:
+            try:
+                self._keep_content([source], [content_id], probe=False)
+            except _Changed:
+                raise ConcurrentChangeError(
+                    self._layout.path_of(source.key) or source.key,
+                    "The file changed while it was being journaled; try again",
+                ) from None
+
+        return content_id, info.size, None, keep
 
     def _kept_many(self, infos: Sequence[ObjectInfo]) -> list[Kept]:
         """:meth:`_kept` for many files, asked and copied concurrently (``infos`` from :meth:`_listing`)."""
@@ -260,8 +279,10 @@ class ObjectHistory(SnapshotMixin):
         """The step of a write of ``content_id`` over ``current`` (kept for undo); none if it holds that already."""
         if current is None:
             return [Step(Change(path, None, content_id, 0, size))]
-        before, size_before, version = self._kept(current)
-        return [] if before == content_id else [Step(Change(path, before, content_id, size_before, size), version)]
+        before, size_before, version, keep = self._kept(current)
+        if before == content_id:
+            return []
+        return [Step(Change(path, before, content_id, size_before, size), version, keep=keep)]
 
     def _tree_removed(self, path: str, found: Sequence[ObjectInfo]) -> list[Step]:
         """The steps of deleting a tree (children before their directory), its files kept for undo."""
@@ -277,8 +298,8 @@ class ObjectHistory(SnapshotMixin):
         """The step of moving file ``source`` over ``target`` (kept for undo) or to a free path."""
         if target is None:
             return [Step(Change(dst, None, self._id_of(source), 0, source.size, src))]
-        before, size, version = self._kept(target)
-        return [Step(Change(dst, before, self._id_of(source), size, source.size, src), version)]
+        before, size, version, keep = self._kept(target)
+        return [Step(Change(dst, before, self._id_of(source), size, source.size, src), version, keep=keep)]
 
     def _tree_moved(self, src: str, dst: str, listing: Sequence[ObjectInfo]) -> list[Step]:
         """One step, as on every backend, carrying the files it moves (their content ids also go with the copies

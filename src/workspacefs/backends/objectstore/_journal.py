@@ -90,6 +90,9 @@ class Step:
     change: Change
     version: str | None = None
     plan: tuple[tuple[str, str, int], ...] = ()
+    keep: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    """What keeps the content before, where that is still to do (a copy into the blobs): done by the writer
+    beside the entry's first ``PUT``, before the change. Never stored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +148,7 @@ class Draft:
 
     def record(self, state: State, steps: Sequence[Step] | None = None) -> Record:
         assert self.entry_id is not None
-        chosen = tuple(self.steps if steps is None else steps)
+        chosen = tuple(replace(step, keep=None) for step in (self.steps if steps is None else steps))
         return Record(self.entry_id, self.at, self.actor, self.operation, chosen, self.undoes, self.detail, state)
 
 
