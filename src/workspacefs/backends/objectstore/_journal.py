@@ -5,23 +5,33 @@ An object store has no transaction, so the entry is written *ahead* of the chang
 1. ``PUT journal/<key>`` (``If-None-Match: *`` where the store enforces it: this claims the entry id) with
    state ``pending``: the actor, the operation and, per path, the content id before and after, and where the
    content before is kept for undo (a version id in a bucket that keeps versions, else the snapshot store's
-   content-addressed ``blobs/``, copied there before this ``PUT`` lands if the store lacks it);
-2. the change itself;
+   content-addressed ``blobs/``, copied there beside this ``PUT`` where the store lacks it);
+2. the change itself (once both requests of step 1 succeeded);
 3. ``PUT journal/<key>`` again (``If-Match`` on the pending version's ``ETag``) with state ``done``, or
    ``dropped`` when the change failed and changed nothing.
 
-Readers show ``done`` entries only. A crash can leave exactly one thing: an entry still ``pending`` — with
-its change not made (killed before step 2), made (killed after it), or half made (a tree operation killed in
-the middle). Nothing can leave a change without its entry (the entry is there first), and nothing can leave
-an entry without its change as ``done`` (only a change that happened is confirmed). A pending entry is
-*settled* by the first reader that meets it once it is older than ``grace`` (or at once, by the process that
-wrote it, when its change failed): each path is compared with its before and after. One that holds its
-after took effect; one that holds its before did not; one that holds neither (changed again since) is
-decided by the next entry that touched it (its before is this entry's after: it took effect, else not). The
-entry is rewritten ``done`` with the changes that took effect (a half-made move of a directory becomes the
-files it did move or copy), or ``dropped`` when none did — conditionally on the pending version, so a slow
-writer's own step 3 and a reader's settling cannot both win; a writer that loses records its change anew.
-Replaying the ``done`` entries from empty so arrives at exactly the files present.
+Readers show ``done`` entries only. What a crash (a killed writer, a lost connection) can leave:
+
+- an entry still ``pending`` whose change was not made (killed before step 2), was made (killed before step
+  3), or was made in part (a tree copied, moved or deleted in several requests, an operation of several
+  primitives, killed in the middle). Never a change without its entry: the entry is stored first; never a
+  ``done`` entry without its change: only a change that happened is confirmed;
+- a copy in ``blobs/`` that no entry names (killed while step 1's ``PUT`` was refused or in flight): an extra
+  copy of some content, which the next write that replaces that content reuses; nothing collects it.
+
+A pending entry is *settled* by the first reader that meets it once it is older than ``grace`` (younger, it is
+taken for a change in progress and not shown), or at once by the process that wrote it when its change failed:
+each path is compared with its before and after. One that holds its after took effect; one that holds its
+before did not; one that holds neither (changed again since) is decided by the next entry that touched it (its
+before is this entry's after: it took effect, else not). The entry is rewritten ``done`` with the changes that
+took effect (a move of a directory stopped part way becomes the files it did move or copy), or ``dropped``
+when none did. The rewrite is conditional on the pending version, so a writer slower than ``grace`` and a
+reader settling its entry cannot both win: the writer that loses records what its change did anew (the one
+way to leave a change without its entry is a crash in that moment, after a stall longer than ``grace``
+between steps 1 and 2 that let a reader drop the entry as never made). (Where the
+store enforces no ``If-Match`` that race is not arbitrated; ``grace`` is then what keeps readers off entries
+in progress.) A read-only filesystem settles in memory and stores nothing. Replaying the ``done`` entries from
+empty so arrives at exactly the files present.
 
 Why the entry is confirmed in place rather than beside a ``pending/`` marker: a marker costs one more request
 per write (its ``PUT`` must precede the entry's, its ``DELETE`` follow the change), and a reader learns an
