@@ -221,13 +221,17 @@ class S3Client(ObjectClient):
 
         return self.run(every(), heads[0] if heads else prefixes[0] if prefixes else "")
 
-    def list(self, prefix: str, *, recursive: bool, limit: int | None = None) -> Iterator[ObjectInfo | str]:
+    def list(
+        self, prefix: str, *, recursive: bool, limit: int | None = None, start_after: str | None = None
+    ) -> Iterator[ObjectInfo | str]:
         bucket, name = split_key(prefix)
         request: dict[str, Any] = {"Bucket": bucket, "Prefix": name}
         if not recursive:
             request["Delimiter"] = "/"
         if limit is not None:
             request["MaxKeys"] = limit
+        if start_after is not None:
+            request["StartAfter"] = split_key(start_after)[1]
         while True:
             page = self.call("list_objects_v2", prefix, **request)
             found: list[ObjectInfo | str] = [

@@ -390,17 +390,27 @@ class ObjectJournal(Journal):
 
     # --- reading --------------------------------------------------------------------------------------
 
-    def _ids(self, *, after: int | None = None) -> Iterator[int]:
-        """Every entry id in the store, newest first (down to, not including, ``after``)."""
-        for item in self._client.list(self._prefix, recursive=True):
-            if not isinstance(item, ObjectInfo):
-                continue
-            entry_id = self._id_of_key(item.key)
-            if entry_id is None:
-                continue
-            if after is not None and entry_id <= after:
+    def _ids(self, *, after: int | None = None, page: int = 1000) -> Iterator[int]:
+        """Every entry id in the store, newest first (down to, not including, ``after``): listed a page at a
+        time, the first of ``page`` keys (a store renders every key it lists: the newest hundred entries should
+        not cost a listing of ten thousand), each next one four times larger, up to 1,000."""
+        last: str | None = None
+        while True:
+            listed = 0
+            for item in self._client.list(self._prefix, recursive=True, limit=page, start_after=last):
+                listed += 1
+                if not isinstance(item, ObjectInfo):
+                    continue
+                last = item.key
+                entry_id = self._id_of_key(item.key)
+                if entry_id is None:
+                    continue
+                if after is not None and entry_id <= after:
+                    return
+                yield entry_id
+            if listed < page:
                 return
-            yield entry_id
+            page = min(4 * page, 1000)
 
     def _fetch(self, entry_id: int) -> Record | None:
         """The stored record (``None``: no such object)."""
@@ -422,7 +432,7 @@ class ObjectJournal(Journal):
     def _records(self, *, after: int | None = None, batch: int = _BATCH) -> Iterator[Record]:
         """Every record newest first, pending ones settled where they are due (and shown only if done)."""
         newer: list[Record] = []
-        ids = self._ids(after=after)
+        ids = self._ids(after=after, page=batch)
         while True:
             chunk = [entry_id for _, entry_id in zip(range(batch), ids, strict=False)]
             if not chunk:
