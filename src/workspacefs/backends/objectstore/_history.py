@@ -21,7 +21,7 @@ from typing import TypeVar
 from workspacefs.backends._history import Scope
 from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed
 from workspacefs.backends._snapshotting import SnapshotMixin
-from workspacefs.backends.objectstore._journal import NOTHING_LATER, Draft, ObjectJournal, Record, Ref, Step
+from workspacefs.backends.objectstore._journal import CARRIED, NOTHING_LATER, Draft, ObjectJournal, Record, Ref, Step
 from workspacefs.backends.objectstore._layout import Layout, Tree
 from workspacefs.backends.objectstore._manifests import ManifestStore
 from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, AroundCommit, ObjectReader
@@ -185,7 +185,7 @@ class ObjectHistory(SnapshotMixin):
                 return [step]
             if now == change.before:
                 return []
-            return [step] if next_before(change.path) == change.after else []
+            return [step] if self._held_later(next_before, change.path) == change.after else []
         dst, src = self._states([change.path, change.from_path])
         if change.after == DIRECTORY:  # a directory, moved file by file
             if dst == DIRECTORY:
@@ -195,8 +195,16 @@ class ObjectHistory(SnapshotMixin):
             return [step] if src != change.after else [Step(replace(change, from_path=None), step.version)]
         if dst == change.before and src == change.after:
             return []
-        later = next_before(change.path)
+        later = self._held_later(next_before, change.path)
         return [step] if later != NOTHING_LATER and later == change.after else []
+
+    def _held_later(self, next_before: Callable[[str], str | None], path: str) -> str | None:
+        """What ``path`` held when a later entry next touched it (a directory moved above it: what is now
+        where it was carried), or :data:`NOTHING_LATER`."""
+        later = next_before(path)
+        if later is not None and later.startswith(CARRIED):
+            return self._states([later[len(CARRIED) :]])[0]
+        return later
 
     def _half_moved(self, step: Step) -> list[Step]:
         """A directory move that stopped part way: the directories made, and each file moved or copied."""

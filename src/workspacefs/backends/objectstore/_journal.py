@@ -63,6 +63,7 @@ from workspacefs.errors import ConcurrentChangeError, HistoryEntryNotFoundError,
 from workspacefs.history import DIRECTORY, Actor, Change, Journal, JournalEntry, entry_matches
 
 __all__ = [
+    "CARRIED",
     "DEFAULT_MAX_ENTRIES",
     "NOTHING_LATER",
     "Draft",
@@ -89,6 +90,9 @@ Ref = tuple[str, ...]
 """What an entry keeps for undo: ``("blob", content id)`` or ``("version", key, version id)``."""
 NOTHING_LATER = "\0nothing later"
 """What :meth:`ObjectJournal.next_before` says when no later entry touched the path."""
+CARRIED = "\0carried to "
+"""What :meth:`ObjectJournal.next_before` says, followed by the path's new name, when a later entry moved a
+directory above the path and none touched it after: what is there now is what the path held then."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,15 +493,19 @@ class ObjectJournal(Journal):
         def found(path: str) -> str | None:
             if not loaded:
                 loaded.append([r for r in self._records(after=entry_id) if r.state == "done"])
+            current = path
             for each in reversed(loaded[0]):  # oldest first
                 if each.entry_id <= entry_id:
                     continue
                 for step in each.steps:
-                    if step.change.path == path:
-                        return step.change.before
-                    if step.change.from_path == path:
-                        return step.change.after
-            return NOTHING_LATER
+                    change = step.change
+                    if change.path == current:
+                        return change.before
+                    if change.from_path == current:
+                        return change.after
+                    if change.from_path is not None and current.startswith(change.from_path + "/"):
+                        current = change.path + current[len(change.from_path) :]  # carried by a directory move
+            return NOTHING_LATER if current == path else CARRIED + current
 
         return found
 
