@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -189,7 +189,7 @@ class ObjectHistory(SnapshotMixin):
         dst, src = self._states([change.path, change.from_path])
         if change.after == DIRECTORY:  # a directory, moved file by file
             if dst == DIRECTORY:
-                return [step] if src is None else self._half_moved(step)
+                return [step] if src is None else self._half_moved(step, next_before)
             return []
         if dst == change.after:
             return [step] if src != change.after else [Step(replace(change, from_path=None), step.version)]
@@ -206,8 +206,10 @@ class ObjectHistory(SnapshotMixin):
             return self._states([later[len(CARRIED) :]])[0]
         return later
 
-    def _half_moved(self, step: Step) -> list[Step]:
-        """A directory move that stopped part way: the directories made, and each file moved or copied."""
+    def _half_moved(self, step: Step, next_before: Callable[[str], str | None]) -> list[Step]:
+        """A directory move that stopped part way: the directories made, and each file moved or copied. Whether
+        a file arrived, and whether its source was deleted, is what the first later entry to touch each found
+        there (a later change may have moved or deleted either since), else what the store holds now."""
         change = step.change
         assert change.from_path is not None
         there, here = self._tree(change.path), self._tree(change.from_path)
@@ -215,10 +217,21 @@ class ObjectHistory(SnapshotMixin):
         steps += [Step(Change(d, None, DIRECTORY)) for d in sorted(there.directories)]
         for relative, content_id, size in step.plan:
             target, source = f"{change.path}/{relative}", f"{change.from_path}/{relative}"
-            if target in there.files:
-                origin = None if source in here.files else source
-                steps.append(Step(Change(target, None, content_id, 0, size, origin)))
+            if self._held_then(next_before, target, there.files) == content_id:
+                left = self._held_then(next_before, source, here.files) == content_id
+                steps.append(Step(Change(target, None, content_id, 0, size, None if left else source)))
         return steps
+
+    def _held_then(
+        self, next_before: Callable[[str], str | None], path: str, now: Mapping[str, ObjectInfo]
+    ) -> str | None:
+        """What ``path`` held just after the entry being settled: what the next entry to touch it found, else
+        what it holds now (``now``: the files of a listing that includes it)."""
+        later = self._held_later(next_before, path)
+        if later != NOTHING_LATER:
+            return later
+        info = now.get(path)
+        return None if info is None else self._id_of(info)
 
     # --- keeping what a change replaces -----------------------------------------------------------------
 
