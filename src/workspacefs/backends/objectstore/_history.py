@@ -174,29 +174,32 @@ class ObjectHistory(SnapshotMixin):
         return None if not path else self._states([path])[0]
 
     def _resolve(self, record: Record, next_before: Callable[[str], str | None]) -> list[Step]:
-        """The steps of a pending record that took effect, by what their paths hold now."""
+        """The steps of a pending record that took effect (see :meth:`_resolve_step`)."""
         return [made for step in record.steps for made in self._resolve_step(step, next_before)]
 
     def _resolve_step(self, step: Step, next_before: Callable[[str], str | None]) -> list[Step]:
+        """Whether ``step`` took effect, judged by what its paths held just after it: what the next entry to
+        touch each found there, else (no later entry touched it) what it holds now. The store now says nothing
+        about a path a later entry changed: it may have put back what this step replaced."""
         change = step.change
         if change.from_path is None:
-            now = self._states([change.path])[0]
-            if now == change.after:
-                return [step]
-            if now == change.before:
-                return []
-            return [step] if self._held_later(next_before, change.path) == change.after else []
-        dst, src = self._states([change.path, change.from_path])
+            return [step] if self._then(next_before, [change.path])[0] == change.after else []
+        dst, src = self._then(next_before, [change.path, change.from_path])
         if change.after == DIRECTORY:  # a directory, moved file by file
-            if dst == DIRECTORY:
-                return [step] if src is None else self._half_moved(step, next_before)
+            if dst != DIRECTORY:
+                return []
+            return [step] if src is None else self._half_moved(step, next_before)
+        if dst != change.after:
             return []
-        if dst == change.after:
-            return [step] if src != change.after else [Step(replace(change, from_path=None), step.version)]
-        if dst == change.before and src == change.after:
-            return []
-        later = self._held_later(next_before, change.path)
-        return [step] if later != NOTHING_LATER and later == change.after else []
+        return [step] if src != change.after else [Step(replace(change, from_path=None), step.version)]
+
+    def _then(self, next_before: Callable[[str], str | None], paths: Sequence[str]) -> list[str | None]:
+        """What each path held just after the entry being settled (see :meth:`_resolve_step`): one round trip
+        for the paths no later entry touched, one per path a later directory move carried."""
+        held = [self._held_later(next_before, path) for path in paths]
+        untouched = [path for path, later in zip(paths, held, strict=True) if later == NOTHING_LATER]
+        now = iter(self._states(untouched) if untouched else [])
+        return [next(now) if later == NOTHING_LATER else later for later in held]
 
     def _held_later(self, next_before: Callable[[str], str | None], path: str) -> str | None:
         """What ``path`` held when a later entry next touched it (a directory moved above it: what is now
