@@ -5,7 +5,12 @@ interleaved repetitions; the minimum per file counts. The ratio (on / off) is th
 small write (issue 20's target: at most 1.15). Then a 10,000-entry journal is queried: the newest 100
 entries, one path's entries, one actor's entries (µs per query).
 
-Run: ``python bench/bench_history.py [--files N] [--reps R] [--no-postgres]``.
+``--s3`` adds the object store on moto's S3 server (loopback), in a bucket with and one without versioning:
+every request is a round trip there, and the journal adds two (three when a write replaces a file in an
+unversioned bucket, the last beside the entry's first ``PUT``), so expect about 2x rather than 1.15x. Its
+journal is not queried (10,000 writes through moto take minutes).
+
+Run: ``python bench/bench_history.py [--files N] [--reps R] [--no-postgres] [--s3]``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,26 @@ def write_files(fs: Any, files: int) -> float:
 
 
 Factory = Callable[[bool, int], Any]
+
+
+@contextmanager
+def object_stores() -> Iterator[dict[str, Factory]]:
+    """``name -> make(history, rep)`` on a fresh prefix of moto's S3 server, per kind of bucket."""
+    from workspacefs import ObjectStoreFilesystem  # noqa: PLC0415 - the s3 extra, only when asked
+    from workspacefs.testing._s3 import running_s3  # noqa: PLC0415
+
+    with running_s3() as server:
+        server.make_bucket("bench-plain")
+        server.make_bucket("bench-versioned", versioned=True)
+
+        def make(bucket: str) -> Factory:
+            def fs(history: bool, rep: int) -> Any:
+                s3: Any = server.filesystem()
+                return ObjectStoreFilesystem(s3, f"{bucket}/h{history}-{rep}", history=history)
+
+            return fs
+
+        yield {"S3, moto (no versions)": make("bench-plain"), "S3, moto (versioned)": make("bench-versioned")}
 
 
 @contextmanager
@@ -129,8 +154,10 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--s3", action="store_true", help="also the object store, on moto's S3 server")
     args = parser.parse_args()
-    with backends(not args.no_postgres) as kinds:
+    with backends(not args.no_postgres) as local, object_stores() if args.s3 else nullcontext({}) as remote:
+        kinds = {**local, **remote}
         print(f"Small writes ({args.files} new + {args.files} overwrites of 1 KiB), µs per write, min of {args.reps}")
         print(f"{'backend':<24}{'history off':>14}{'history on':>14}{'on / off':>10}")
         for name, make in kinds.items():
@@ -142,7 +169,7 @@ def main() -> None:
         print()
         print("Queries on a 10,000-entry journal, µs per query (min of 5)")
         print(f"{'backend':<24}{'newest 100':>14}{'one path':>14}{'one actor, 100':>16}")
-        for name, make in kinds.items():
+        for name, make in local.items():
             timing = queries(make)
             print(
                 f"{name:<24}{timing['newest 100']:>14.0f}{timing['one path']:>14.0f}{timing['one actor, 100']:>16.0f}"

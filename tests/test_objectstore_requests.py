@@ -1,7 +1,8 @@
 """How many requests ObjectStoreFilesystem sends to a real S3-compatible server (moto's, on loopback) for the
 small operations an agent makes most: counted as botocore sends them (an observer on the s3fs client's
 events, nothing replaced), never timed. A check that needs more requests than these is a regression of
-the write path (every request is a round trip to the store)."""
+the write path (every request is a round trip to the store). The write path's own counts are taken with the
+journal off; what the journal adds to a small write is counted last, in both kinds of bucket."""
 
 from __future__ import annotations
 
@@ -39,11 +40,11 @@ class Requests:
 
 @pytest.fixture
 def counted(s3_server: S3Server) -> Iterator[tuple[ObjectStoreFilesystem, Requests, Any]]:
-    """A workspace on a fresh prefix over its own s3fs client, whose requests are counted."""
+    """A workspace on a fresh prefix over its own s3fs client, whose requests are counted (no journal)."""
     s3: Any = s3_server.filesystem()
     s3.ls(BUCKET)  # starts the client the counter observes
     root = f"{BUCKET}/requests{next(_roots)}"
-    yield ObjectStoreFilesystem(s3, root), Requests(s3), s3
+    yield ObjectStoreFilesystem(s3, root, history=False), Requests(s3), s3
 
 
 def test_a_small_write_is_one_list_and_one_put(counted: tuple[ObjectStoreFilesystem, Requests, Any]) -> None:
@@ -119,3 +120,42 @@ def test_a_small_read_is_one_get_and_a_listing_one_list(counted: tuple[ObjectSto
     assert requests.of(lambda: fs.read_bytes("dir/a.txt")) == {"GetObject": 1}
     assert requests.of(lambda: fs.read("dir/a.txt")) == {"GetObject": 1}
     assert requests.of(lambda: fs.list("dir")) == {"ListObjectsV2": 1}
+
+
+VERSIONED = "wsfs-requests-versioned"
+
+
+@pytest.fixture(scope="module")
+def versioned_bucket(s3_server: S3Server) -> str:
+    s3_server.make_bucket(VERSIONED, versioned=True)
+    return VERSIONED
+
+
+@pytest.mark.parametrize("versioned", [False, True], ids=["unversioned", "versioned"])
+def test_the_journal_adds_two_puts_to_a_small_write(
+    s3_server: S3Server, versioned_bucket: str, versioned: bool
+) -> None:
+    """Journal on: the entry goes up pending before the write and done after it (two ``PUT``s). Replacing a
+    file keeps its old content for undo: nothing to send where the bucket keeps versions (the entry names the
+    version), one ``CopyObject`` into the snapshot store's blobs elsewhere. A process's first entry asks once
+    for the newest entry id (one ``LIST``), its first replacement once whether the bucket keeps versions."""
+    bucket = versioned_bucket if versioned else BUCKET
+    s3: Any = s3_server.filesystem()
+    s3.ls(bucket)
+    fs = ObjectStoreFilesystem(s3, f"{bucket}/journaled{next(_roots)}")
+    requests = Requests(s3)
+    fs.mkdir("dir")
+    assert requests.of(lambda: fs.write("dir/new.txt", "x")) == {"ListObjectsV2": 1, "PutObject": 3}
+    first = requests.of(lambda: fs.write("dir/new.txt", "y"))
+    assert first.pop("GetBucketVersioning") == 1  # once per filesystem object
+    kept = {} if versioned else {"CopyObject": 1}
+    assert first == {"ListObjectsV2": 1, "PutObject": 3, **kept}
+    assert requests.of(lambda: fs.write("dir/new.txt", "z")) == {"ListObjectsV2": 1, "PutObject": 3, **kept}
+    assert requests.of(lambda: fs.write("dir/other.txt", "x")) == {"ListObjectsV2": 1, "PutObject": 3}
+    # in the root, where no page of the parent is read, the check asks about the file too (beside it: one round trip)
+    assert requests.of(lambda: fs.write("top.txt", "x")) == {"ListObjectsV2": 1, "HeadObject": 1, "PutObject": 3}
+    off = ObjectStoreFilesystem(s3, f"{bucket}/unjournaled{next(_roots)}", history=False)
+    off.mkdir("dir")
+    off.write("dir/new.txt", "x")
+    assert requests.of(lambda: off.write("dir/new.txt", "y")) == {"ListObjectsV2": 1, "PutObject": 1}
+    assert [e.operation for e in fs.history()] == ["write"] * 5 + ["mkdir"]

@@ -252,6 +252,7 @@ def _open_s3(url: str, params: dict[str, str]) -> Filesystem:
 
     Credentials not given come from the usual AWS variables and files. ``create`` (default true, false when
     ``read_only``) makes the prefix's marker; a missing bucket is never created and always refused.
+    ``history=off`` keeps no journal; ``history_entries=N`` keeps the newest N entries (default 10,000).
     """
     from workspacefs.backends.objectstore import ObjectStoreFilesystem, open_s3  # noqa: PLC0415 - the s3 extra
 
@@ -261,8 +262,12 @@ def _open_s3(url: str, params: dict[str, str]) -> Filesystem:
         "s3://",
         params,
         {"endpoint_url", "key", "secret", "token", "region", "anon", "snapshot_dir"}
-        | {"read_only", "mount_point", "create"},
+        | {"read_only", "mount_point", "create", "history", "history_entries"},
     )
+    try:
+        entries = int(params.get("history_entries", "10000"))
+    except ValueError:
+        raise ValueError("history_entries must be a whole number of entries") from None
     read_only = query_flag(params, "read_only")
     fs: ObjectStoreFilesystem = open_s3(
         root,
@@ -277,6 +282,8 @@ def _open_s3(url: str, params: dict[str, str]) -> Filesystem:
         mount_point=params.get("mount_point"),
         create=query_flag(params, "create", default=not read_only),
         quota=_quota(params),
+        history=query_flag(params, "history", default=True),
+        history_entries=entries,
     )
     return fs
 

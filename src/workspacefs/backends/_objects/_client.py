@@ -73,15 +73,19 @@ class ObjectClient(ABC):
         ``heads`` (or ``None``), and whether any object's key starts with each of ``prefixes``."""
 
     @abstractmethod
-    def list(self, prefix: str, *, recursive: bool, limit: int | None = None) -> Iterator[ObjectInfo | str]:
+    def list(
+        self, prefix: str, *, recursive: bool, limit: int | None = None, start_after: str | None = None
+    ) -> Iterator[ObjectInfo | str]:
         """Objects whose key starts with ``prefix``, in key order; without ``recursive``, each deeper level is
-        one ``str`` (the common prefix, ending in ``/``) instead of its objects."""
+        one ``str`` (the common prefix, ending in ``/``) instead of its objects. ``limit``: one page of at most
+        that many; ``start_after``: only keys after this one."""
 
     @abstractmethod
     def get(
-        self, key: str, start: int, length: int, *, if_match: str | None = None
+        self, key: str, start: int, length: int, *, if_match: str | None = None, version_id: str | None = None
     ) -> tuple[bytes | bytearray, ObjectInfo]:
-        """Bytes ``[start, start + length)`` and the object they come from (``FileNotFoundError`` if missing)."""
+        """Bytes ``[start, start + length)`` and the object they come from (``FileNotFoundError`` if missing);
+        of the kept version ``version_id`` where one is named."""
 
     @abstractmethod
     def put(

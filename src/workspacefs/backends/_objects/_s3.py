@@ -31,7 +31,7 @@ _MAX_COPY_BYTES = 5 * 1024**3
 _COPY_PART_BYTES = 512 * 1024**2
 _DELETE_BATCH = 1000
 _READ_PIECE_BYTES = 256 * 1024
-_NOT_FOUND = frozenset({"NoSuchKey", "NotFound", "404"})
+_NOT_FOUND = frozenset({"NoSuchKey", "NoSuchVersion", "NotFound", "404"})
 _DENIED = frozenset(
     {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled", "ExpiredToken"}
 )
@@ -190,6 +190,13 @@ class S3Client(ObjectClient):
                 raise
             return None
 
+    def _head_version(self, key: str, version_id: str) -> ObjectInfo | None:
+        bucket, name = split_key(key)
+        try:
+            return _info(key, self.call("head_object", key, Bucket=bucket, Key=name, VersionId=version_id))
+        except FileNotFoundError:
+            return None
+
     def probe(self, heads: Sequence[str], prefixes: Sequence[str]) -> tuple[list[ObjectInfo | None], list[bool]]:
         limit = asyncio.Semaphore(32)
 
@@ -214,13 +221,17 @@ class S3Client(ObjectClient):
 
         return self.run(every(), heads[0] if heads else prefixes[0] if prefixes else "")
 
-    def list(self, prefix: str, *, recursive: bool, limit: int | None = None) -> Iterator[ObjectInfo | str]:
+    def list(
+        self, prefix: str, *, recursive: bool, limit: int | None = None, start_after: str | None = None
+    ) -> Iterator[ObjectInfo | str]:
         bucket, name = split_key(prefix)
         request: dict[str, Any] = {"Bucket": bucket, "Prefix": name}
         if not recursive:
             request["Delimiter"] = "/"
         if limit is not None:
             request["MaxKeys"] = limit
+        if start_after is not None:
+            request["StartAfter"] = split_key(start_after)[1]
         while True:
             page = self.call("list_objects_v2", prefix, **request)
             found: list[ObjectInfo | str] = [
@@ -236,12 +247,14 @@ class S3Client(ObjectClient):
             request["ContinuationToken"] = token
 
     def get(
-        self, key: str, start: int, length: int, *, if_match: str | None = None
+        self, key: str, start: int, length: int, *, if_match: str | None = None, version_id: str | None = None
     ) -> tuple[bytes | bytearray, ObjectInfo]:
         bucket, name = split_key(key)
         request: dict[str, Any] = {"Bucket": bucket, "Key": name, "Range": f"bytes={start}-{start + length - 1}"}
         if if_match is not None:
             request["IfMatch"] = if_match
+        if version_id is not None:
+            request["VersionId"] = version_id
 
         async def fetch() -> tuple[bytearray, dict[str, Any]]:
             response = await self._fs._call_s3("get_object", **request)
@@ -267,8 +280,8 @@ class S3Client(ObjectClient):
         except OSError as exc:
             if "InvalidRange" not in str(exc):
                 raise
-            info = self.head(key)  # a range past the end (an empty object, or reading at its end)
-            if info is None:
+            info = self.head(key) if version_id is None else self._head_version(key, version_id)
+            if info is None:  # a range past the end (an empty object, or reading at its end)
                 raise FileNotFoundError(errno.ENOENT, "No such object", key) from None
             if if_match is not None and info.etag != if_match:
                 raise PreconditionFailed("changed") from None

@@ -5,7 +5,8 @@ rename: a move copies inside the store, then deletes the source, file by file, s
 sees a whole object (old or new), never part of one. Whole writes are one ``PUT`` carrying the content id as
 metadata; streams go up in 5 MiB parts and appear when the upload completes. Where the store enforces
 ``If-Match``/``If-None-Match`` (S3), create mode and compare-and-set are decided by the store itself, so
-they hold across processes; elsewhere ``write_bytes_if`` refuses instead of pretending.
+they hold across processes; elsewhere ``write_bytes_if`` refuses instead of pretending. Every change is
+journaled (``history=True``) ahead of itself, in the snapshot store (``_journal.py``, ``_history.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any, ClassVar, TypeVar
 
 from workspacefs import errors
@@ -22,6 +24,7 @@ from workspacefs.backends._conditional import ANY_VERSION, hash_reader
 from workspacefs.backends._core import too_big
 from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed
 from workspacefs.backends.base import BaseFilesystem
+from workspacefs.backends.objectstore._journal import DEFAULT_MAX_ENTRIES, ObjectJournal, Step
 from workspacefs.backends.objectstore._layout import Layout, Tree, split_root, usable_name
 from workspacefs.backends.objectstore._manifests import ManifestStore
 from workspacefs.backends.objectstore._snapshots import ObjectSnapshots
@@ -33,6 +36,7 @@ from workspacefs.errors import (
     PreconditionFailedError,
     UnsupportedOperationError,
 )
+from workspacefs.history import DIRECTORY, Change
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, ROOT, is_within, parent
 from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, VersionedContent
 from workspacefs.quota import Quota
@@ -74,10 +78,16 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
     whether the root's bucket keeps versions (then snapshots copy nothing: they name versions); ``None``
     asks the bucket once, when first needed. Construction makes no request: ``open_filesystem("s3://…")``
     checks the bucket and, with ``create=false``, the root.
+
+    ``history`` journals every change (``history()``, ``undo()``, and ``watch()`` in this process) as objects
+    under ``<snapshot_dir>/journal/``, written before the change and settled after it, keeping the newest
+    ``history_entries`` entries and the content they replaced (versions, or blobs shared with snapshots).
     """
 
     backend_name: ClassVar[str] = "objectstore"
-    declared_capabilities: ClassVar[Capabilities] = Capabilities(cheap_snapshots=False, fork=False)
+    declared_capabilities: ClassVar[Capabilities] = Capabilities(
+        cheap_snapshots=False, fork=False, history=True, watch=True
+    )
 
     def __init__(
         self,
@@ -89,6 +99,8 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         quota: Quota | None = None,
         snapshot_dir: str | None = None,
         versioned: bool | None = None,
+        history: bool = True,
+        history_entries: int = DEFAULT_MAX_ENTRIES,
     ) -> None:
         super().__init__(read_only=read_only, mount_point=mount_point, quota=quota)
         self._fsspec = fsspec_fs
@@ -111,6 +123,23 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         self._blobs_seen = set()
         self._blobs_lock = threading.Lock()
         self._versioned = versioned
+        if history_entries < 0:
+            raise ValueError("history_entries must not be negative")
+        self._history_on = history
+        self._drafts = {}
+        self._drafts_lock = threading.Lock()
+        self._version_ids = {}
+        self._changes = ObjectJournal(
+            self._client,
+            self._store.prefix + "journal/",
+            key_of=self._layout.key,
+            resolve=self._resolve,
+            parallel=self._parallel,
+            read_only=read_only,
+            snapshot_refs=self._snapshot_refs,
+            release=self._release,
+            max_entries=history_entries,
+        )
 
     # --- properties ----------------------------------------------------------------------------------
 
@@ -123,8 +152,22 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         except OSError:
             cheap = False  # the store cannot be asked now: claim nothing (and ask again next time)
         return replace(
-            self.declared_capabilities, conditional_writes=self._client.conditional_writes, cheap_snapshots=cheap
+            self.declared_capabilities,
+            conditional_writes=self._client.conditional_writes,
+            cheap_snapshots=cheap,
+            history=self._history_on,
+            watch=self._history_on,
         )
+
+    @property
+    def journal_grace(self) -> timedelta:
+        """How old another process's pending journal entry must be before a reader here settles it by the
+        state (a younger one is taken for a change in progress); 10 minutes unless set."""
+        return self._changes.grace
+
+    @journal_grace.setter
+    def journal_grace(self, value: timedelta) -> None:
+        self._changes.grace = value
 
     def _versions_kept(self) -> bool:
         if self._versioned is None:
@@ -163,7 +206,15 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
 
     def _ensure_parents(self, path: str) -> None:
         """Make the missing directories above ``path`` (one ``LIST`` when the parent is there)."""
-        self._targets.ensure_parents(path)
+        if not self._targets.parent_exists(path):
+            self._make_parents(path, create=True)
+
+    def _make_parents(self, path: str, *, create: bool) -> None:
+        """Called when nothing is under ``path``'s parent: make the missing directories (journaled), or refuse
+        as :meth:`Targets.missing_parent` does."""
+        made = self._targets.missing_dirs(path, create=create)
+        with self._recording("mkdir", [Step(Change(d, None, DIRECTORY)) for d in made]):
+            self._targets.put_markers(made)
 
     def _directory_or_missing(self, path: str) -> OSError:
         """The error for a file operation on ``path`` where no file is: a directory, or nothing."""
@@ -192,7 +243,10 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         with self._ids_lock:
             if len(self._ids) > 100_000:
                 self._ids.clear()  # a cache: losing it costs requests, never correctness
+                self._version_ids.clear()
             self._ids[(info.key, info.etag)] = content_id
+            if info.version_id is not None:
+                self._version_ids[(info.key, info.etag)] = info.version_id
 
     def _id_of(self, info: ObjectInfo) -> str:
         """The content id of one object version: from its metadata, this process's memory, the store's
@@ -292,7 +346,13 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             raise self._directory_or_missing(path) from None
 
     def _writer(
-        self, path: str, *, if_match: str | None, if_none_match: bool, conflict: Callable[[], Exception]
+        self,
+        path: str,
+        *,
+        if_match: str | None,
+        if_none_match: bool,
+        conflict: Callable[[], Exception],
+        replaces: ObjectInfo | None = None,
     ) -> ObjectWriter:
         key = self._layout.key(path)
         return ObjectWriter(
@@ -303,12 +363,13 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             if_none_match=if_none_match,
             conflict=conflict,
             on_multipart=self._recorded_multipart(key),
+            around_commit=self._journaled_commit(path, replaces, create=if_none_match),
         )
 
     def _open_writer_with_parents(self, path: str, mode: WriteMode, create_parents: bool) -> ByteWriter:
         """As :meth:`_write_with_parents`: the parents made (or refused) from the target check's answer."""
         if not self._targets.check(path):
-            self._targets.missing_parent(path, create=create_parents)
+            self._make_parents(path, create=create_parents)
         return self._writer_at(path, mode)
 
     def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:
@@ -330,6 +391,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             if_match=existing.etag,
             if_none_match=False,
             conflict=lambda: ConcurrentChangeError(path, "The file changed while it was being appended to"),
+            replaces=existing,
         )
         try:
             for start in range(0, existing.size, 4 * 1024 * 1024):
@@ -347,13 +409,24 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             with self._open_writer_with_parents(path, mode, create_parents) as writer:
                 writer.write(data)
             return
-        if not self._targets.check(path):
-            self._targets.missing_parent(path, create=create_parents)
-        self._put_whole(path, data, mode)
-
-    def _put_whole(self, path: str, data: bytes, mode: WriteMode) -> None:
-        """One ``PUT`` of a whole file (``If-None-Match`` in create mode: the store refuses an existing one)."""
+        if not self._history_on:
+            if not self._targets.check(path):
+                self._targets.missing_parent(path, create=create_parents)
+            self._put_whole(path, data, mode)
+            return
+        parent_there, current = self._targets.inspect(path)
+        if current is not None and mode == "create":
+            raise errors.file_exists(path)
+        made = [] if parent_there else self._targets.missing_dirs(path, create=create_parents)
         content_id = content_id_of(data)
+        steps = [Step(Change(d, None, DIRECTORY)) for d in made] + self._written(path, current, content_id, len(data))
+        with self._recording("write", steps):
+            self._targets.put_markers(made)
+            self._put_whole(path, data, mode, content_id)
+
+    def _put_whole(self, path: str, data: bytes, mode: WriteMode, content_id: str | None = None) -> None:
+        """One ``PUT`` of a whole file (``If-None-Match`` in create mode: the store refuses an existing one)."""
+        content_id = content_id or content_id_of(data)
         try:
             info = self._client.put(self._layout.key(path), data, content_id=content_id, if_none_match=mode == "create")
         except PreconditionFailed:
@@ -369,14 +442,20 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             raise errors.file_exists(path)
         if above and not occupied[1]:
             self._targets.missing_parent(path, create=False)
-        try:
-            self._client.put(self._layout.dir_key(path), b"", if_none_match=True)
-        except PreconditionFailed:
-            raise errors.file_exists(path) from None
+        with self._recording("mkdir", [Step(Change(path, None, DIRECTORY))]):
+            try:
+                self._client.put(self._layout.dir_key(path), b"", if_none_match=True)
+            except PreconditionFailed:
+                raise errors.file_exists(path) from None
 
     def _remove_file(self, path: str) -> None:
         info = self._head_file(path)
-        self._client.delete([info.key])
+        steps: list[Step] = []
+        if self._history_on:
+            before, size, version, keep = self._kept(info)
+            steps.append(Step(Change(path, before, None, size, 0), version, keep=keep))
+        with self._recording("delete", steps):
+            self._client.delete([info.key])
 
     def _remove_empty_dir(self, path: str) -> None:
         marker = self._layout.dir_key(path)
@@ -387,17 +466,15 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             raise errors.file_not_found(path)
         if any(isinstance(item, str) or item.key != marker for item in inside):
             raise errors.DirectoryNotEmptyError(path)
-        self._client.delete([marker])
+        with self._recording("delete", [Step(Change(path, DIRECTORY, None))]):
+            self._client.delete([marker])
 
     def _remove_tree(self, path: str) -> None:
-        keys = [
-            item.key
-            for item in self._client.list(self._layout.dir_key(path), recursive=True)
-            if not isinstance(item, str)
-        ]
-        if not keys:
+        found = self._listing(path)
+        if not found:
             raise errors.file_not_found(path)
-        self._client.delete(keys)
+        with self._recording("delete", self._tree_removed(path, found) if self._history_on else ()):
+            self._client.delete([info.key for info in found])
 
     def _copy_object(self, info: ObjectInfo, path: str) -> None:
         try:
@@ -406,18 +483,41 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             raise ConcurrentChangeError(path, "The source changed while it was being copied; copy it again") from None
 
     def _copy_file(self, src: str, dst: str) -> None:
-        self._copy_object(self._head_file(src), dst)
+        if not self._history_on:
+            self._copy_object(self._head_file(src), dst)
+            return
+        (source, target), _ = self._client.probe([self._layout.key(src), self._layout.key(dst)], [])
+        if source is None:
+            raise self._directory_or_missing(src)
+        with self._recording("copy", self._written(dst, target, self._id_of(source), source.size)):
+            self._copy_object(source, dst)
 
     def _copy_tree(self, src: str, dst: str) -> None:
         """Copy every object below ``src`` inside the store (markers included), then make ``dst``'s marker."""
-        moved = self._relocated(src, dst)
-        self._parallel(lambda pair: self._copy_object(*pair), moved)
-        self._client.put(self._layout.dir_key(dst), b"")
+        listing = [i for i in self._client.list(self._layout.dir_key(src), recursive=True) if isinstance(i, ObjectInfo)]
+        moved = self._relocated(src, dst, listing)
+        steps: list[Step] = []
+        if self._history_on:
+            tree = Tree.from_listing(self._layout, src, listing)
+            files = sorted(tree.files)
+            ids = self._ids_of([tree.files[p] for p in files])
+            steps = [Step(Change(dst + d[len(src) :], None, DIRECTORY)) for d in [src, *tree.directories]]
+            steps += [
+                Step(Change(dst + p[len(src) :], None, i, 0, tree.files[p].size))
+                for p, i in zip(files, ids, strict=True)
+            ]
+            steps.sort(key=lambda step: step.change.path)
+        with self._recording("copy", steps):
+            self._parallel(lambda pair: self._copy_object(*pair), moved)
+            self._client.put(self._layout.dir_key(dst), b"")
 
-    def _relocated(self, src: str, dst: str) -> list[tuple[ObjectInfo, str]]:
+    def _relocated(
+        self, src: str, dst: str, listing: Iterable[ObjectInfo | str] | None = None
+    ) -> list[tuple[ObjectInfo, str]]:
         """Every object below directory ``src`` with the path it gets below ``dst``."""
         found: list[tuple[ObjectInfo, str]] = []
-        for item in self._client.list(self._layout.dir_key(src), recursive=True):
+        items = self._client.list(self._layout.dir_key(src), recursive=True) if listing is None else listing
+        for item in items:
             if isinstance(item, str):
                 continue
             relative = self._layout.path_of(item.key)
@@ -435,15 +535,18 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         if occupied[0] or (target is not None and not (replace and source is not None)):
             raise errors.file_exists(dst)
         if source is not None:
-            self._copy_object(source, dst)
-            self._client.delete([source.key])
+            with self._recording("move", self._file_moved(src, dst, source, target) if self._history_on else ()):
+                self._copy_object(source, dst)
+                self._client.delete([source.key])
             return
-        moved = self._relocated(src, dst)
+        listing = [i for i in self._client.list(self._layout.dir_key(src), recursive=True) if isinstance(i, ObjectInfo)]
+        moved = self._relocated(src, dst, listing)
         if not moved and not self._client.probe([], [self._layout.dir_key(src)])[1][0]:
             raise errors.file_not_found(src)
-        self._parallel(lambda pair: self._copy_object(*pair), moved)
-        self._client.put(self._layout.dir_key(dst), b"")
-        self._client.delete([info.key for info, _ in moved] + [self._layout.dir_key(src)])
+        with self._recording("move", self._tree_moved(src, dst, listing) if self._history_on else ()):
+            self._parallel(lambda pair: self._copy_object(*pair), moved)
+            self._client.put(self._layout.dir_key(dst), b"")
+            self._client.delete([info.key for info, _ in moved] + [self._layout.dir_key(src)])
 
     # --- conditional writes: the store compares, so the check holds across processes -------------------
 
@@ -488,10 +591,13 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
                 raise too_big("Writing", path)
             current = self._expected_version(norm, expect)
             change = self._check_write(norm, len(data), "overwrite")
-            try:
-                self._client.put(current.key, data, content_id=content_id_of(data), if_match=current.etag)
-            except PreconditionFailed:
-                raise PreconditionFailedError(norm) from None
+            content_id = content_id_of(data)
+            steps = self._written(norm, current, content_id, len(data)) if self._history_on else []
+            with self._recording("write", steps):
+                try:
+                    self._client.put(current.key, data, content_id=content_id, if_match=current.etag)
+                except PreconditionFailed:
+                    raise PreconditionFailedError(norm) from None
             if change is not None:
                 self._apply(*change)
         return WriteResult(norm, len(data), "overwrite")
@@ -546,6 +652,7 @@ class _CheckedWriter(ObjectWriter):
             if_none_match=False,
             conflict=lambda: PreconditionFailedError(path),
             on_multipart=fs._recorded_multipart(current.key),
+            around_commit=fs._journaled_commit(path, current, create=False),
         )
         self._fs = fs
         self._expected = current

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from workspacefs.backends._objects._opening import s3_filesystem
 from workspacefs.backends.objectstore._filesystem import ObjectStoreFilesystem
+from workspacefs.backends.objectstore._journal import DEFAULT_MAX_ENTRIES
 from workspacefs.quota import Quota
 
 __all__ = ["open_s3"]
@@ -28,9 +29,12 @@ def open_s3(
     mount_point: str | None = None,
     create: bool = True,
     quota: Quota | None = None,
+    history: bool = True,
+    history_entries: int = DEFAULT_MAX_ENTRIES,
 ) -> ObjectStoreFilesystem:
     """Open (and with ``create``, make) the workspace at ``bucket/prefix``; missing credentials come from the
-    AWS environment variables and files, as for any AWS tool.
+    AWS environment variables and files, as for any AWS tool. ``history`` and ``history_entries``: as for
+    :class:`ObjectStoreFilesystem`.
 
     Raises:
         FileNotFoundError: the bucket does not exist, or ``create`` is false and nothing is at the root.
@@ -44,6 +48,8 @@ def open_s3(
         mount_point=mount_point,
         quota=quota,
         snapshot_dir=snapshot_dir,
+        history=history,
+        history_entries=history_entries,
     )
     fs.check_root(create=create)
     return fs

@@ -19,25 +19,21 @@ while another process writes gives a mix.
 
 from __future__ import annotations
 
-import threading
 import uuid
-from abc import abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
 
 from workspacefs.backends._core import Fingerprint
-from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed
-from workspacefs.backends._snapshotting import SnapshotMixin
-from workspacefs.backends.objectstore._layout import Layout, Tree
-from workspacefs.backends.objectstore._manifests import Entry, Manifest, ManifestStore
+from workspacefs.backends._objects._client import ObjectInfo
+from workspacefs.backends.objectstore._history import ObjectHistory, _Changed
+from workspacefs.backends.objectstore._journal import Step
+from workspacefs.backends.objectstore._layout import Tree
+from workspacefs.backends.objectstore._manifests import Entry, Manifest
 from workspacefs.errors import SnapshotCreationError, SnapshotNotFoundError, SnapshotRestoreError
+from workspacefs.history import DIRECTORY, Change
 from workspacefs.results import FilesystemSnapshot
 
 __all__ = ["ObjectSnapshots"]
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 _ATTEMPTS = 3
 VERSION_GRACE = timedelta(minutes=10)
@@ -45,37 +41,11 @@ VERSION_GRACE = timedelta(minutes=10)
 captured meanwhile (it lists, then writes its manifest) has named it by then if it is going to."""
 
 
-class _Changed(Exception):  # noqa: N818 - a signal to list again, never seen by callers
-    """A file changed between the listing and the copy of its content."""
-
-
-class ObjectSnapshots(SnapshotMixin):
+class ObjectSnapshots(ObjectHistory):
     """The snapshot hooks (``_capture``, ``_restore_state``, ``_manifest`` …) over manifests in the store."""
 
-    _client: ObjectClient
-    _layout: Layout
-    _store: ManifestStore
-    _blobs_seen: set[str]
-    """Content ids this process knows the store holds (so a snapshot asks only about new content)."""
-    _blobs_lock: threading.Lock
     version_grace: timedelta = VERSION_GRACE
     """How long a superseded version stays after no snapshot names it (see :data:`VERSION_GRACE`)."""
-
-    @abstractmethod
-    def _tree(self, base: str) -> Tree:
-        """The workspace below ``base`` from one recursive listing."""
-
-    @abstractmethod
-    def _versions_kept(self) -> bool:
-        """True if the bucket keeps versions (snapshots then name versions instead of copying content)."""
-
-    @abstractmethod
-    def _ids_of(self, infos: Sequence[ObjectInfo]) -> list[str]:
-        """Content ids of many objects."""
-
-    @abstractmethod
-    def _parallel(self, work: Callable[[T], R], items: Iterable[T]) -> list[R]:
-        """``work`` over every item, several requests in flight."""
 
     # --- capture -------------------------------------------------------------------------------------
 
@@ -112,36 +82,12 @@ class ObjectSnapshots(SnapshotMixin):
             return snapshot
         raise SnapshotCreationError("Files kept changing while the snapshot was taken; take it again")
 
-    def _keep_content(self, infos: Sequence[ObjectInfo], ids: Sequence[str]) -> None:
-        """Make sure the store holds one copy of every content id (copying only what it lacks)."""
-        fs = self
-        seen, lock = self._blobs_seen, self._blobs_lock
-        sources: dict[str, ObjectInfo] = {}
-        for info, content_id in zip(infos, ids, strict=True):
-            sources.setdefault(content_id, info)
-        with lock:
-            unknown = sorted(set(sources) - seen)
-        if not unknown:
-            return
-        found, _ = fs._client.probe([fs._store.blob_key(content_id) for content_id in unknown], [])
-        missing = [content_id for content_id, info in zip(unknown, found, strict=True) if info is None]
-
-        def keep(content_id: str) -> None:
-            try:
-                fs._client.copy(sources[content_id], fs._store.blob_key(content_id), content_id=content_id)
-            except PreconditionFailed:
-                raise _Changed from None
-
-        fs._parallel(keep, missing)
-        with lock:
-            seen.update(unknown)
-
     # --- restore -------------------------------------------------------------------------------------
 
     def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
         fs = self
         manifest = fs._store.manifest(snapshot.snapshot_id)
-        tree = fs._tree("")
+        tree = Tree.from_listing(fs._layout, "", fs._listing(""))
         doomed = [info.key for path, info in tree.files.items() if path not in manifest.files]
         doomed += [fs._layout.dir_key(d) for d in tree.markers if d not in manifest.directories]
         wanted = self._differing(manifest, tree)
@@ -152,16 +98,41 @@ class ObjectSnapshots(SnapshotMixin):
                 f"Snapshot {snapshot.snapshot_id} refers to content the store no longer holds ({len(lost)} file(s), "
                 f"e.g. {lost[0]!r}); nothing was changed"
             )
-        fs._client.delete(doomed)
 
         def put_back(path: str) -> None:
             source = sources[path]
             assert source is not None
             fs._client.copy(source, fs._layout.key(path), content_id=manifest.files[path].content_id)
 
-        fs._parallel(put_back, wanted)
         markers = [fs._layout.dir_key(d) for d in sorted(manifest.directories) if d not in tree.markers]
-        fs._parallel(lambda key: fs._client.put(key, b""), markers)
+        with self._recording("restore", self._restore_steps(manifest, tree, wanted) if fs._history_on else ()):
+            fs._client.delete(doomed)
+            fs._parallel(put_back, wanted)
+            fs._parallel(lambda key: fs._client.put(key, b""), markers)
+
+    def _restore_steps(self, manifest: Manifest, tree: Tree, wanted: Sequence[str]) -> list[Step]:
+        """What a restore changes, the files it replaces or deletes kept for undo: removals first (children
+        before their directory), then what it puts back (parents first)."""
+        replaced = sorted(
+            {*(p for p in tree.files if p not in manifest.files), *(p for p in wanted if p in tree.files)}
+        )
+        kept = dict(zip(replaced, self._kept_many([tree.files[p] for p in replaced]), strict=True))
+        gone = [
+            Step(Change(p, kept[p][0], None, kept[p][1], 0), kept[p][2]) for p in replaced if p not in manifest.files
+        ]
+        gone += [Step(Change(d, DIRECTORY, None)) for d in tree.directories if d not in manifest.directories]
+        gone.sort(key=lambda step: step.change.path, reverse=True)
+        made = [Step(Change(d, None, DIRECTORY)) for d in manifest.directories if d not in tree.directories]
+        for path in wanted:
+            entry = manifest.files[path]
+            before = kept.get(path)
+            made.append(
+                Step(Change(path, None, entry.content_id, 0, entry.size))
+                if before is None
+                else Step(Change(path, before[0], entry.content_id, before[1], entry.size), before[2])
+            )
+        made.sort(key=lambda step: step.change.path)
+        return gone + made
 
     def _sources(self, manifest: Manifest, paths: Sequence[str]) -> dict[str, ObjectInfo | None]:
         """Where each file's content is kept (its version, or its blob), ``None`` where the store lost it;
@@ -227,19 +198,21 @@ class ObjectSnapshots(SnapshotMixin):
         held = fs._store.drop(snapshot.snapshot_id)
         kept = fs._store.snapshot_ids()
         blobs, _ = fs._store.unheld(held.files, kept)
+        journaled = fs._changes.held()  # whether or not this object journals: another one may
+        blobs -= {ref[1] for ref in journaled if ref[0] == "blob"}
         seen, lock = self._blobs_seen, self._blobs_lock
         with lock:
             seen.difference_update(blobs)
             fs._store.collect(blobs)
         if any(entry.version is not None for entry in held.files.values()):
-            self._prune_versions(kept)
+            self._prune_versions(kept, {(ref[1], ref[2]) for ref in journaled if ref[0] == "version"})
         fs._store.forget_ids(info.etag for info in fs._tree("").files.values())
 
-    def _prune_versions(self, kept: Iterable[uuid.UUID]) -> None:
-        """Delete the superseded versions of the workspace's objects that no kept snapshot names, once
-        superseded longer than :data:`VERSION_GRACE`."""
+    def _prune_versions(self, kept: Iterable[uuid.UUID], journaled: set[tuple[str, str]]) -> None:
+        """Delete the superseded versions of the workspace's objects that no kept snapshot and no journal entry
+        (``journaled``) names, once superseded longer than :data:`VERSION_GRACE`."""
         fs = self
-        named: set[tuple[str, str]] = set()
+        named: set[tuple[str, str]] = set(journaled)
         for snapshot_id in kept:
             try:
                 files = fs._store.manifest(snapshot_id).files

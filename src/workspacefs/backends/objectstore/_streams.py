@@ -9,7 +9,9 @@ completed on close (aborted on error), so readers see the old object or the new 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from workspacefs.backends._objects._client import (
     MIN_PART_BYTES,
@@ -70,7 +72,9 @@ class ObjectReader:
             self._block_start = self._position
             return
         try:
-            data, _ = self._client.get(self._info.key, self._position, length, if_match=self._info.etag)
+            data, _ = self._client.get(
+                self._info.key, self._position, length, if_match=self._info.etag, version_id=self._info.version_id
+            )
         except PreconditionFailed:
             raise ConcurrentChangeError(
                 self._path, "The file changed while it was being read; open it again to read the new version"
@@ -92,6 +96,13 @@ class ObjectReader:
 
 Committed = Callable[[str, str, int], None]
 """Called after a multipart upload completes, with its ETag, content id and size."""
+AroundCommit = Callable[[str, int], AbstractContextManager[None]]
+"""Wraps the request that makes a stream visible, given its content id and size (the journal's entry is
+written before it and settled after it)."""
+
+
+def _no_journal(_content_id: str, _size: int) -> AbstractContextManager[None]:
+    return contextlib.nullcontext()
 
 
 class ObjectWriter(StreamWriter):
@@ -99,6 +110,7 @@ class ObjectWriter(StreamWriter):
     store at the commit (``If-None-Match`` for create mode, ``If-Match`` for append and compare-and-set)."""
 
     __slots__ = (
+        "_around",
         "_client",
         "_conflict",
         "_hasher",
@@ -124,6 +136,7 @@ class ObjectWriter(StreamWriter):
         conflict: Callable[[], Exception],
         on_multipart: Committed,
         part_bytes: int = MIN_PART_BYTES,
+        around_commit: AroundCommit = _no_journal,
     ) -> None:
         super().__init__(path)
         self._client = client
@@ -138,6 +151,7 @@ class ObjectWriter(StreamWriter):
         self._hasher = ContentHasher()
         self._upload: Upload | None = None
         self._size = 0
+        self._around = around_commit
 
     @property
     def content_id(self) -> str:
@@ -175,21 +189,22 @@ class ObjectWriter(StreamWriter):
     def _commit(self) -> None:
         self.check_before_commit()
         content_id = self._hasher.content_id()
-        try:
-            if self._upload is None:
-                self._client.put(
-                    self._key,
-                    self._take(self._pending_bytes),
-                    content_id=content_id,
-                    if_match=self._if_match,
-                    if_none_match=self._if_none_match,
-                )
-                return
-            if self._pending_bytes:
-                self._send(self._pending_bytes)
-            etag = self._upload.complete(if_match=self._if_match, if_none_match=self._if_none_match)
-        except PreconditionFailed:
-            raise self._conflict() from None
+        with self._around(content_id, self._size):
+            try:
+                if self._upload is None:
+                    self._client.put(
+                        self._key,
+                        self._take(self._pending_bytes),
+                        content_id=content_id,
+                        if_match=self._if_match,
+                        if_none_match=self._if_none_match,
+                    )
+                    return
+                if self._pending_bytes:
+                    self._send(self._pending_bytes)
+                etag = self._upload.complete(if_match=self._if_match, if_none_match=self._if_none_match)
+            except PreconditionFailed:
+                raise self._conflict() from None
         self._upload = None
         self._on_multipart(etag, content_id, self._size)
 

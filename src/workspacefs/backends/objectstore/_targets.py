@@ -60,25 +60,37 @@ class Targets:
         """Raise ``IsADirectoryError`` if a directory is at ``path``; return whether its parent is a
         directory (one request for the root or a parent of up to :data:`PAGE_ENTRIES` entries, else at most
         two)."""
+        return self.inspect(path, file=False)[0]
+
+    def inspect(self, path: str, *, file: bool = True) -> tuple[bool, ObjectInfo | None]:
+        """As :meth:`check`, and (``file``) the file object at ``path`` too, or ``None``: read off the parent's
+        page where it shows (no ``ETag``-to-content-id or version there: a listing carries neither), else asked
+        in the same round trip as the question about ``name/`` (a ``HEAD`` beside the ``LIST``)."""
         above = parent(path)
         target = self._layout.dir_key(path)
+        key = self._layout.key(path)
+        heads = [key] if file else []
         if not above:  # the root is always there: only the path is in question
-            if self._client.probe([], [target])[1][0]:
+            found, occupied = self._client.probe(heads, [target])
+            if occupied[0]:
                 raise errors.is_a_directory(path)
-            return True
+            return True, found[0] if file else None
         page: list[ObjectInfo | str] = list(
             self._client.list(self._layout.dir_key(above), recursive=False, limit=PAGE_ENTRIES)
         )
         if target in page and self._holds_objects(path):  # a common prefix: a marker or objects below
             raise errors.is_a_directory(path)
         if not any(isinstance(item, ObjectInfo) for item in page) and not (page and self._holds_objects(above)):
-            return False  # an empty prefix is no directory
+            return False, None  # an empty prefix is no directory
         last = page[-1]
+        on_page = next((item for item in page if isinstance(item, ObjectInfo) and item.key == key), None)
         if len(page) >= PAGE_ENTRIES and (last if isinstance(last, str) else last.key) < target:
-            _, occupied = self._client.probe([], [target])  # the page ends before ``name/``: ask about it
+            found, occupied = self._client.probe(heads, [target])  # the page ends before ``name/``: ask about it
             if occupied[0]:
                 raise errors.is_a_directory(path)
-        return True
+            if file and (last if isinstance(last, str) else last.key) < key:
+                return True, found[0]
+        return True, on_page
 
     def _holds_objects(self, directory: str) -> bool:
         """Whether a current object lies below ``directory``: asked again without a delimiter when a delimited
@@ -96,9 +108,13 @@ class Targets:
         """Called when nothing is under ``path``'s parent: raise ``NotADirectoryError`` if an ancestor is a
         file, else put the markers of the missing directories (``create``) or raise ``FileNotFoundError``.
         One round trip of questions (every ancestor at once), one of markers."""
+        self.put_markers(self.missing_dirs(path, create=create))
+
+    def missing_dirs(self, path: str, *, create: bool) -> list[str]:
+        """What :meth:`missing_parent` would make, outermost first, without making it (its errors the same)."""
         above = _ancestors_of(path)
         if not above:
-            return
+            return []
         outer = above[:-1] if create else []  # the parent itself is known to be empty
         found, occupied = self._client.probe(
             [self._layout.key(a) for a in above], [self._layout.dir_key(a) for a in outer]
@@ -107,8 +123,11 @@ class Targets:
             raise errors.not_a_directory(path)
         if not create:
             raise errors.file_not_found(path)
-        missing = [a for a, there in zip(outer, occupied, strict=True) if not there] + [above[-1]]
-        self._parallel(lambda directory: self._client.put(self._layout.dir_key(directory), b""), missing)
+        return [a for a, there in zip(outer, occupied, strict=True) if not there] + [above[-1]]
+
+    def put_markers(self, directories: list[str]) -> None:
+        """Put the markers of ``directories`` (several requests in flight)."""
+        self._parallel(lambda directory: self._client.put(self._layout.dir_key(directory), b""), directories)
 
     def ensure_parents(self, path: str) -> None:
         """Make the missing directories above ``path`` (``NotADirectoryError`` if a file is on the way); one

@@ -1,0 +1,408 @@
+"""How ``ObjectStoreFilesystem`` journals its changes: each primitive says what it is about to change, first.
+
+A primitive learns what it will change from the requests it makes anyway (the target check's listing, the
+``HEAD`` of a file it replaces), keeps the content it replaces (a version id where the bucket keeps versions,
+else a copy into the snapshot store's ``blobs/`` unless one is there), and wraps its requests in
+:meth:`ObjectHistory._recording`: the entry is stored ``pending`` before them and settled after (see
+``_journal.py``). An operation of several primitives (a move over a tree, a restore, an undo) is one entry,
+stored again before each primitive adds to it. Settling judges a step by what its path holds now
+(:meth:`ObjectHistory._resolve`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import TypeVar
+
+from workspacefs.backends._history import Scope
+from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed
+from workspacefs.backends._snapshotting import SnapshotMixin
+from workspacefs.backends.objectstore._journal import CARRIED, NOTHING_LATER, Draft, ObjectJournal, Record, Ref, Step
+from workspacefs.backends.objectstore._layout import Layout, Tree
+from workspacefs.backends.objectstore._manifests import ManifestStore
+from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, AroundCommit, ObjectReader
+from workspacefs.errors import ConcurrentChangeError, SnapshotNotFoundError
+from workspacefs.history import DIRECTORY, Change, JournalEntry, current_actor
+from workspacefs.protocol import ByteReader
+from workspacefs.streams import StreamReader
+
+__all__ = ["Kept", "ObjectHistory"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+Kept = tuple[str, int, str | None]
+"""A file about to be replaced: its content id, size, and the version that keeps it (``None``: a blob)."""
+Keep = Callable[[], None]
+
+
+class _Changed(Exception):  # noqa: N818 - a signal to list again, never seen by callers
+    """A file changed between the listing and the copy of its content."""
+
+
+class ObjectHistory(SnapshotMixin):
+    """The journaling half of ``ObjectStoreFilesystem`` (which sets the attributes below)."""
+
+    _client: ObjectClient
+    _layout: Layout
+    _store: ManifestStore
+    _blobs_seen: set[str]
+    """Content ids this process knows the store holds (so a snapshot asks only about new content)."""
+    _blobs_lock: threading.Lock
+    _history_on: bool
+    _changes: ObjectJournal
+    _drafts: dict[str, Draft]
+    _drafts_lock: threading.Lock
+    _version_ids: dict[tuple[str, str], str]
+    """Version ids of object versions this process wrote, by key and ``ETag``."""
+
+    @abstractmethod
+    def _tree(self, base: str) -> Tree:
+        """The workspace below ``base`` from one recursive listing."""
+
+    @abstractmethod
+    def _versions_kept(self) -> bool:
+        """True if the bucket keeps versions (snapshots then name versions instead of copying content)."""
+
+    @abstractmethod
+    def _ids_of(self, infos: Sequence[ObjectInfo]) -> list[str]:
+        """Content ids of many objects."""
+
+    @abstractmethod
+    def _id_of(self, info: ObjectInfo) -> str:
+        """The content id of one object version."""
+
+    @abstractmethod
+    def _known_id(self, info: ObjectInfo) -> str | None:
+        """The content id of an object version where this process knows it without asking."""
+
+    @abstractmethod
+    def _parallel(self, work: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``work`` over every item, several requests in flight."""
+
+    def _journal(self) -> ObjectJournal | None:
+        return self._changes if self._history_on else None
+
+    # --- recording ------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _recording(self, operation: str, steps: Sequence[Step]) -> Iterator[None]:
+        """Journal ``steps``, which the block makes: stored as pending before it, settled after it (at the end
+        of the operation in progress, if one is)."""
+        if not self._history_on or not steps:
+            yield
+            return
+        scope = self._current_scope()
+        draft = self._draft_of(scope) if scope is not None else Draft(operation, current_actor())
+        draft.steps.extend(steps)
+        draft.applied.extend([None] * len(steps))
+        if scope is not None:  # the scope settles the draft when it ends, whatever happens from here
+            scope.changes.extend(step.change for step in steps)
+        keeps = [step.keep for step in steps if step.keep is not None]
+        try:
+            if keeps:  # the copies into the blobs beside the entry's PUT: one round trip, not two
+                self._parallel(lambda work: work(), [lambda: self._changes.extend(draft), *keeps])
+            else:
+                self._changes.extend(draft)
+        except BaseException:
+            if scope is None and draft.entry_id is not None:
+                self._settle_draft(draft)  # the entry went up, a copy failed: nothing changed
+            raise
+        try:
+            yield
+        except BaseException:
+            if scope is None:
+                self._settle_draft(draft)  # what the failed primitive did, judged by the state
+            raise
+        made = set(steps)
+        draft.applied = [True if step in made else was for step, was in zip(draft.steps, draft.applied, strict=True)]
+        if scope is None:
+            self._settle_draft(draft)
+
+    def _draft_of(self, scope: Scope) -> Draft:
+        with self._drafts_lock:
+            draft = self._drafts.get(scope.key)
+            if draft is None:
+                draft = Draft(scope.operation, scope.actor, scope.undoes, scope.detail)
+                self._drafts[scope.key] = draft
+            return draft
+
+    def _scope_finished(self, scope: Scope) -> None:
+        with self._drafts_lock:
+            draft = self._drafts.pop(scope.key, None)
+        if draft is not None:
+            record = self._settle_draft(draft)
+            scope.entry_id = None if record is None else record.entry_id
+
+    def _scope_entry(self, scope: Scope) -> JournalEntry | None:
+        return None if scope.entry_id is None else self._changes.entry(scope.entry_id)
+
+    def _settle_draft(self, draft: Draft) -> Record | None:
+        """Store the draft as done with the steps that took effect (the unknown ones judged by the state)."""
+        try:
+            steps: list[Step] = []
+            chain = None
+            for step, made in zip(draft.steps, draft.applied, strict=True):
+                if made:
+                    steps.append(step)
+                elif draft.entry_id is not None:
+                    chain = chain or self._changes.next_before(draft.entry_id)
+                    steps += self._resolve_step(step, chain)
+            return self._changes.finish(draft, steps)
+        except BaseException:
+            self._changes.abandon(draft)
+            raise
+
+    # --- what a path holds, and what a pending entry did ------------------------------------------------
+
+    def _states(self, paths: Sequence[str]) -> list[str | None]:
+        """What each path holds now, as a change records it (a content id, ``DIRECTORY`` or ``None``): one
+        round trip of questions."""
+        found, occupied = self._client.probe(
+            [self._layout.key(p) for p in paths], [self._layout.dir_key(p) for p in paths]
+        )
+        return [
+            self._id_of(info) if info is not None else DIRECTORY if there else None
+            for info, there in zip(found, occupied, strict=True)
+        ]
+
+    def _version_now(self, path: str) -> str | None:
+        return None if not path else self._states([path])[0]
+
+    def _resolve(self, record: Record, next_before: Callable[[str], str | None]) -> list[Step]:
+        """The steps of a pending record that took effect (see :meth:`_resolve_step`)."""
+        return [made for step in record.steps for made in self._resolve_step(step, next_before)]
+
+    def _resolve_step(self, step: Step, next_before: Callable[[str], str | None]) -> list[Step]:
+        """Whether ``step`` took effect, judged by what its paths held just after it: what the next entry to
+        touch each found there, else (no later entry touched it) what it holds now. The store now says nothing
+        about a path a later entry changed: it may have put back what this step replaced."""
+        change = step.change
+        if change.from_path is None:
+            return [step] if self._then(next_before, [change.path])[0] == change.after else []
+        dst, src = self._then(next_before, [change.path, change.from_path])
+        if change.after == DIRECTORY:  # a directory, moved file by file
+            if dst != DIRECTORY:
+                return []
+            return [step] if src is None else self._half_moved(step, next_before)
+        if dst != change.after:
+            return []
+        return [step] if src != change.after else [Step(replace(change, from_path=None), step.version)]
+
+    def _then(self, next_before: Callable[[str], str | None], paths: Sequence[str]) -> list[str | None]:
+        """What each path held just after the entry being settled (see :meth:`_resolve_step`): one round trip
+        for the paths no later entry touched, one per path a later directory move carried."""
+        held = [self._held_later(next_before, path) for path in paths]
+        untouched = [path for path, later in zip(paths, held, strict=True) if later == NOTHING_LATER]
+        now = iter(self._states(untouched) if untouched else [])
+        return [next(now) if later == NOTHING_LATER else later for later in held]
+
+    def _held_later(self, next_before: Callable[[str], str | None], path: str) -> str | None:
+        """What ``path`` held when a later entry next touched it (a directory moved above it: what is now
+        where it was carried), or :data:`NOTHING_LATER`."""
+        later = next_before(path)
+        if later is not None and later.startswith(CARRIED):
+            return self._states([later[len(CARRIED) :]])[0]
+        return later
+
+    def _half_moved(self, step: Step, next_before: Callable[[str], str | None]) -> list[Step]:
+        """A directory move that stopped part way: the directories made, and each file moved or copied. Whether
+        a file arrived, and whether its source was deleted, is what the first later entry to touch each found
+        there (a later change may have moved or deleted either since), else what the store holds now."""
+        change = step.change
+        assert change.from_path is not None
+        there, here = self._tree(change.path), self._tree(change.from_path)
+        steps = [Step(Change(change.path, change.before, DIRECTORY))]
+        steps += [Step(Change(d, None, DIRECTORY)) for d in sorted(there.directories)]
+        for relative, content_id, size in step.plan:
+            target, source = f"{change.path}/{relative}", f"{change.from_path}/{relative}"
+            if self._held_then(next_before, target, there.files) == content_id:
+                left = self._held_then(next_before, source, here.files) == content_id
+                steps.append(Step(Change(target, None, content_id, 0, size, None if left else source)))
+        return steps
+
+    def _held_then(
+        self, next_before: Callable[[str], str | None], path: str, now: Mapping[str, ObjectInfo]
+    ) -> str | None:
+        """What ``path`` held just after the entry being settled: what the next entry to touch it found, else
+        what it holds now (``now``: the files of a listing that includes it)."""
+        later = self._held_later(next_before, path)
+        if later != NOTHING_LATER:
+            return later
+        info = now.get(path)
+        return None if info is None else self._id_of(info)
+
+    # --- keeping what a change replaces -----------------------------------------------------------------
+
+    def _kept(self, info: ObjectInfo) -> tuple[str, int, str | None, Keep | None]:
+        """How to keep the file version ``info`` (from a listing or a ``HEAD``) for undo: its content id, size,
+        version, and the copy into ``blobs/`` still to make (``None``: nothing to do). A ``HEAD`` only where
+        this process knows neither its content id nor (in a bucket that keeps versions) its version id; a copy
+        only where none is known to be there."""
+        versioned = self._versions_kept()
+        version = info.version_id or self._version_ids.get((info.key, info.etag))
+        if self._known_id(info) is None or (versioned and version is None):
+            head = self._client.head(info.key)
+            if head is None:
+                raise ConcurrentChangeError(
+                    self._layout.path_of(info.key) or info.key, "The file was deleted meanwhile"
+                )
+            info, version = head, head.version_id
+        content_id = self._id_of(info)
+        if versioned and version is not None:
+            return content_id, info.size, version, None
+        with self._blobs_lock:
+            if content_id in self._blobs_seen:
+                return content_id, info.size, None, None
+        source = info
+
+        def keep() -> None:
+            try:
+                self._keep_content([source], [content_id], probe=False)
+            except _Changed:
+                raise ConcurrentChangeError(
+                    self._layout.path_of(source.key) or source.key,
+                    "The file changed while it was being journaled; try again",
+                ) from None
+
+        return content_id, info.size, None, keep
+
+    def _kept_many(self, infos: Sequence[ObjectInfo]) -> list[Kept]:
+        """:meth:`_kept` for many files, asked and copied concurrently (``infos`` from :meth:`_listing`)."""
+        ids = self._ids_of(infos)
+        if self._versions_kept() and all(info.version_id is not None for info in infos):
+            return [(i, info.size, info.version_id) for i, info in zip(ids, infos, strict=True)]
+        try:
+            self._keep_content(infos, ids)
+        except _Changed:
+            raise ConcurrentChangeError("", "Files changed while they were being journaled; try again") from None
+        return [(i, info.size, None) for i, info in zip(ids, infos, strict=True)]
+
+    # --- the steps of each kind of change -------------------------------------------------------------
+
+    def _journaled_commit(self, path: str, replaces: ObjectInfo | None, *, create: bool) -> AroundCommit:
+        """What wraps a stream's commit: the file it replaces (``replaces``, or what a ``HEAD`` finds then) kept
+        and the entry written before the request that makes the new content visible."""
+
+        @contextlib.contextmanager
+        def around(content_id: str, size: int) -> Iterator[None]:
+            if not self._history_on:
+                yield
+                return
+            current = replaces if replaces is not None or create else self._client.head(self._layout.key(path))
+            with self._recording("write", self._written(path, current, content_id, size)):
+                yield
+
+        return around
+
+    def _written(self, path: str, current: ObjectInfo | None, content_id: str, size: int) -> list[Step]:
+        """The step of a write of ``content_id`` over ``current`` (kept for undo); none if it holds that already."""
+        if current is None:
+            return [Step(Change(path, None, content_id, 0, size))]
+        before, size_before, version, keep = self._kept(current)
+        if before == content_id:
+            return []
+        return [Step(Change(path, before, content_id, size_before, size), version, keep=keep)]
+
+    def _tree_removed(self, path: str, found: Sequence[ObjectInfo]) -> list[Step]:
+        """The steps of deleting a tree (children before their directory), its files kept for undo."""
+        tree = Tree.from_listing(self._layout, path, found)
+        files = sorted(tree.files)
+        kept = self._kept_many([tree.files[p] for p in files])
+        steps = [Step(Change(p, k[0], None, k[1], 0), k[2]) for p, k in zip(files, kept, strict=True)]
+        steps += [Step(Change(d, DIRECTORY, None)) for d in [path, *tree.directories]]
+        steps.sort(key=lambda step: step.change.path, reverse=True)
+        return steps
+
+    def _file_moved(self, src: str, dst: str, source: ObjectInfo, target: ObjectInfo | None) -> list[Step]:
+        """The step of moving file ``source`` over ``target`` (kept for undo) or to a free path."""
+        if target is None:
+            return [Step(Change(dst, None, self._id_of(source), 0, source.size, src))]
+        before, size, version, keep = self._kept(target)
+        return [Step(Change(dst, before, self._id_of(source), size, source.size, src), version, keep=keep)]
+
+    def _tree_moved(self, src: str, dst: str, listing: Sequence[ObjectInfo]) -> list[Step]:
+        """One step, as on every backend, carrying the files it moves (their content ids also go with the copies
+        as metadata): what settles a move a crash stopped part way."""
+        tree = Tree.from_listing(self._layout, src, listing)
+        files = sorted(tree.files)
+        ids = self._ids_of([tree.files[p] for p in files])
+        plan = tuple((p[len(src) + 1 :], i, tree.files[p].size) for p, i in zip(files, ids, strict=True))
+        return [Step(Change(dst, None, DIRECTORY, 0, 0, src), plan=plan)]
+
+    def _listing(self, base: str) -> list[ObjectInfo]:
+        """Every object below directory ``base`` (with its version id where the bucket keeps versions and the
+        journal will name them)."""
+        prefix = self._layout.dir_key(base)
+        if self._history_on and self._versions_kept():
+            return list(self._client.latest_versions(prefix))
+        return [item for item in self._client.list(prefix, recursive=True) if isinstance(item, ObjectInfo)]
+
+    def _keep_content(self, infos: Sequence[ObjectInfo], ids: Sequence[str], *, probe: bool = True) -> None:
+        """Make sure the store holds one copy of every content id (copying only what it lacks; without
+        ``probe``, copying what this process has not seen there without asking first: one request, not two)."""
+        seen, lock = self._blobs_seen, self._blobs_lock
+        sources: dict[str, ObjectInfo] = {}
+        for info, content_id in zip(infos, ids, strict=True):
+            sources.setdefault(content_id, info)
+        with lock:
+            unknown = sorted(set(sources) - seen)
+        if not unknown:
+            return
+        missing = unknown
+        if probe:
+            found, _ = self._client.probe([self._store.blob_key(content_id) for content_id in unknown], [])
+            missing = [content_id for content_id, info in zip(unknown, found, strict=True) if info is None]
+
+        def keep(content_id: str) -> None:
+            try:
+                self._client.copy(sources[content_id], self._store.blob_key(content_id), content_id=content_id)
+            except PreconditionFailed:
+                raise _Changed from None
+
+        self._parallel(keep, missing)
+        with lock:
+            seen.update(unknown)
+
+    def _history_content(self, entry: JournalEntry, index: int) -> ByteReader:
+        step = self._changes.record_of(entry.entry_id).steps[index]
+        change = step.change
+        key = self._store.blob_key(str(change.before)) if step.version is None else self._layout.key(change.path)
+        try:
+            first, info = self._client.get(key, 0, FIRST_BLOCK_BYTES, version_id=step.version)
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "The content this entry replaced is no longer kept", change.path) from None
+        return StreamReader(change.path, ObjectReader(self._client, change.path, info, first), info.size)
+
+    # --- what snapshots and the journal hold, for each other -------------------------------------------
+
+    def _snapshot_refs(self) -> set[Ref]:
+        """Every blob and version a snapshot of this workspace names."""
+        held: set[Ref] = set()
+        for snapshot_id in self._store.snapshot_ids():
+            try:
+                files = self._store.manifest(snapshot_id).files
+            except SnapshotNotFoundError:
+                continue  # dropped meanwhile
+            for path, entry in files.items():
+                if entry.version is None:
+                    held.add(("blob", entry.content_id))
+                else:
+                    held.add(("version", self._layout.key(path), entry.version))
+        return held
+
+    def _release(self, refs: set[Ref]) -> None:
+        """Delete blobs and versions retention dropped (a version that is current again is left alone)."""
+        blobs = {ref[1] for ref in refs if ref[0] == "blob"}
+        with self._blobs_lock:
+            self._blobs_seen.difference_update(blobs)
+            self._store.collect(blobs)
+        versions = sorted((ref[1], ref[2]) for ref in refs if ref[0] == "version")
+        if versions:
+            current, _ = self._client.probe(sorted({key for key, _ in versions}), [])
+            live = {info.key: info.version_id for info in current if info is not None}
+            self._client.delete_versions((key, version) for key, version in versions if live.get(key) != version)

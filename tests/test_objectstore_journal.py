@@ -1,0 +1,362 @@
+"""The object store's journal beyond the conformance suite (moto's real S3 server on loopback): a writer killed
+between its entry and its change, or after the change, leaves a journal that settles to exactly the files
+present; where the journal lives; retention and snapshots sharing what they keep; ids across processes."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from workspacefs import ObjectStoreFilesystem, open_filesystem
+from workspacefs.errors import HistoryEntryNotFoundError
+from workspacefs.history import DIRECTORY, JournalEntry
+from workspacefs.streams import content_id_of
+from workspacefs.testing._s3 import S3Server
+
+BUCKET = "wsfs-journal"
+VERSIONED = "wsfs-journal-versioned"
+_roots = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def buckets(s3_server: S3Server) -> S3Server:
+    s3_server.make_bucket(BUCKET)
+    s3_server.make_bucket(VERSIONED, versioned=True)
+    return s3_server
+
+
+def fresh_root(bucket: str = BUCKET) -> str:
+    return f"{bucket}/j{next(_roots)}"
+
+
+# --- crash consistency --------------------------------------------------------------------------------------
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from workspacefs import ObjectStoreFilesystem
+    from workspacefs.testing._s3 import S3Server
+
+    endpoint, root, operation, stop = sys.argv[1:5]
+    fs = ObjectStoreFilesystem(S3Server(endpoint).filesystem(), root)
+    fs.write("keep.txt", "kept")
+    fs.write("tree/a.txt", "a")
+    fs.write("tree/b.txt", "b")
+    fs.write("tree/deep/c.txt", "c")
+    fs.write("old.txt", "before")
+    client, armed, copies = fs._client, [False], [0]
+    put, copy = client.put, client.copy
+
+    def pause(label):
+        print(label, flush=True)
+        time.sleep(120)  # killed here
+
+    def watched_put(key, data, **options):
+        if armed[0] and "/journal/" in key and b'"state":"done"' in data and stop == "after-change":
+            pause("stopped")  # the change is made, its entry still pending
+        info = put(key, data, **options)
+        if armed[0] and "/journal/" in key and b'"state":"pending"' in data and stop == "after-entry":
+            pause("stopped")  # the entry is there, the change not made
+        return info
+
+    def watched_copy(source, key, **options):
+        copy(source, key, **options)
+        if armed[0] and "/journal/" not in key and "/blobs/" not in key and stop == "midway":
+            copies[0] += 1
+            if copies[0] == 2:
+                pause("stopped")  # a tree moved or copied in part
+
+    client.put, client.copy = watched_put, watched_copy
+    print("ready", flush=True)
+    armed[0] = True
+    if operation == "write":
+        fs.write("new.txt", "new")
+    elif operation == "overwrite":
+        fs.write("old.txt", "after")
+    elif operation == "delete":
+        fs.delete("old.txt")
+    elif operation == "delete-tree":
+        fs.delete("tree", recursive=True)
+    elif operation == "move-tree":
+        fs.move("tree", "moved")
+    elif operation == "copy-tree":
+        fs.copy("tree", "copied")
+    print("finished", flush=True)
+    """
+)
+
+
+def replayed(entries: list[JournalEntry]) -> dict[str, str]:
+    """The journal replayed from empty, oldest first: path -> content id or ``directory``."""
+    state: dict[str, str] = {}
+    for entry in reversed(entries):
+        for change in entry.changes:
+            if change.from_path is not None:  # a move carries its subtree along
+                moved = [p for p in state if p == change.from_path or p.startswith(change.from_path + "/")]
+                for path in moved:
+                    state[change.path + path[len(change.from_path) :]] = state.pop(path)
+            if change.after is None:
+                state.pop(change.path, None)
+            else:
+                state[change.path] = change.after
+    return state
+
+
+def present(fs: ObjectStoreFilesystem) -> dict[str, str]:
+    """What the workspace holds: path -> content id or ``directory``."""
+    return {e.path: DIRECTORY if e.is_directory else fs.content_id(e.path) for e in fs.walk()}
+
+
+def pending(s3: Any, root: str) -> list[str]:
+    """The stored entries still pending."""
+    journal = f"{BUCKET}/.wsfs-store/{root.split('/', 1)[1]}/journal/"
+    return [key for key in s3.find(journal) if json.loads(s3.cat_file(key))["state"] == "pending"]
+
+
+CASES = [
+    ("write", "after-entry"),
+    ("write", "after-change"),
+    ("overwrite", "after-entry"),
+    ("overwrite", "after-change"),
+    ("delete", "after-entry"),
+    ("delete", "after-change"),
+    ("delete-tree", "after-entry"),
+    ("delete-tree", "after-change"),
+    ("move-tree", "after-entry"),
+    ("move-tree", "midway"),
+    ("move-tree", "after-change"),
+    ("copy-tree", "midway"),
+    ("copy-tree", "after-change"),
+]
+
+
+@pytest.mark.parametrize(("operation", "stop"), CASES, ids=[f"{o}-{s}" for o, s in CASES])
+def test_a_writer_killed_between_entry_and_change_leaves_a_journal_that_replays_to_the_files(
+    buckets: S3Server, operation: str, stop: str
+) -> None:
+    """SIGKILL a writer with its entry stored and its change not made, part made, or made but not confirmed;
+    a reader then settles the entry by what the paths hold, and the journal replays to exactly the files."""
+    root = fresh_root()
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, buckets.endpoint_url, root, operation, stop],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert writer.stdout is not None
+    assert writer.stdout.readline().strip() == b"ready", writer.stderr.read() if writer.stderr else ""
+    assert writer.stdout.readline().strip() == b"stopped", writer.stderr.read() if writer.stderr else ""
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    s3: Any = buckets.filesystem()
+    assert len(pending(s3, root)) == 1  # what the crash left: one entry, still pending
+    reader = ObjectStoreFilesystem(s3, root)
+    assert reader.history(limit=None)[0].operation == "write"  # younger than the grace: a change in progress
+    reader.journal_grace = timedelta(0)  # the writer is known dead: settle at once
+    entries = reader.history(limit=None)
+    assert replayed(entries) == present(reader)
+    assert pending(s3, root) == []  # settled in the store, for every later reader
+    setup = 5  # the writes before the one interrupted
+    if stop == "after-entry":
+        assert len(entries) == setup  # the change never happened: neither did its entry
+        return
+    assert len(entries) == setup + 1
+    assert entries[0].operation == ("write" if operation in {"write", "overwrite"} else operation.partition("-")[0])
+    if (operation, stop) == ("move-tree", "midway"):
+        kinds = {(c.path, c.kind) for c in entries[0].changes}
+        assert ("moved/a.txt", "created") in kinds  # copied; its source was not deleted yet
+        assert reader.exists("tree/a.txt")
+
+
+LOOP = textwrap.dedent(
+    """
+    import os, sys
+    from workspacefs import ObjectStoreFilesystem
+    from workspacefs.testing._s3 import S3Server
+
+    fs = ObjectStoreFilesystem(S3Server(sys.argv[1]).filesystem(), sys.argv[2])
+    print("ready", flush=True)
+    i = int(sys.argv[3]) * 1000
+    while True:
+        i += 1
+        name = f"d{i % 3}/f{i % 7}.txt"
+        fs.write_bytes(name, os.urandom(16 + i % 50))
+        if i % 4 == 0 and fs.exists(name):
+            fs.delete(name)
+        if i % 9 == 0 and fs.exists(f"d{i % 3}"):
+            fs.move(f"d{i % 3}", f"m{i % 5}", overwrite=True)
+        if i % 13 == 0 and fs.exists(f"m{i % 5}"):
+            fs.delete(f"m{i % 5}", recursive=True)
+    """
+)
+
+
+def test_writers_killed_at_any_moment_leave_a_journal_that_replays_to_the_files(buckets: S3Server) -> None:
+    """Like the SQL test: SIGKILL writers again and again, each round's writer going on over paths the killed
+    one left pending (so later entries, not only the state, decide); then settle and replay."""
+    root = fresh_root()
+    for round_ in range(6):
+        writer = subprocess.Popen(
+            [sys.executable, "-c", LOOP, buckets.endpoint_url, root, str(round_)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert writer.stdout is not None and writer.stdout.readline().strip() == b"ready"
+        time.sleep(0.5 + 0.3 * round_)  # a kill point somewhere inside the writes, not a measured duration
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    reader = ObjectStoreFilesystem(buckets.filesystem(), root)
+    reader.journal_grace = timedelta(0)
+    entries = reader.history(limit=None)
+    assert len(entries) > 6, "the writers made no change before they were killed"
+    assert replayed(entries) == present(reader)
+    assert pending(buckets.filesystem(), root) == []
+
+
+def test_a_failed_change_leaves_no_entry(buckets: S3Server) -> None:
+    """A change the store refuses after its entry is stored (a create that lost a race) is settled at once."""
+    root = fresh_root()
+    fs = ObjectStoreFilesystem(buckets.filesystem(), root)
+    other = ObjectStoreFilesystem(buckets.filesystem(), root, history=False)
+    fs.write("a.txt", "a")
+    writer = fs.open_write("b.txt", mode="create")
+    writer.write(b"mine")
+    other.write("b.txt", "theirs")  # appears between the check at open and the commit
+    with pytest.raises(FileExistsError):
+        writer.close()
+    assert [e.paths for e in fs.history()] == [("a.txt",)]
+    assert pending(buckets.filesystem(), root) == []
+
+
+# --- where it lives, who sees it --------------------------------------------------------------------------
+
+
+def test_the_journal_lives_in_the_snapshot_store_and_other_processes_read_it(buckets: S3Server) -> None:
+    root = fresh_root()
+    s3: Any = buckets.filesystem()
+    fs = ObjectStoreFilesystem(s3, root)
+    fs.write("a.txt", "1")
+    fs.write("a.txt", "2")
+    assert sorted(s3.find(root)) == [f"{root}/a.txt"]  # nothing inside the root
+    other = ObjectStoreFilesystem(buckets.filesystem(), root)
+    assert [e.operation for e in other.history()] == ["write", "write"]
+    assert other.read_version(other.history()[0].entry_id, "a.txt", side="before") == b"1"
+    other.undo(other.history()[0].entry_id)
+    assert fs.read("a.txt").content == "1"
+    assert fs.history()[0].operation == "undo"  # an entry written by the other process
+    frozen = ObjectStoreFilesystem(buckets.filesystem(), root, read_only=True)
+    assert [e.operation for e in frozen.history()] == ["undo", "write", "write"]
+
+
+def test_ids_increase_across_processes_and_never_repeat(buckets: S3Server) -> None:
+    root = fresh_root()
+    one = ObjectStoreFilesystem(buckets.filesystem(), root)
+    two = ObjectStoreFilesystem(buckets.filesystem(), root)
+    for index in range(3):
+        one.write("a.txt", f"one {index}")
+        two.write("b.txt", f"two {index}")
+    ids = [e.entry_id for e in one.history()]
+    assert ids == sorted(ids, reverse=True) and len(set(ids)) == 6
+    assert one.prune_history(keep=0) == 6
+    assert one.history() == []
+    fresh = ObjectStoreFilesystem(buckets.filesystem(), root)
+    fresh.write("c.txt", "c")
+    assert fresh.history()[0].entry_id > max(ids)  # the newest entry's object stays as the high-water mark
+
+
+def test_without_conditional_writes_ids_are_ordered_by_time(buckets: S3Server) -> None:
+    fs = ObjectStoreFilesystem(buckets.filesystem(), fresh_root())
+    fs._client.conditional_writes = False  # a store that cannot arbitrate a claim
+    fs.write("a.txt", "1")
+    fs.write("a.txt", "2")
+    first, second = reversed(fs.history())
+    assert first.entry_id < second.entry_id < 2**53  # exact in a JSON reader
+    assert first.entry_id >> 12 >= 1_700_000_000_000  # milliseconds since the epoch, 12 random bits below
+
+
+def test_history_off_in_the_constructor_and_the_url(buckets: S3Server) -> None:
+    root = fresh_root()
+    fs = ObjectStoreFilesystem(buckets.filesystem(), root, history=False)
+    fs.write("a.txt", "1")
+    assert not fs.capabilities.history and not fs.capabilities.watch
+    url: Any = open_filesystem(buckets.url(BUCKET, root.split("/", 1)[1], history="off"))
+    url.write("a.txt", "2")
+    assert not url.capabilities.history
+    on: Any = open_filesystem(buckets.url(BUCKET, root.split("/", 1)[1], history_entries="5"))
+    assert on.capabilities.history and on.history() == []  # neither wrote an entry
+    with pytest.raises(ValueError, match="history_entries"):
+        open_filesystem(buckets.url(BUCKET, "x", history_entries="many"))
+
+
+# --- retention, and what snapshots and the journal keep for each other -------------------------------------
+
+
+def blobs(s3: Any, root: str) -> set[str]:
+    store = f"{BUCKET}/.wsfs-store/{root.split('/', 1)[1]}/blobs/"
+    return {key.rsplit("/", 1)[1] for key in s3.find(store)}
+
+
+def test_retention_keeps_the_newest_entries_and_what_they_replaced(buckets: S3Server) -> None:
+    root = fresh_root()
+    s3: Any = buckets.filesystem()
+    fs = ObjectStoreFilesystem(s3, root, history_entries=4)
+    fs._changes.retain_every = 1  # check after every entry (every 256 by default)
+    for index in range(6):
+        fs.write("a.txt", f"v{index}")
+    assert len(fs.history(limit=None)) == 4  # dropped in batches: at most an eighth more than kept
+    oldest = fs.history(limit=None)[-1]
+    assert fs.read_version(oldest.entry_id, "a.txt", side="before") == b"v1"
+    assert blobs(s3, root) == {content_id_of(f"v{i}".encode()) for i in range(1, 5)}  # v0's went with its entry
+
+
+def test_pruning_never_deletes_what_a_snapshot_names(buckets: S3Server) -> None:
+    root = fresh_root()
+    s3: Any = buckets.filesystem()
+    fs = ObjectStoreFilesystem(s3, root)
+    fs.write("a.txt", "v1")
+    snapshot = fs.snapshot()  # copies v1 into blobs
+    fs.write("a.txt", "v2")  # the journal keeps v1 too: the same blob
+    fs.write("a.txt", "v3")
+    fs.prune_history(keep=0)
+    assert blobs(s3, root) == {content_id_of(b"v1")}  # v2's is gone; the snapshot still names v1
+    fs.write("b.txt", "x")
+    fs.write("b.txt", "y")
+    entry = fs.history()[0]
+    fs.delete_snapshot(snapshot)
+    assert blobs(s3, root) == {content_id_of(b"x")}  # v1 went with the snapshot; the journal still needs x
+    fs.undo(entry.entry_id)
+    assert fs.read("b.txt").content == "x"
+
+
+def test_in_a_versioned_bucket_entries_name_versions_and_retention_deletes_them(buckets: S3Server) -> None:
+    root = fresh_root(VERSIONED)
+    s3: Any = buckets.filesystem()
+    fs = ObjectStoreFilesystem(s3, root)
+    fs.version_grace = timedelta(0)
+
+    def versions() -> int:
+        page = s3.call_s3("list_object_versions", Bucket=VERSIONED, Prefix=root.split("/", 1)[1] + "/")
+        return len(page.get("Versions", ())) + len(page.get("DeleteMarkers", ()))
+
+    fs.write("a.txt", "a1")
+    snapshot = fs.snapshot()
+    fs.write("a.txt", "a2")
+    fs.write("a.txt", "a3")
+    assert versions() == 3 and not blobs(s3, root.replace(VERSIONED, BUCKET))
+    fs.delete_snapshot(snapshot)
+    assert versions() == 3  # the journal still names a1 and a2 (what undo writes back)
+    assert fs.read_version(fs.history()[1].entry_id, "a.txt", side="before") == b"a1"
+    fs.prune_history(keep=1)
+    assert versions() == 2  # a1 went with its entry; a2 is named by the one kept
+    fs.prune_history(keep=0)
+    assert versions() == 1  # the current version stays
+    with pytest.raises(HistoryEntryNotFoundError):
+        fs.history_entry(1)
