@@ -11,10 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from workspacefs import CompositeFilesystem, HostFilesystem, InMemoryFilesystem, SqlFilesystem, SqlStore
+from workspacefs import (
+    CompositeFilesystem,
+    HostFilesystem,
+    InMemoryFilesystem,
+    PolicyDeniedError,
+    SqlFilesystem,
+    SqlStore,
+)
 from workspacefs.errors import HistoryEntryNotFoundError, UndoConflictError, UnsupportedOperationError
 from workspacefs.history import ChangeEvent, acting_as
 from workspacefs.paths import ROOT
+from workspacefs.policy import GuardedFilesystem, Policy, PolicyRule
 from workspacefs.server._events import EventStream
 
 WAIT = 30.0
@@ -218,3 +226,25 @@ def test_an_event_stream_resumed_over_a_composite_loses_no_entry_of_another_moun
         event = watcher.next_event(WAIT)
         assert event is not None and event.entry_id is not None and event.entry_id < seen.entry_id
         assert b'"path":"/b/newer.txt"' in b"".join(stream.render([event]))
+
+
+def test_a_guarded_mount_is_checked_before_any_mount_undoes_and_groups_its_share(fast_tmp: Path) -> None:
+    """A mount behind a policy is a journaled mount like any other: its own ``check_undo`` (the policy's
+    refusal included) runs before any mount changes, and a composite operation is one entry in it."""
+    guarded = GuardedFilesystem(InMemoryFilesystem(), Policy([PolicyRule("deny", ("delete",), "keep/**")]))
+    fs = CompositeFilesystem({"/a": InMemoryFilesystem(), "/guarded": guarded})
+    with acting_as("agent"):
+        fs.write("/guarded/keep/x.txt", "x")  # undoing it deletes it: the policy refuses
+        fs.write("/a/y.txt", "y")  # the newer entry, so its mount's share would go first
+    with pytest.raises(PolicyDeniedError):
+        fs.check_undo(actor="agent", last=2)
+    with pytest.raises(PolicyDeniedError):
+        fs.undo(actor="agent", last=2)
+    assert fs.exists("/a/y.txt") and fs.exists("/guarded/keep/x.txt")  # all or none: nothing was undone
+    assert [e.operation for e in fs.history(limit=2)] == ["write", "write"]
+    fs.write("/a/tree/one.txt", "1")
+    fs.write("/a/tree/two.txt", "2")
+    fs.move("/a/tree", "/guarded/moved")
+    into = guarded.history(limit=1)[0]
+    assert into.operation == "move"  # both files copied in: one entry of the guarded mount, not one per file
+    assert {c.path for c in into.changes} >= {"moved/one.txt", "moved/two.txt"}

@@ -14,6 +14,7 @@ outside the root for a host directory, a table written in the same transaction a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import queue
 import threading
@@ -444,6 +445,17 @@ class HistoryFilesystem(Protocol):
         last: int | None = None,
         force: bool = False,
     ) -> list[JournalEntry]: ...
+
+    def check_undo(
+        self,
+        entry_id: int | Sequence[int] | None = None,
+        *,
+        actor: str | Actor | None = None,
+        last: int | None = None,
+        force: bool = False,
+    ) -> list[JournalEntry]: ...
+
+    def grouped(self, operation: str) -> contextlib.AbstractContextManager[None]: ...
 
     def prune_history(self, *, before: datetime | None = None, keep: int | None = None) -> int: ...
 

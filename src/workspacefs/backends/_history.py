@@ -67,6 +67,13 @@ def operation_key() -> str:
 _SCOPE: ContextVar[Scope | None] = ContextVar("workspacefs_journal_scope", default=None)
 
 
+@contextlib.contextmanager
+def _grouping(opened: contextlib.AbstractContextManager[Scope]) -> Iterator[None]:
+    """``opened`` (an operation's scope), yielding nothing: the scope is the filesystem's own business."""
+    with opened:
+        yield
+
+
 class HistoryMixin(FilesystemCore):
     """The journal's public face for every backend (``capabilities.history`` says whether it is kept)."""
 
@@ -202,7 +209,15 @@ class HistoryMixin(FilesystemCore):
 
     # --- undo ---------------------------------------------------------------------------------------
 
-    def undo(
+    def grouped(self, operation: str) -> contextlib.AbstractContextManager[None]:
+        """Make every change made through this filesystem inside the ``with`` block one journal entry named
+        ``operation``, undone as one (inside an operation already in progress: part of that one). Without a
+        journal the block just runs."""
+        if not isinstance(operation, str) or not operation.strip():
+            raise ValueError("operation must be a non-empty name")
+        return _grouping(self._journaled(operation))
+
+    def check_undo(
         self,
         entry_id: int | Sequence[int] | None = None,
         *,
@@ -210,12 +225,8 @@ class HistoryMixin(FilesystemCore):
         last: int | None = None,
         force: bool = False,
     ) -> builtins.list[JournalEntry]:
-        """Put back what journal entry ``entry_id`` changed (or each of several ids) — or the ``last`` n
-        entries of ``actor`` — newest first, each as a new ``undo`` entry (so an undo can be undone). Returns
-        the new entries.
-
-        Refuses, changing nothing, when a later change (or one made outside workspacefs) touched the same
-        path, unless ``force``; with ``last=n`` every entry is checked first, so all n are undone or none.
+        """The entries ``undo`` with the same arguments would put back, newest first; or the error it would
+        raise. Changes nothing (a composite checks every mount's share this way before undoing any).
 
         Raises:
             HistoryEntryNotFoundError: no such entry.
@@ -241,6 +252,28 @@ class HistoryMixin(FilesystemCore):
                 raise HistoryEntryNotFoundError(f"No journal entries by {actor!r}")
         if not force:  # every entry is checked before anything changes: all are undone, or none
             self._check_undoable(journal, targets)
+        return targets
+
+    def undo(
+        self,
+        entry_id: int | Sequence[int] | None = None,
+        *,
+        actor: str | Actor | None = None,
+        last: int | None = None,
+        force: bool = False,
+    ) -> builtins.list[JournalEntry]:
+        """Put back what journal entry ``entry_id`` changed (or each of several ids) — or the ``last`` n
+        entries of ``actor`` — newest first, each as a new ``undo`` entry (so an undo can be undone). Returns
+        the new entries.
+
+        Refuses, changing nothing, when a later change (or one made outside workspacefs) touched the same
+        path, unless ``force``; every entry is checked first (:meth:`check_undo`), so all are undone or none.
+
+        Raises:
+            HistoryEntryNotFoundError: no such entry.
+            UndoConflictError: a path changed again since (only without ``force``).
+        """
+        targets = self.check_undo(entry_id, actor=actor, last=last, force=force)
         undone: builtins.list[JournalEntry] = []
         for target in targets:  # newest first: each undo sees the state the later one left
             with self._journaled("undo", undoes=target.entry_id, detail=target.operation) as scope:

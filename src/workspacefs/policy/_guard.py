@@ -11,6 +11,7 @@ over a directory skips files the policy keeps from reading. Names stay visible (
 from __future__ import annotations
 
 import builtins
+import contextlib
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -389,6 +390,29 @@ class GuardedFilesystem:
         dropped: int = self._journaled().prune_history(before=before, keep=keep)
         return dropped
 
+    def grouped(self, operation: str) -> contextlib.AbstractContextManager[None]:
+        """As ``fs.grouped`` (grouping changes nothing; each change inside is checked as it is made)."""
+        opened: contextlib.AbstractContextManager[None] = self._journaled().grouped(operation)
+        return opened
+
+    def check_undo(
+        self,
+        entry_id: int | Sequence[int] | None = None,
+        *,
+        actor: str | Actor | None = None,
+        last: int | None = None,
+        force: bool = False,
+    ) -> builtins.list[JournalEntry]:
+        """As ``fs.check_undo``, refusing too where the policy would refuse the undo (see :meth:`undo`)."""
+        ids = self._allowed_undo(entry_id, actor, last)
+        if ids is None:  # the arguments are wrong, or name nothing: the filesystem says which
+            found: builtins.list[JournalEntry] = self._journaled().check_undo(
+                entry_id, actor=actor, last=last, force=force
+            )
+            return found
+        checked: builtins.list[JournalEntry] = self._journaled().check_undo(ids, force=force)
+        return checked
+
     def undo(
         self,
         entry_id: int | Sequence[int] | None = None,
@@ -400,6 +424,18 @@ class GuardedFilesystem:
         """As ``fs.undo``, if the policy allows every change putting the entries back makes: deleting what they
         created, writing what they changed or deleted, moving back what they moved. Each entry is checked and
         then undone by its id, newest first (so the entries checked are the entries undone), all or none."""
+        ids = self._allowed_undo(entry_id, actor, last)
+        if ids is None:
+            undone: builtins.list[JournalEntry] = self._journaled().undo(entry_id, actor=actor, last=last, force=force)
+            return undone
+        made: builtins.list[JournalEntry] = self._journaled().undo(ids, force=force)
+        return made
+
+    def _allowed_undo(
+        self, entry_id: int | Sequence[int] | None, actor: str | Actor | None, last: int | None
+    ) -> builtins.list[int] | None:
+        """The ids an undo with these arguments names, each checked against the policy (``None``: the
+        arguments are wrong or name nothing, which the filesystem reports)."""
         inner = self._journaled()
         if entry_id is not None and actor is None and last is None:
             ids = [entry_id] if isinstance(entry_id, int) else list(entry_id)
@@ -408,13 +444,11 @@ class GuardedFilesystem:
             targets = inner.history(actor=actor, limit=1 if last is None else last)
         else:
             targets = []
-        if not targets:  # the arguments are wrong, or name nothing: the filesystem says which
-            undone: builtins.list[JournalEntry] = inner.undo(entry_id, actor=actor, last=last, force=force)
-            return undone
+        if not targets:
+            return None
         for target in targets:
             self._check_undo(target)
-        made: builtins.list[JournalEntry] = inner.undo([t.entry_id for t in targets], force=force)
-        return made
+        return [target.entry_id for target in targets]
 
     def _check_undo(self, entry: JournalEntry) -> None:
         detail = f"undo journal entry {entry.entry_id} ({entry.operation})"

@@ -161,6 +161,43 @@ class HistorySuite(SuiteBase):
         with pytest.raises(ValueError):
             fs.undo(actor="agent-2", last=0)
 
+    def test_check_undo_says_what_undo_would_do_and_changes_nothing(self) -> None:
+        fs = self.journaled({"a.txt": "base\n"})
+        if fs is None:
+            return
+        fs.write("a.txt", "agent\n")
+        agent = self.newest(fs)
+        assert [e.entry_id for e in fs.check_undo(agent.entry_id)] == [agent.entry_id]
+        fs.write("a.txt", "user\n")
+        later = self.newest(fs)
+        with pytest.raises(UndoConflictError) as refused:
+            fs.check_undo(agent.entry_id)
+        assert later.entry_id in refused.value.later
+        assert [e.entry_id for e in fs.check_undo([agent.entry_id, later.entry_id])] == [
+            later.entry_id,
+            agent.entry_id,
+        ]  # newest first: undoing both is no conflict
+        assert [e.entry_id for e in fs.check_undo(agent.entry_id, force=True)] == [agent.entry_id]
+        with pytest.raises(HistoryEntryNotFoundError):
+            fs.check_undo(later.entry_id + 1_000_000)
+        assert fs.read("a.txt").content == "user\n" and self.newest(fs) == later
+
+    def test_grouped_changes_are_one_entry_undone_as_one(self) -> None:
+        fs = self.journaled({"old.txt": "old"})
+        if fs is None:
+            return
+        with acting_as("agent-5"), fs.grouped("refactor"):
+            fs.write("a.txt", "a")
+            fs.write("d/b.txt", "b")
+            fs.delete("old.txt")
+        entry = self.newest(fs)
+        assert (entry.operation, entry.actor.name) == ("refactor", "agent-5")
+        assert {c.path for c in entry.changes} >= {"a.txt", "d/b.txt", "old.txt"}
+        fs.undo(entry.entry_id)
+        assert not fs.exists("a.txt") and not fs.exists("d") and fs.read("old.txt").content == "old"
+        with pytest.raises(ValueError):
+            fs.grouped("")
+
     def test_restore_is_journaled_and_undoable(self) -> None:
         fs = self.journaled({"a.txt": "a1", "b.txt": "b1"})
         if fs is None:

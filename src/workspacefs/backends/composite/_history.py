@@ -55,15 +55,15 @@ class _Operation:
         self.owner = owner
         self.operation = operation
         self._mounted: Mounted | None = None
-        self._open: contextlib.AbstractContextManager[Scope] | None = None
+        self._open: contextlib.AbstractContextManager[None] | None = None
 
     def enter(self, mounted: Mounted) -> None:
         """Make ``mounted``'s changes from now on part of one entry of its own (the mount before ends its)."""
         if mounted is self._mounted:
             return
         self.close()
-        if isinstance(mounted.fs, HistoryMixin):
-            opened = mounted.fs._journaled(self.operation)
+        if mounted.fs.capabilities.history:
+            opened = cast(HistoryFilesystem, mounted.fs).grouped(self.operation)
             opened.__enter__()
             self._mounted, self._open = mounted, opened
         else:
@@ -280,6 +280,22 @@ class CompositeHistory(HistoryMixin):
 
     # --- undo ---------------------------------------------------------------------------------------
 
+    def check_undo(
+        self,
+        entry_id: int | Sequence[int] | None = None,
+        *,
+        actor: str | Actor | None = None,
+        last: int | None = None,
+        force: bool = False,
+    ) -> builtins.list[JournalEntry]:
+        """The entries ``undo`` with the same arguments would put back, newest first, or the error it would
+        raise, from every mount's own check; changes nothing."""
+        checked: builtins.list[JournalEntry] = []
+        for index, (mounted, inners) in self._undo_shares(entry_id, actor, last).items():
+            checked += [self._outer_entry(index, mounted, e) for e in self._check_share(index, mounted, inners, force)]
+        checked.sort(key=lambda entry: entry.time, reverse=True)
+        return checked
+
     def undo(
         self,
         entry_id: int | Sequence[int] | None = None,
@@ -291,13 +307,32 @@ class CompositeHistory(HistoryMixin):
         """Undo entry ``entry_id`` (or several ids, or the ``last`` n entries of ``actor`` over every mount) in
         the mounts that made them, newest first, as new ``undo`` entries there. Returns the new entries.
 
-        Every id is found and every mount's share checked before any mount changes anything, so a missing
-        entry or a conflict leaves all as it was (a mount's paths are its own: shares never overlap).
+        Every id is found and every mount's share checked (its own ``check_undo``) before any mount changes
+        anything, so a missing entry or a conflict leaves all as it was (a mount's paths are its own: shares
+        never overlap).
 
         Raises:
             HistoryEntryNotFoundError: no such entry.
             UndoConflictError: a path changed again since (``.later`` and the path the composite's).
         """
+        shares = self._undo_shares(entry_id, actor, last)
+        for index, (mounted, inners) in shares.items():  # every id exists and every share can go: then undo
+            self._check_share(index, mounted, inners, force)
+        undone: builtins.list[JournalEntry] = []
+        for index, (mounted, inners) in shares.items():
+            try:
+                with mounted.speaking_outside():
+                    made = cast(HistoryFilesystem, mounted.fs).undo(inners, force=force)
+            except UndoConflictError as exc:  # changed since the check
+                exc.later = tuple(self._outer_id(index, later) for later in exc.later)
+                raise
+            undone += [self._outer_entry(index, mounted, entry) for entry in made]
+        return undone
+
+    def _undo_shares(
+        self, entry_id: int | Sequence[int] | None, actor: str | Actor | None, last: int | None
+    ) -> dict[int, tuple[Mounted, builtins.list[int]]]:
+        """The mounts' ids an undo with these arguments names, by mount index."""
         self._journaling()
         self._writable("/")
         if entry_id is not None:
@@ -319,35 +354,19 @@ class CompositeHistory(HistoryMixin):
         for target in targets:
             index, mounted, inner = self._locate(target)
             shares.setdefault(index, (mounted, []))[1].append(inner)
-        for index, (mounted, inners) in shares.items():  # every id exists and every share can go: then undo
-            self._check_share(index, mounted, inners, force=force)
-        undone: builtins.list[JournalEntry] = []
-        for index, (mounted, inners) in shares.items():
-            try:
-                with mounted.speaking_outside():
-                    made = cast(HistoryFilesystem, mounted.fs).undo(inners, force=force)
-            except UndoConflictError as exc:  # changed since the check
-                exc.later = tuple(self._outer_id(index, later) for later in exc.later)
-                raise
-            undone += [self._outer_entry(index, mounted, entry) for entry in made]
-        return undone
+        return shares
 
-    def _check_share(self, index: int, mounted: Mounted, inners: Sequence[int], *, force: bool) -> None:
-        """Raise, changing nothing, if a mount lacks one of ``inners`` or (without ``force``) cannot undo them:
-        the check its own undo makes first, made for every mount before any mount changes."""
-        journaled = cast(HistoryFilesystem, mounted.fs)
+    def _check_share(
+        self, index: int, mounted: Mounted, inners: Sequence[int], force: bool
+    ) -> builtins.list[JournalEntry]:
+        """The mount's own ``check_undo`` of ``inners``, its errors in the composite's ids and paths."""
         try:
-            found = [journaled.history_entry(inner) for inner in sorted(set(inners), reverse=True)]
+            with mounted.speaking_outside():
+                return cast(HistoryFilesystem, mounted.fs).check_undo(builtins.list(inners), force=force)
         except HistoryEntryNotFoundError:
             asked = [str(self._outer_id(index, inner)) for inner in inners]
             named = asked[0] if len(asked) == 1 else "among " + ", ".join(asked)
             raise HistoryEntryNotFoundError(f"No journal entry {named}") from None
-        if force or not isinstance(mounted.fs, HistoryMixin):
-            return
-        try:
-            with mounted.speaking_outside():
-                mounted.fs._writable("/")
-                mounted.fs._check_undoable(mounted.fs._require_journal(), found)
         except UndoConflictError as exc:
             exc.later = tuple(self._outer_id(index, later) for later in exc.later)
             raise
