@@ -75,6 +75,8 @@ _SMALL = 64 * 1024
 _DEFAULT_KEEP = 10_000
 GROUP_SECONDS = 0.005
 """How long rows may wait in an open transaction before they are committed."""
+_IDLE_SECONDS = 1.0
+"""How long the committer thread waits for another group before it ends."""
 _GROUP_ROWS = 1024
 _WAIT_SECONDS = 30.0
 """How long a process waits for another's journal transaction before the write's entry fails."""
@@ -117,7 +119,10 @@ class HostJournal(Journal):
         self._busy_seen = os.stat(self._busy).st_mtime_ns
         self._alone_after = 0.0
         """Before this moment (monotonic) rows are committed one by one: another process wants the journal."""
-        self._due = threading.Event()
+        self._wake = threading.Condition(self._lock)
+        """Wakes the committer thread (a group began, or the journal closed); waited on under ``_lock``."""
+        self._committer = False
+        """Whether this journal's committer thread is alive (read and set under ``_lock``)."""
         self._anonymous = PROC_LINKS
         self._objects_fd = os.open(self._objects, os.O_DIRECTORY | os.O_CLOEXEC)
         """``objects/``, for naming anonymous files (``linkat`` follows ``/proc/self/fd`` only with a dir fd)."""
@@ -137,7 +142,8 @@ class HostJournal(Journal):
         before forking, so the child never inherits a held write lock."""
         self._finalizer.detach()
         self._lock = threading.Lock()
-        self._due = threading.Event()
+        self._wake = threading.Condition(self._lock)
+        self._committer = False
         self._watch_lock = threading.Lock()
         self._watchers = []
         self._follower = None
@@ -166,7 +172,7 @@ class HostJournal(Journal):
             if self._objects_fd >= 0:
                 os.close(self._objects_fd)
                 self._objects_fd = -1
-        self._due.set()
+            self._wake.notify()  # the committer thread ends
 
     # --- group commit -----------------------------------------------------------------------------------
 
@@ -178,13 +184,17 @@ class HostJournal(Journal):
             self._group_rows = 0
             if self._group_started < self._alone_after:
                 return  # taking turns: the row is committed at once, no thread needed
-            if not self._due.is_set():
-                self._due.set()
-                try:
-                    threading.Thread(target=_commit_later, args=(weakref.ref(self),), daemon=True).start()
-                except RuntimeError:  # no new threads (the interpreter is shutting down): no group either
-                    self._due.clear()
-                    self._alone_after = float("inf")
+            if self._committer:
+                self._wake.notify()
+                return
+            self._committer = True
+            try:
+                threading.Thread(
+                    target=_commit_later, args=(weakref.ref(self), self._wake), name="wsfs-journal", daemon=True
+                ).start()
+            except RuntimeError:  # no new threads (the interpreter is shutting down): no group either
+                self._committer = False
+                self._alone_after = float("inf")
 
     def _begin(self) -> None:
         """``BEGIN IMMEDIATE``, waiting as long as SQLite would (30 s), but touching ``journal.busy`` while it
@@ -496,24 +506,38 @@ def _commit_open(db: sqlite3.Connection, lock: threading.Lock, objects_fd: int) 
         os.close(objects_fd)
 
 
-def _commit_later(ref: weakref.ref[HostJournal]) -> None:
-    """The thread that commits an open group after a quiet spell, then ends."""
-    while True:
-        time.sleep(GROUP_SECONDS)
-        journal = ref()
-        if journal is None:
-            return
-        with journal._lock:
-            try:
-                if journal._db.in_transaction and time.monotonic() - journal._group_started >= GROUP_SECONDS:
-                    journal._db.execute("COMMIT")
-                if not journal._db.in_transaction:
-                    journal._due.clear()
-                    return
-            except sqlite3.Error:  # closed meanwhile (closing committed)
-                journal._due.clear()
+def _commit_later(ref: weakref.ref[HostJournal], wake: threading.Condition) -> None:
+    """The thread that commits an open group after a quiet spell. It stays for ``_IDLE_SECONDS`` after the
+    last group, waiting on ``wake`` (under the journal's lock): starting a thread per group cost more than
+    the group's rows (a thread start waits for the new thread to be scheduled; on a busy machine, 0.5 ms)."""
+    with wake:
+        idle_since = time.monotonic()
+        while True:
+            journal = ref()
+            if journal is None:
                 return
-        del journal
+            try:
+                if journal._objects_fd < 0:  # closed (closing committed)
+                    journal._committer = False
+                    return
+                now = time.monotonic()
+                if journal._db.in_transaction:
+                    idle_since = now
+                    pause = journal._group_started + GROUP_SECONDS - now
+                    if pause <= 0:
+                        journal._db.execute("COMMIT")
+                        idle_since = now
+                        continue
+                else:
+                    pause = idle_since + _IDLE_SECONDS - now
+                    if pause <= 0:
+                        journal._committer = False
+                        return
+            except sqlite3.Error:  # closed meanwhile
+                journal._committer = False
+                return
+            del journal  # no strong reference while waiting: an abandoned journal can still be collected
+            wake.wait(pause)
 
 
 def _columns(change: Change) -> tuple[Any, ...]:
