@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterator, Sequence
 
 from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host._journal import HostJournal
-from workspacefs.backends.host._tree import HostTree, content_id_of_fd
+from workspacefs.backends.host._tree import READ_FLAGS, HostTree, content_id_of_fd
 from workspacefs.history import DIRECTORY, Change, JournalEntry
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import FilesystemSnapshot
@@ -48,6 +49,22 @@ class HostHistoryMixin(BaseFilesystem):
             if keep and self._changes is not None:
                 return self._changes.keep(fd, info.st_size), info.st_size
             return content_id_of_fd(fd, info.st_size), info.st_size
+        finally:
+            os.close(fd)
+
+    def _observe_at(self, dir_fd: int, name: str) -> Seen:
+        """As :meth:`_observe` with ``keep``, for entry ``name`` of directory ``dir_fd`` (which a write already
+        resolved race-free): one ``openat(O_NOFOLLOW)`` beside it, no second resolution from the root."""
+        try:
+            fd = os.open(name, READ_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:  # missing, or a symlink (ELOOP): no file of the workspace
+            return None, 0
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode):
+                assert self._changes is not None
+                return self._changes.keep(fd, info.st_size), info.st_size
+            return (DIRECTORY if stat.S_ISDIR(info.st_mode) else None), 0
         finally:
             os.close(fd)
 
