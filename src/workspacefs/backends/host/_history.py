@@ -19,7 +19,7 @@ from workspacefs.backends.host._tree import READ_FLAGS, HostTree, content_id_of_
 from workspacefs.history import DIRECTORY, Change, JournalEntry
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import FilesystemSnapshot
-from workspacefs.streams import StreamWriter
+from workspacefs.streams import ContentHasher, StreamWriter
 
 __all__ = ["HostHistoryMixin", "Seen"]
 
@@ -125,23 +125,30 @@ class HostHistoryMixin(BaseFilesystem):
 
 
 class _JournaledWriter(StreamWriter):
-    """Streams into the backend's own writer; its commit observes the path around the inner commit."""
+    """Streams into the backend's own writer; its commit observes the path around the inner commit. A whole
+    write (no ``before`` given) hashes its bytes as they pass, so what it leaves is never read back."""
 
-    __slots__ = ("_before", "_fs", "_inner")
+    __slots__ = ("_before", "_fs", "_hasher", "_inner")
 
     def __init__(self, fs: HostHistoryMixin, path: str, inner: ByteWriter, before: Seen | None) -> None:
         super().__init__(path)
         self._fs = fs
         self._inner = inner
         self._before = before
+        self._hasher = ContentHasher() if before is None else None
 
     def _write_chunk(self, data: bytes) -> None:
         self._inner.write(data)
+        if self._hasher is not None:
+            self._hasher.update(data)
 
     def _commit(self) -> None:
         before = self._before if self._before is not None else self._fs._observe(self.path, keep=True)
         self._inner.close()
-        now = self._fs._observe(self.path, keep=False)
+        if self._hasher is not None:
+            now: Seen = (self._hasher.content_id(), self.bytes_written)
+        else:
+            now = self._fs._observe(self.path, keep=False)
         if now != before:
             self._fs._note("write", [Change(self.path, before[0], now[0], before[1], now[1])])
 

@@ -261,8 +261,8 @@ class HostJournal(Journal):
         if size <= _SMALL:
             data = os.pread(fd, size, 0)
             content_id = content_id_of(data)
-            target = os.path.join(self._objects, content_id)  # a str: pathlib's joins cost more than the write
-            if not os.path.exists(target):
+            if not os.access(content_id, os.F_OK, dir_fd=self._objects_fd):  # kept already: no write
+                target = os.path.join(self._objects, content_id)  # a str: pathlib's joins cost more than the write
                 self._install(target, lambda handle: os.write(handle, data))
             return content_id
         hasher = ContentHasher()
@@ -342,7 +342,9 @@ class HostJournal(Journal):
             self._grouped()
             entry = self._next_seq
             if len(changes) == 1:  # the common case
-                self._pending.append((entry, entry, stamp, operation, *fields, *_columns(changes[0]), undoes, detail))
+                c = changes[0]
+                row = (c.path, c.from_path, c.before, c.after, c.size_before, c.size_after, undoes, detail)
+                self._pending.append((entry, entry, stamp, operation, *fields, *row))
             else:
                 self._pending.extend(
                     (entry + n, entry, stamp, operation, *fields, *_columns(c), undoes, detail)
