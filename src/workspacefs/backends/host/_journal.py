@@ -6,12 +6,16 @@ processes serving one root share it); the content a change replaced is copied, c
 after the change itself: a crash between the two leaves a change without its entry (the change is still
 seen by a watcher of the directory), never the reverse.
 
-Rows are committed in groups: a write transaction stays open for at most ``GROUP_SECONDS`` (a thread
-commits what a quiet spell leaves open; closing the journal or the process commits too), because one
-commit per row cost three times the row (23 against 9 µs on tmpfs). So a crash may lose the entries of
-the last few milliseconds (never a change), and another process sees an entry at most that late. A process
-that has to wait for the journal touches ``journal.busy``; the holder then commits row by row for a second,
-so two processes writing one root take turns (held groups made one wait over a second; now tens of ms).
+Entries are written in groups: an entry whose id nobody waits for (:meth:`HostJournal.note`, every plain
+write) waits in memory for at most ``GROUP_SECONDS``; then the journal's committer thread writes all that
+waited in one short transaction (one ``executemany``, one commit), while the writer goes on. A statement
+and a commit per row cost more than the write itself; a transaction held open across writes made the
+writer wait for each commit. So a crash may lose the entries of the last few milliseconds (never a change),
+and another process sees an entry at most that late; a read in this process writes what waits first. An
+entry whose id is needed (:meth:`HostJournal.record`: an operation's scope, an undo, while someone watches)
+is written at once, after what waited. A process that has to wait for the journal touches
+``journal.busy``; the holder then writes each entry at once for a second, so two processes writing one
+root take turns.
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ _INSERT = (
     " from_path, before_id, after_id, size_before, size_after, undoes, detail)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-"""The rows of a group, numbered by this process: it holds the write lock while the group is open."""
+"""Rows numbered by this process: it holds the write lock (``BEGIN IMMEDIATE``) while it inserts them."""
 _OLDER_THAN_NEWEST = "SELECT DISTINCT entry FROM journal ORDER BY entry DESC LIMIT -1 OFFSET ?"
 _OLDER_THAN_TIME = "SELECT DISTINCT entry FROM journal WHERE at < ?"
 _KEPT_CONTENT = "SELECT DISTINCT before_id FROM journal WHERE before_id IS NOT NULL"
@@ -109,13 +113,11 @@ class HostJournal(Journal):
         self._db = _connect(directory)
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
-        self._group_started = 0.0
-        self._group_rows = 0
-        self._pending: list[tuple[Any, ...]] = []
-        """The open group's rows, inserted all at once when it commits (or before anything reads the journal):
-        one ``executemany`` costs a third of a statement per row."""
-        self._next_seq = 0
-        """The ``seq`` of the open group's next row (read when the group begins, under the write lock)."""
+        """Guards the database (taken before ``_waiting_lock`` when both are)."""
+        self._waiting_lock = threading.Lock()
+        self._waiting: list[_Rows] = []
+        """Entries noted but not written yet, oldest first (guarded by ``_waiting_lock``; never rebound)."""
+        self._waiting_since = 0.0
         self._busy = str(directory / "journal.busy")
         """Touched by a process that waits for the journal: whoever holds a group open then commits each row
         at once for a while, so two processes writing one root take turns (else one waits for seconds)."""
@@ -123,14 +125,14 @@ class HostJournal(Journal):
         self._busy_seen = os.stat(self._busy).st_mtime_ns
         self._alone_after = 0.0
         """Before this moment (monotonic) rows are committed one by one: another process wants the journal."""
-        self._wake = threading.Condition(self._lock)
-        """Wakes the committer thread (a group began, or the journal closed); waited on under ``_lock``."""
+        self._wake = threading.Condition(self._waiting_lock)
+        """Wakes the committer thread (an entry waits, or the journal closed)."""
         self._committer = False
-        """Whether this journal's committer thread is alive (read and set under ``_lock``)."""
+        """Whether this journal's committer thread is alive (read and set under ``_waiting_lock``)."""
         self._anonymous = PROC_LINKS
         self._objects_fd = os.open(self._objects, os.O_DIRECTORY | os.O_CLOEXEC)
         """``objects/``, for naming anonymous files (``linkat`` follows ``/proc/self/fd`` only with a dir fd)."""
-        self._finalizer = weakref.finalize(self, _commit_open, self._db, self._lock, self._pending, self._objects_fd)
+        self._finalizer = weakref.finalize(self, _commit_open, self._db, self._lock, self._waiting, self._objects_fd)
         with _PEERS_LOCK:
             self._peers = _PEERS.setdefault(os.path.realpath(directory), weakref.WeakSet())
             self._peers.add(self)
@@ -142,16 +144,18 @@ class HostJournal(Journal):
 
     def _forked(self) -> None:
         """In a forked child: locks of its own (the parent's were held across the fork), no committer thread
-        yet, no watchers (their threads stayed in the parent). No transaction is open: the parent committed
-        before forking, so the child never inherits a held write lock."""
+        yet, no watchers (their threads stayed in the parent). Nothing waits and no transaction is open: the
+        parent wrote everything before forking, so the child never inherits a held write lock."""
         self._finalizer.detach()
         self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
+        self._waiting_lock = threading.Lock()
+        self._wake = threading.Condition(self._waiting_lock)
         self._committer = False
+        self._waiting.clear()  # the parent writes what waited (noted after it wrote, by another of its threads)
         self._watch_lock = threading.Lock()
         self._watchers = []
         self._follower = None
-        self._finalizer = weakref.finalize(self, _commit_open, self._db, self._lock, self._pending, self._objects_fd)
+        self._finalizer = weakref.finalize(self, _commit_open, self._db, self._lock, self._waiting, self._objects_fd)
 
     def _watching_started(self) -> None:
         if self.follow is not None and self._follower is None:
@@ -170,24 +174,41 @@ class HostJournal(Journal):
         with self._lock:
             if self._objects_fd < 0:  # closed already
                 return
-            _commit(self._db, self._pending)
+            self._write_waiting(None)
             self._db.close()
-            if self._objects_fd >= 0:
-                os.close(self._objects_fd)
-                self._objects_fd = -1
+            os.close(self._objects_fd)
+            self._objects_fd = -1
+        with self._wake:
             self._wake.notify()  # the committer thread ends
 
     # --- group commit -----------------------------------------------------------------------------------
 
-    def _grouped(self) -> None:
-        """Called under the lock before rows are written: join the open transaction or begin one."""
-        if not self._db.in_transaction:
+    def _write_waiting(self, entry: _Rows | None) -> int:
+        """Under ``_lock``: write what waits, then ``entry`` if given, in one transaction; returns the id of the
+        last entry written (0: nothing was). What waited waits on if the journal stays busy (``entry``'s caller
+        hears it); if the transaction itself fails, its entries are lost (never a change)."""
+        with self._waiting_lock:
+            batch = self._waiting[:]
+            self._waiting.clear()
+        if entry is None and not batch:
+            return 0
+        try:
             self._begin()
-            self._next_seq = self._db.execute(_NEXT_ENTRY).fetchone()[0]
-            self._group_started = time.monotonic()
-            self._group_rows = 0
-            if self._group_started < self._alone_after:
-                return  # taking turns: the row is committed at once, no thread needed
+        except BaseException:
+            with self._waiting_lock:
+                self._waiting[:0] = batch
+            raise
+        if entry is not None:
+            batch.append(entry)
+        return _insert_and_commit(self._db, batch)
+
+    def _wait_for_group(self, entry: _Rows) -> None:
+        """Add ``entry`` to what waits; wake (or start) the committer thread for a new group."""
+        with self._waiting_lock:
+            self._waiting.append(entry)
+            if len(self._waiting) > 1:
+                return
+            self._waiting_since = time.monotonic()
             if self._committer:
                 self._wake.notify()
                 return
@@ -196,9 +217,11 @@ class HostJournal(Journal):
                 threading.Thread(
                     target=_commit_later, args=(weakref.ref(self), self._wake), name="wsfs-journal", daemon=True
                 ).start()
-            except RuntimeError:  # no new threads (the interpreter is shutting down): no group either
+            except RuntimeError:  # no new threads (the interpreter is shutting down): entries are written at once
                 self._committer = False
                 self._alone_after = float("inf")
+        if self._alone_after == float("inf"):
+            self.flush()
 
     def _begin(self) -> None:
         """``BEGIN IMMEDIATE``, waiting as long as SQLite would (30 s), but touching ``journal.busy`` while it
@@ -221,14 +244,6 @@ class HostJournal(Journal):
         finally:
             self._db.execute(f"PRAGMA busy_timeout = {int(_WAIT_SECONDS * 1000)}")
 
-    def _group_done(self, rows: int) -> None:
-        """Called under the lock after rows are written: commit when the group is old or large enough, or at
-        once while another process waits for the journal."""
-        self._group_rows += rows
-        now = time.monotonic()
-        if self._group_rows >= _GROUP_ROWS or now - self._group_started >= GROUP_SECONDS or self._wanted(now):
-            _commit(self._db, self._pending)
-
     def _wanted(self, now: float) -> bool:
         """Whether another process has waited for the journal lately (``journal.busy`` touched)."""
         if now < self._alone_after:
@@ -244,14 +259,9 @@ class HostJournal(Journal):
         return True
 
     def flush(self) -> None:
-        """Commit the rows written so far (other processes see them now)."""
-        with self._lock, contextlib.suppress(sqlite3.ProgrammingError):  # closed: nothing is open
-            _commit(self._db, self._pending)
-
-    def _drain(self) -> None:
-        """Under the lock, before a read: insert the open group's rows (the transaction stays open)."""
-        if self._pending:
-            _insert(self._db, self._pending)
+        """Write the entries that wait (other processes see them now)."""
+        with self._lock, contextlib.suppress(sqlite3.ProgrammingError):  # closed: nothing waits
+            self._write_waiting(None)
 
     # --- content --------------------------------------------------------------------------------------
 
@@ -336,23 +346,22 @@ class HostJournal(Journal):
         undoes: int | None = None,
         detail: str | None = None,
     ) -> int:
-        stamp = time.time()
-        fields = actor.fields()
+        """Written at once (after what waits): the caller needs the entry's id."""
+        entry = _rows(operation, changes, actor, undoes, detail)
         with self._lock:
-            self._grouped()
-            entry = self._next_seq
-            if len(changes) == 1:  # the common case
-                c = changes[0]
-                row = (c.path, c.from_path, c.before, c.after, c.size_before, c.size_after, undoes, detail)
-                self._pending.append((entry, entry, stamp, operation, *fields, *row))
-            else:
-                self._pending.extend(
-                    (entry + n, entry, stamp, operation, *fields, *_columns(c), undoes, detail)
-                    for n, c in enumerate(changes)
-                )
-            self._next_seq = entry + len(changes)
-            self._group_done(len(changes))
-        return self._recorded_one(entry)
+            entry_id = self._write_waiting(entry)
+        return self._recorded_one(entry_id)
+
+    def note(self, operation: str, changes: Sequence[Any], actor: Actor) -> None:
+        """Waits (at most ``GROUP_SECONDS``) to be written with others, unless someone watches or another
+        process waits for the journal: then it is written at once."""
+        if self.watched or self._wanted(time.monotonic()):
+            self.record(operation, changes, actor)
+            return
+        self._wait_for_group(_rows(operation, changes, actor, None, None))
+        self._recorded += 1
+        if self._recorded % 256 == 0:
+            self.prune(keep=self.max_entries)
 
     def _recorded_one(self, entry: int) -> int:
         """After an entry is written: now and then apply retention; tell the watchers."""
@@ -374,7 +383,7 @@ class HostJournal(Journal):
     def _rows(self, where: str, params: Sequence[Any]) -> list[JournalEntry]:
         self._flush_peers()
         with self._lock:
-            self._drain()
+            self._write_waiting(None)
             query = f"SELECT * FROM journal WHERE {where} ORDER BY seq"  # noqa: S608 - conditions of ours, values bound
             rows = self._db.execute(query, params).fetchall()
         grouped: dict[int, list[Any]] = {}
@@ -417,7 +426,7 @@ class HostJournal(Journal):
         if limit is not None:
             query += f" LIMIT {int(limit)}"
         with self._lock:
-            self._drain()
+            self._write_waiting(None)
             ids = [r[0] for r in self._db.execute(query, params).fetchall()]
         if not ids:
             return []
@@ -432,7 +441,7 @@ class HostJournal(Journal):
 
     def prune(self, *, before: datetime | None = None, keep: int | None = None) -> int:
         with self._lock:
-            self._drain()
+            self._write_waiting(None)
             doomed: set[int] = set()
             if keep is not None:
                 rows = self._db.execute(_OLDER_THAN_NEWEST, [keep])
@@ -444,7 +453,8 @@ class HostJournal(Journal):
             ids = sorted(doomed)
             marks = ", ".join("?" * len(ids))
             self._db.execute(f"DELETE FROM journal WHERE entry IN ({marks})", ids)  # noqa: S608 - only placeholders
-            _commit(self._db, self._pending)  # the rows go before the content they name
+            if self._db.in_transaction:  # the rows go before the content they name
+                self._db.execute("COMMIT")
             kept = {r[0] for r in self._db.execute(_KEPT_CONTENT)}
         young = datetime.now(UTC).timestamp() - _OBJECT_GRACE_SECONDS
         for item in self.objects.iterdir():
@@ -472,12 +482,14 @@ def _before_fork() -> None:
         for journal in list(peers):
             journal._lock.acquire()
             _HELD_AT_FORK.append(journal)
-            with contextlib.suppress(sqlite3.Error):  # a closed journal has nothing open
-                _commit(journal._db, journal._pending)
+            with contextlib.suppress(sqlite3.Error):  # a closed journal has nothing waiting
+                journal._write_waiting(None)
+            journal._waiting_lock.acquire()
 
 
 def _after_fork_in_parent() -> None:
     for journal in _HELD_AT_FORK:
+        journal._waiting_lock.release()
         journal._lock.release()
     _HELD_AT_FORK.clear()
     _PEERS_LOCK.release()
@@ -494,71 +506,83 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
-def _commit_open(db: sqlite3.Connection, lock: threading.Lock, pending: list[tuple[Any, ...]], objects_fd: int) -> None:
-    """At exit (or when the journal is collected): commit what is still open, close ``objects/``."""
+def _commit_open(db: sqlite3.Connection, lock: threading.Lock, waiting: list[_Rows], objects_fd: int) -> None:
+    """At exit (or when the journal is collected): write what waits, close ``objects/``."""
     with lock, contextlib.suppress(sqlite3.Error):
-        _commit(db, pending)
+        if waiting:
+            batch = waiting[:]
+            waiting.clear()
+            db.execute("BEGIN IMMEDIATE")
+            _insert_and_commit(db, batch)
     with contextlib.suppress(OSError):
         os.close(objects_fd)
 
 
 def _commit_later(ref: weakref.ref[HostJournal], wake: threading.Condition) -> None:
-    """The thread that commits an open group after a quiet spell. It stays for ``_IDLE_SECONDS`` after the
-    last group, waiting on ``wake`` (under the journal's lock): starting a thread per group cost more than
-    the group's rows (a thread start waits for the new thread to be scheduled; on a busy machine, 0.5 ms)."""
-    with wake:
-        idle_since = time.monotonic()
-        while True:
+    """The thread that writes what waited ``GROUP_SECONDS``. It stays for ``_IDLE_SECONDS`` after the last
+    group, waiting on ``wake``: a thread start per group cost more than the group (a start waits for the new
+    thread to be scheduled; on a busy machine, 0.5 ms)."""
+    idle_since = time.monotonic()
+    while True:
+        with wake:
             journal = ref()
-            if journal is None:
+            if journal is None or journal._objects_fd < 0:  # collected, or closed (closing wrote everything)
+                if journal is not None:
+                    journal._committer = False
                 return
-            try:
-                if journal._objects_fd < 0:  # closed (closing committed)
+            now = time.monotonic()
+            if journal._waiting:
+                idle_since = now
+                pause = journal._waiting_since + GROUP_SECONDS - now
+            else:
+                pause = idle_since + _IDLE_SECONDS - now
+                if pause <= 0:
                     journal._committer = False
                     return
-                now = time.monotonic()
-                if journal._db.in_transaction:
-                    idle_since = now
-                    pause = journal._group_started + GROUP_SECONDS - now
-                    if pause <= 0:
-                        _commit(journal._db, journal._pending)
-                        idle_since = now
-                        continue
-                else:
-                    pause = idle_since + _IDLE_SECONDS - now
-                    if pause <= 0:
-                        journal._committer = False
-                        return
-            except sqlite3.Error:  # closed meanwhile
-                journal._committer = False
-                return
-            del journal  # no strong reference while waiting: an abandoned journal can still be collected
-            wake.wait(pause)
+            if journal._waiting and pause <= 0:
+                due = journal
+            else:
+                due = None
+                del journal  # no strong reference while waiting: an abandoned journal can still be collected
+                wake.wait(pause)
+        if due is not None:  # written outside the waiting lock (the database lock is taken first)
+            with contextlib.suppress(sqlite3.Error):  # closed meanwhile; or failed: those entries are lost
+                due.flush()
+            del due
 
 
-def _insert(db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    """Insert a group's rows into its open transaction; if that fails, the whole group is rolled back (an
-    entry is never committed in part, nor a group with a hole)."""
+def _insert_and_commit(db: sqlite3.Connection, batch: list[_Rows]) -> int:
+    """In the transaction just begun: number and insert the entries of ``batch``, commit; returns the last
+    entry's id. On failure the transaction is rolled back: an entry is never written in part."""
     try:
+        seq = db.execute(_NEXT_ENTRY).fetchone()[0]
+        rows: list[tuple[Any, ...]] = []
+        entry = seq
+        for each in batch:
+            entry = seq
+            for row in each:
+                rows.append((seq, entry, *row))
+                seq += 1
         db.executemany(_INSERT, rows)
+        db.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
         raise
-    finally:
-        rows.clear()
+    return int(entry)
 
 
-def _commit(db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
-    """Insert the open group's ``rows`` and commit (nothing open: nothing to do)."""
-    if rows:
-        _insert(db, rows)
-    if db.in_transaction:
-        db.execute("COMMIT")
+_Rows = tuple[tuple[Any, ...], ...]
+"""One entry's rows, without their ``seq`` and entry id (given when written)."""
 
 
-def _columns(change: Change) -> tuple[Any, ...]:
-    return (change.path, change.from_path, change.before, change.after, change.size_before, change.size_after)
+def _rows(operation: str, changes: Sequence[Any], actor: Actor, undoes: int | None, detail: str | None) -> _Rows:
+    stamp = time.time()
+    fields = actor.fields()
+    return tuple(
+        (stamp, operation, *fields, c.path, c.from_path, c.before, c.after, c.size_before, c.size_after, undoes, detail)
+        for c in changes
+    )
 
 
 def _entry(rows: Sequence[Any]) -> JournalEntry:
