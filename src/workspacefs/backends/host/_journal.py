@@ -80,7 +80,7 @@ GROUP_SECONDS = 0.005
 """How long rows may wait in an open transaction before they are committed."""
 _IDLE_SECONDS = 1.0
 """How long the committer thread waits for another group before it ends."""
-_GROUP_ROWS = 1024
+_GROUP_ENTRIES = 1024
 _WAIT_SECONDS = 30.0
 """How long a process waits for another's journal transaction before the write's entry fails."""
 _TAKE_TURNS_SECONDS = 1.0
@@ -121,8 +121,9 @@ class HostJournal(Journal):
         self._busy = str(directory / "journal.busy")
         """Touched by a process that waits for the journal: whoever holds a group open then commits each row
         at once for a while, so two processes writing one root take turns (else one waits for seconds)."""
-        os.close(os.open(self._busy, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-        self._busy_seen = os.stat(self._busy).st_mtime_ns
+        self._busy_fd = os.open(self._busy, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        """Held open: ``fstat`` after each entry costs a third of a ``stat`` of the path."""
+        self._busy_seen = os.fstat(self._busy_fd).st_mtime_ns
         self._alone_after = 0.0
         """Before this moment (monotonic) rows are committed one by one: another process wants the journal."""
         self._wake = threading.Condition(self._waiting_lock)
@@ -132,7 +133,7 @@ class HostJournal(Journal):
         self._anonymous = PROC_LINKS
         self._objects_fd = os.open(self._objects, os.O_DIRECTORY | os.O_CLOEXEC)
         """``objects/``, for naming anonymous files (``linkat`` follows ``/proc/self/fd`` only with a dir fd)."""
-        self._finalizer = weakref.finalize(self, _commit_open, self._db, self._lock, self._waiting, self._objects_fd)
+        self._finalizer = self._finalize_later()
         with _PEERS_LOCK:
             self._peers = _PEERS.setdefault(os.path.realpath(directory), weakref.WeakSet())
             self._peers.add(self)
@@ -155,7 +156,12 @@ class HostJournal(Journal):
         self._watch_lock = threading.Lock()
         self._watchers = []
         self._follower = None
-        self._finalizer = weakref.finalize(self, _commit_open, self._db, self._lock, self._waiting, self._objects_fd)
+        self._finalizer = self._finalize_later()
+
+    def _finalize_later(self) -> weakref.finalize[Any, Any]:
+        """At exit, or when this journal is collected unclosed: write what waits, close its descriptors."""
+        fds = (self._objects_fd, self._busy_fd)
+        return weakref.finalize(self, _commit_open, self._db, self._lock, self._waiting, fds)
 
     def _watching_started(self) -> None:
         if self.follow is not None and self._follower is None:
@@ -177,7 +183,8 @@ class HostJournal(Journal):
             self._write_waiting(None)
             self._db.close()
             os.close(self._objects_fd)
-            self._objects_fd = -1
+            os.close(self._busy_fd)
+            self._objects_fd = self._busy_fd = -1
         with self._wake:
             self._wake.notify()  # the committer thread ends
 
@@ -203,25 +210,30 @@ class HostJournal(Journal):
         return _insert_and_commit(self._db, batch)
 
     def _wait_for_group(self, entry: _Rows) -> None:
-        """Add ``entry`` to what waits; wake (or start) the committer thread for a new group."""
+        """Add ``entry`` to what waits. A group waited long enough (or grew large) is written by the writer
+        itself, at once; the first entry of a group wakes (or starts) the committer thread, which writes what
+        a quiet spell leaves waiting."""
         with self._waiting_lock:
             self._waiting.append(entry)
+            now = time.monotonic()
             if len(self._waiting) > 1:
-                return
-            self._waiting_since = time.monotonic()
-            if self._committer:
-                self._wake.notify()
-                return
-            self._committer = True
-            try:
-                threading.Thread(
-                    target=_commit_later, args=(weakref.ref(self), self._wake), name="wsfs-journal", daemon=True
-                ).start()
-            except RuntimeError:  # no new threads (the interpreter is shutting down): entries are written at once
-                self._committer = False
-                self._alone_after = float("inf")
-        if self._alone_after == float("inf"):
-            self.flush()
+                if now - self._waiting_since < GROUP_SECONDS and len(self._waiting) < _GROUP_ENTRIES:
+                    return
+            else:
+                self._waiting_since = now
+                if self._committer:
+                    self._wake.notify()
+                    return
+                self._committer = True
+                try:
+                    threading.Thread(
+                        target=_commit_later, args=(weakref.ref(self), self._wake), name="wsfs-journal", daemon=True
+                    ).start()
+                    return
+                except RuntimeError:  # no new threads (the interpreter is shutting down): written at once
+                    self._committer = False
+                    self._alone_after = float("inf")
+        self.flush()
 
     def _begin(self) -> None:
         """``BEGIN IMMEDIATE``, waiting as long as SQLite would (30 s), but touching ``journal.busy`` while it
@@ -249,7 +261,7 @@ class HostJournal(Journal):
         if now < self._alone_after:
             return True
         try:
-            touched = os.stat(self._busy).st_mtime_ns
+            touched = os.fstat(self._busy_fd).st_mtime_ns
         except OSError:
             return False
         if touched == self._busy_seen:
@@ -506,16 +518,17 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
 
 
-def _commit_open(db: sqlite3.Connection, lock: threading.Lock, waiting: list[_Rows], objects_fd: int) -> None:
-    """At exit (or when the journal is collected): write what waits, close ``objects/``."""
+def _commit_open(db: sqlite3.Connection, lock: threading.Lock, waiting: list[_Rows], fds: tuple[int, ...]) -> None:
+    """At exit (or when the journal is collected): write what waits, close ``objects/`` and ``journal.busy``."""
     with lock, contextlib.suppress(sqlite3.Error):
         if waiting:
             batch = waiting[:]
             waiting.clear()
             db.execute("BEGIN IMMEDIATE")
             _insert_and_commit(db, batch)
-    with contextlib.suppress(OSError):
-        os.close(objects_fd)
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _commit_later(ref: weakref.ref[HostJournal], wake: threading.Condition) -> None:
