@@ -21,6 +21,7 @@ root take turns.
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import sqlite3
 import tempfile
@@ -62,12 +63,31 @@ CREATE INDEX IF NOT EXISTS journal_path ON journal (path);
 """
 _NEXT_ENTRY = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'journal'), 0) + 1"
 """The id the entry's first row will get (AUTOINCREMENT never reuses one, even after pruning all)."""
-_INSERT = (
-    "INSERT INTO journal (seq, entry, at, operation, actor_name, actor_session, actor_call, actor_via, path,"
-    " from_path, before_id, after_id, size_before, size_after, undoes, detail)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_COLUMNS = (
+    "seq, entry, at, operation, actor_name, actor_session, actor_call, actor_via, path, from_path, before_id,"
+    " after_id, size_before, size_after, undoes, detail"
 )
-"""Rows numbered by this process: it holds the write lock (``BEGIN IMMEDIATE``) while it inserts them."""
+_NULLABLE = (4, 5, 6, 7, 9, 10, 11, 14, 15)
+"""The columns a row often leaves empty (actor fields, from_path, content ids, undoes, detail)."""
+_INSERTS: dict[tuple[bool, ...], tuple[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]]] = {}
+"""Per pattern of empty columns: the insert with ``NULL`` written in, and what picks the other values. Binding
+``None`` costs the sqlite3 module an adapter lookup per value (inserting a typical row cost 4 µs, against 1.8
+with its seven ``NULL`` written in)."""
+
+
+def _insert_for(empty: tuple[bool, ...]) -> tuple[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]]:
+    """The insert for rows whose ``_NULLABLE`` columns are ``None`` where ``empty`` says; numbered by this process
+    (it holds the write lock while it inserts them)."""
+    found = _INSERTS.get(empty)
+    if found is None:
+        nulls = {column for column, none in zip(_NULLABLE, empty, strict=True) if none}
+        kept = [column for column in range(16) if column not in nulls]
+        values = ", ".join("NULL" if column in nulls else "?" for column in range(16))
+        pick = operator.itemgetter(*kept)  # at least seq and entry: always a tuple
+        found = _INSERTS[empty] = (f"INSERT INTO journal ({_COLUMNS}) VALUES ({values})", pick)  # noqa: S608 - no input
+    return found
+
+
 _OLDER_THAN_NEWEST = "SELECT DISTINCT entry FROM journal ORDER BY entry DESC LIMIT -1 OFFSET ?"
 _OLDER_THAN_TIME = "SELECT DISTINCT entry FROM journal WHERE at < ?"
 _KEPT_CONTENT = "SELECT DISTINCT before_id FROM journal WHERE before_id IS NOT NULL"
@@ -569,14 +589,28 @@ def _insert_and_commit(db: sqlite3.Connection, batch: list[_Rows]) -> int:
     entry's id. On failure the transaction is rolled back: an entry is never written in part."""
     try:
         seq = db.execute(_NEXT_ENTRY).fetchone()[0]
-        rows: list[tuple[Any, ...]] = []
+        shapes: dict[tuple[bool, ...], list[tuple[Any, ...]]] = {}
         entry = seq
         for each in batch:
             entry = seq
             for row in each:
-                rows.append((seq, entry, *row))
+                full = (seq, entry, *row)
+                empty: tuple[bool, ...] = (
+                    row[2] is None,  # the actor's fields
+                    row[3] is None,
+                    row[4] is None,
+                    row[5] is None,
+                    row[7] is None,
+                    row[8] is None,
+                    row[9] is None,
+                    row[12] is None,
+                    row[13] is None,
+                )
+                shapes.setdefault(empty, []).append(full)
                 seq += 1
-        db.executemany(_INSERT, rows)
+        for empty, rows in shapes.items():  # explicit seq: the order of the inserts does not matter
+            sql, pick = _insert_for(empty)
+            db.executemany(sql, map(pick, rows))
         db.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
@@ -590,7 +624,7 @@ _Rows = tuple[tuple[Any, ...], ...]
 
 
 def _rows(operation: str, changes: Sequence[Any], actor: Actor, undoes: int | None, detail: str | None) -> _Rows:
-    stamp = time.time()
+    stamp = datetime.now(UTC).timestamp()  # whole microseconds: an entry's ``time`` is exactly its ``at``
     fields = actor.fields()
     return tuple(
         (stamp, operation, *fields, c.path, c.from_path, c.before, c.after, c.size_before, c.size_after, undoes, detail)
