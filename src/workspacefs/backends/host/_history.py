@@ -2,8 +2,9 @@
 
 Before a change, the path's kind, content id and size are read, and a file about to be replaced or removed
 is copied into the journal's ``objects/`` (what an undo writes back); after it, the path is read again
-(for a whole write the new content id is computed from the bytes written, not read back). A difference is
-a :class:`~workspacefs.history.Change`, noted into the operation in progress or recorded as an entry.
+(a whole write instead reads what it replaces through the directory descriptor it resolved, and computes the
+new content id from the bytes written, never read back). A difference is a
+:class:`~workspacefs.history.Change`, noted into the operation in progress or recorded as an entry.
 """
 
 from __future__ import annotations
