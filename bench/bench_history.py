@@ -8,9 +8,10 @@ entries, one path's entries, one actor's entries (µs per query).
 ``--s3`` adds the object store on moto's S3 server (loopback), in a bucket with and one without versioning:
 every request is a round trip there, and the journal adds two (three when a write replaces a file in an
 unversioned bucket, the last beside the entry's first ``PUT``), so expect about 2x rather than 1.15x. Its
-journal is not queried (10,000 writes through moto take minutes).
+journal is not queried (10,000 writes through moto take minutes). ``--only NAME`` measures only the backends
+whose name starts so (``--only host``: one backend's journal, run after run).
 
-Run: ``python bench/bench_history.py [--files N] [--reps R] [--no-postgres] [--s3]``.
+Run: ``python bench/bench_history.py [--files N] [--reps R] [--no-postgres] [--s3] [--only NAME]``.
 """
 
 from __future__ import annotations
@@ -155,9 +156,18 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--s3", action="store_true", help="also the object store, on moto's S3 server")
+    parser.add_argument("--only", help="only the backends whose name starts with this (memory, host, SQLite, ...)")
     args = parser.parse_args()
-    with backends(not args.no_postgres) as local, object_stores() if args.s3 else nullcontext({}) as remote:
-        kinds = {**local, **remote}
+
+    def chosen(name: str) -> bool:
+        return args.only is None or name.lower().startswith(args.only.lower())
+
+    with (
+        backends(not args.no_postgres and chosen("PostgreSQL")) as found,
+        object_stores() if args.s3 else nullcontext({}) as remote,
+    ):
+        local = {k: v for k, v in found.items() if chosen(k)}
+        kinds = {**local, **{k: v for k, v in remote.items() if chosen(k)}}
         print(f"Small writes ({args.files} new + {args.files} overwrites of 1 KiB), µs per write, min of {args.reps}")
         print(f"{'backend':<24}{'history off':>14}{'history on':>14}{'on / off':>10}")
         for name, make in kinds.items():

@@ -22,6 +22,7 @@ from conftest import missing
 
 from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem, SqlStore
 from workspacefs.backends.container import ContainerSandbox
+from workspacefs.backends.host import _journal as host_journal
 from workspacefs.backends.sql._schema import journal, session_files
 from workspacefs.cli import main
 from workspacefs.errors import UndoConflictError
@@ -167,6 +168,27 @@ def test_a_host_journal_lets_a_waiting_process_in_after_each_row(tmp_path: Path)
         other.execute("BEGIN IMMEDIATE")  # free at once: the row was committed, no group held open
         other.execute("ROLLBACK")
     other.close()
+    fs.close()
+
+
+def test_host_plain_writes_wait_in_memory_and_are_written_in_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer never waits on SQLite for a plain write's entry: entries wait, then one transaction writes
+    them all (here when the history is read; no group falls due during the test)."""
+    monkeypatch.setattr(host_journal, "GROUP_SECONDS", 600.0)
+    root = tmp_path / "root"
+    root.mkdir()
+    fs = HostFilesystem(root, snapshot_dir=tmp_path / "snapshots")
+    assert fs._changes is not None
+    statements: list[str] = []
+    fs._changes._db.set_trace_callback(statements.append)
+    for n in range(50):
+        fs.write(f"f{n}.txt", str(n))
+    assert statements == []
+    assert [c.path for e in fs.history(limit=None) for c in e.changes] == [f"f{n}.txt" for n in reversed(range(50))]
+    assert sum(s.startswith("INSERT") for s in statements) == 50
+    assert statements.count("BEGIN IMMEDIATE") == statements.count("COMMIT") == 1
     fs.close()
 
 

@@ -338,6 +338,11 @@ class Journal(ABC):
         in each change's own transaction (SQL) records there instead and refuses this."""
         raise NotImplementedError(f"{type(self).__name__} records in each change's own transaction")
 
+    def note(self, operation: str, changes: Sequence[Any], actor: Actor) -> None:
+        """Keep an entry whose id nobody waits for (one plain change): as :meth:`record`, unless the journal
+        writes such entries a little later, in groups (the host journal does)."""
+        self.record(operation, changes, actor)
+
     @abstractmethod
     def entries(
         self,

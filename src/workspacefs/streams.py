@@ -69,6 +69,8 @@ class ContentHasher:
 
 def content_id_of(data: BytesLike) -> str:
     """The content id of whole content in memory."""
+    if type(data) is bytes and 0 < len(data) <= CONTENT_CHUNK_SIZE:  # one chunk (most files): no slicing loop
+        return hashlib.sha256(b"%d:%s" % (len(data), hashlib.sha256(data).hexdigest().encode())).hexdigest()
     view = memoryview(data)
     hashes = [
         hashlib.sha256(view[start : start + CONTENT_CHUNK_SIZE]).hexdigest()

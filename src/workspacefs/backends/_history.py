@@ -112,7 +112,7 @@ class HistoryMixin(FilesystemCore):
             return
         journal = self._journal()
         if changes and journal is not None:
-            journal.record(operation, changes, current_actor())
+            journal.note(operation, changes, current_actor())
 
     def _scope_finished(self, scope: Scope) -> None:
         """Record a finished scope's changes as one entry."""

@@ -30,7 +30,7 @@ from workspacefs._hostio import DIR_FLAGS, HostResolver, is_listable_name, paren
 from workspacefs.backends._core import too_big
 from workspacefs.backends._merging import Written
 from workspacefs.backends.base import Fingerprint
-from workspacefs.backends.host._history import HostHistoryMixin
+from workspacefs.backends.host._history import HostHistoryMixin, Seen
 from workspacefs.backends.host._journal import HostJournal
 from workspacefs.backends.host._merged import capture_merged, snapshot_content
 from workspacefs.backends.host._ripgrep import Ripgrep
@@ -227,11 +227,23 @@ class HostFilesystem(HostHistoryMixin):
         return self._journaled_writer(HostWriter(self._tree, path, mode), path, None)
 
     def _write_content(self, path: str, data: bytes, mode: WriteMode) -> None:
-        after = None if mode == "append" or self._changes is None else (content_id_of(data), len(data))
-        with self._recording("write", path, after=after):
+        if self._changes is None:
             self._put_bytes(path, data, mode)
+            return
+        if mode == "append":
+            with self._recording("write", path):
+                self._put_bytes(path, data, mode)
+            return
+        # a whole write: what it replaces is read through the directory descriptor the write resolved, and
+        # what it leaves is the content id of the bytes written (never read back)
+        before = self._put_bytes(path, data, mode)
+        now = (content_id_of(data), len(data))
+        if now != before:
+            self._note("write", [Change(path, before[0], now[0], before[1], now[1])])
 
-    def _put_bytes(self, path: str, data: bytes, mode: WriteMode) -> None:
+    def _put_bytes(self, path: str, data: bytes, mode: WriteMode) -> Seen:
+        """Write ``data`` at ``path``; with the journal on, returns what a whole write replaced (kept for undo
+        before the new content takes the name), else ``(None, 0)``."""
         if mode == "append":
             fd = self._tree.open_for_append(path)
             try:
@@ -240,7 +252,7 @@ class HostFilesystem(HostHistoryMixin):
                     os.fsync(fd)
             finally:
                 os.close(fd)
-            return
+            return None, 0
         cut = path.rfind("/")
         above, name = (path[:cut], path[cut + 1 :]) if cut >= 0 else (ROOT, path)
 
@@ -254,9 +266,11 @@ class HostFilesystem(HostHistoryMixin):
         try:
             if mode == "create":
                 self._tree.check_target(dir_fd, name, path, mode)  # fail before writing; the link re-checks
+            before = self._observe_at(dir_fd, name) if self._changes is not None else (None, 0)
             self._tree.write_new(dir_fd, fill, name=name, path=path, mode=mode)
         finally:
             os.close(dir_fd)
+        return before
 
     def _make_dir(self, path: str) -> None:
         with self._recording("mkdir", path, after=(DIRECTORY, 0)):

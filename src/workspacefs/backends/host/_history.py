@@ -2,23 +2,25 @@
 
 Before a change, the path's kind, content id and size are read, and a file about to be replaced or removed
 is copied into the journal's ``objects/`` (what an undo writes back); after it, the path is read again
-(for a whole write the new content id is computed from the bytes written, not read back). A difference is
-a :class:`~workspacefs.history.Change`, noted into the operation in progress or recorded as an entry.
+(a whole write instead reads what it replaces through the directory descriptor it resolved, and computes the
+new content id from the bytes written, never read back). A difference is a
+:class:`~workspacefs.history.Change`, noted into the operation in progress or recorded as an entry.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterator, Sequence
 
 from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host._journal import HostJournal
-from workspacefs.backends.host._tree import HostTree, content_id_of_fd
+from workspacefs.backends.host._tree import READ_FLAGS, HostTree, content_id_of_fd
 from workspacefs.history import DIRECTORY, Change, JournalEntry
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import FilesystemSnapshot
-from workspacefs.streams import StreamWriter
+from workspacefs.streams import ContentHasher, StreamWriter
 
 __all__ = ["HostHistoryMixin", "Seen"]
 
@@ -48,6 +50,22 @@ class HostHistoryMixin(BaseFilesystem):
             if keep and self._changes is not None:
                 return self._changes.keep(fd, info.st_size), info.st_size
             return content_id_of_fd(fd, info.st_size), info.st_size
+        finally:
+            os.close(fd)
+
+    def _observe_at(self, dir_fd: int, name: str) -> Seen:
+        """As :meth:`_observe` with ``keep``, for entry ``name`` of directory ``dir_fd`` (which a write already
+        resolved race-free): one ``openat(O_NOFOLLOW)`` beside it, no second resolution from the root."""
+        try:
+            fd = os.open(name, READ_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        except OSError:  # missing, or a symlink (ELOOP): no file of the workspace
+            return None, 0
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISREG(info.st_mode):
+                assert self._changes is not None
+                return self._changes.keep(fd, info.st_size), info.st_size
+            return (DIRECTORY if stat.S_ISDIR(info.st_mode) else None), 0
         finally:
             os.close(fd)
 
@@ -108,23 +126,30 @@ class HostHistoryMixin(BaseFilesystem):
 
 
 class _JournaledWriter(StreamWriter):
-    """Streams into the backend's own writer; its commit observes the path around the inner commit."""
+    """Streams into the backend's own writer; its commit observes the path around the inner commit. A whole
+    write (no ``before`` given) hashes its bytes as they pass, so what it leaves is never read back."""
 
-    __slots__ = ("_before", "_fs", "_inner")
+    __slots__ = ("_before", "_fs", "_hasher", "_inner")
 
     def __init__(self, fs: HostHistoryMixin, path: str, inner: ByteWriter, before: Seen | None) -> None:
         super().__init__(path)
         self._fs = fs
         self._inner = inner
         self._before = before
+        self._hasher = ContentHasher() if before is None else None
 
     def _write_chunk(self, data: bytes) -> None:
         self._inner.write(data)
+        if self._hasher is not None:
+            self._hasher.update(data)
 
     def _commit(self) -> None:
         before = self._before if self._before is not None else self._fs._observe(self.path, keep=True)
         self._inner.close()
-        now = self._fs._observe(self.path, keep=False)
+        if self._hasher is not None:
+            now: Seen = (self._hasher.content_id(), self.bytes_written)
+        else:
+            now = self._fs._observe(self.path, keep=False)
         if now != before:
             self._fs._note("write", [Change(self.path, before[0], now[0], before[1], now[1])])
 
