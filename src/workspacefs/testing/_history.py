@@ -161,6 +161,22 @@ class HistorySuite(SuiteBase):
         with pytest.raises(ValueError):
             fs.undo(actor="agent-2", last=0)
 
+    def test_conditional_writes_are_entries_too(self) -> None:
+        """``write_bytes_if``/``open_write_if`` (the REST API's ``If-Match``) change files like any write."""
+        fs = self.journaled({"a.txt": "one"})
+        if fs is None or not fs.capabilities.conditional_writes:
+            return
+        fs.write_bytes_if("a.txt", b"two", expect=content_id_of(b"one"))
+        with fs.open_write_if("a.txt", expect=content_id_of(b"two")) as writer:
+            writer.write(b"three")
+        entries = fs.history(limit=2)
+        assert [(c.before, c.after) for e in reversed(entries) for c in e.changes] == [
+            (content_id_of(b"one"), content_id_of(b"two")),
+            (content_id_of(b"two"), content_id_of(b"three")),
+        ]
+        fs.undo(entries[0].entry_id)
+        assert fs.read("a.txt").content == "two"
+
     def test_check_undo_says_what_undo_would_do_and_changes_nothing(self) -> None:
         fs = self.journaled({"a.txt": "base\n"})
         if fs is None:

@@ -437,7 +437,8 @@ class HostFilesystem(HostHistoryMixin):
         ``read_only`` is refused before anything is written."""
         self._no_flags(read_only)
         with self._conditional_target(path) as norm:
-            return self._quota_writer(norm, "overwrite", ConditionalHostWriter(self._tree, norm, expect))
+            writer = self._journaled_writer(ConditionalHostWriter(self._tree, norm, expect), norm, None)
+            return self._quota_writer(norm, "overwrite", writer)
 
     def write_bytes_if(
         self, path: str, content: BytesLike, *, expect: str, read_only: bool | None = None
