@@ -27,6 +27,7 @@ from workspacefs.backends.sql._schema import journal, session_files
 from workspacefs.cli import main
 from workspacefs.errors import UndoConflictError
 from workspacefs.history import Actor, acting_as, current_actor
+from workspacefs.snapshots import SnapshotRetentionPolicy
 from workspacefs.testing._containers import busybox_image, podman_available
 
 WRITER = textwrap.dedent(
@@ -327,3 +328,24 @@ def test_sqlite_watchers_hear_every_filesystem_object_of_their_session(fast_tmp:
         assert event is not None and event.path == "x.txt"
         assert watcher.next_event(0.5) is None  # nothing of the other session
     store.close()
+
+
+def test_a_host_journal_is_bounded_by_the_snapshot_retention_policys_age_too(tmp_path: Path) -> None:
+    """``SnapshotRetentionPolicy(max_age_hours=…)`` bounds the journal as it bounds the snapshots: retention,
+    applied every 256 entries, drops the entries older than that (here: all but the newest few)."""
+    (tmp_path / "aged").mkdir()
+    (tmp_path / "kept").mkdir()
+    aged = HostFilesystem(
+        tmp_path / "aged",
+        snapshot_dir=tmp_path / "s1",
+        retention=SnapshotRetentionPolicy(max_age_hours=1e-9),  # 3.6 µs: every entry but the newest is older
+        durable=False,
+    )
+    kept = HostFilesystem(tmp_path / "kept", snapshot_dir=tmp_path / "s2", durable=False)
+    for fs in (aged, kept):
+        for index in range(300):
+            fs.write(f"f{index % 7}.txt", str(index))
+    assert len(kept.history(limit=None)) == 300  # no age: the newest 10,000 stay
+    assert len(aged.history(limit=None)) < 300 - 200  # retention at entry 256 dropped what came before
+    aged.close()
+    kept.close()

@@ -22,6 +22,7 @@ import os
 import shutil
 import stat
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import ClassVar
 
@@ -114,7 +115,12 @@ class HostFilesystem(HostHistoryMixin):
         # one journal per root: a fork shares the snapshot directory, never the history
         journal_dir = self._snapshots.directory / "journals" / root_key(self._snapshots.root)
         keeps_history = history and (not read_only or journal_dir.is_dir())
-        self._changes = HostJournal(journal_dir) if keeps_history else None
+        max_age = self._snapshots.retention.max_age_hours  # the journal is bounded by the snapshots' policy too
+        self._changes = (
+            HostJournal(journal_dir, max_age=None if max_age is None else timedelta(hours=max_age))
+            if keeps_history
+            else None
+        )
         if self._changes is not None and can_watch_outside():
             journal = self._changes
             journal.follow = lambda: OutsideWatcher(self._root, journal, lambda path: self._observe(path, keep=False))

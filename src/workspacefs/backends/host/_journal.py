@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -124,7 +124,7 @@ class Follower(Protocol):
 class HostJournal(Journal):
     """Entries and replaced content of one host root, kept in ``directory``."""
 
-    def __init__(self, directory: Path, *, max_entries: int = _DEFAULT_KEEP) -> None:
+    def __init__(self, directory: Path, *, max_entries: int = _DEFAULT_KEEP, max_age: timedelta | None = None) -> None:
         super().__init__()
         self.directory = directory
         self.objects = directory / "objects"
@@ -159,6 +159,8 @@ class HostJournal(Journal):
             self._peers.add(self)
         self._recorded = 0
         self.max_entries = max_entries
+        self.max_age = max_age
+        """Entries older than this go too (the snapshot retention policy's ``max_age_hours``)."""
         self.follow: Callable[[], Follower] | None = None
         """Set by the filesystem: makes the thread that reports changes made outside workspacefs."""
         self._follower: Follower | None = None
@@ -393,13 +395,18 @@ class HostJournal(Journal):
         self._wait_for_group(_rows(operation, changes, actor, None, None))
         self._recorded += 1
         if self._recorded % 256 == 0:
-            self.prune(keep=self.max_entries)
+            self._retain()
+
+    def _retain(self) -> None:
+        """Keep the newest ``max_entries`` entries, none older than ``max_age``."""
+        before = None if self.max_age is None else datetime.now(UTC) - self.max_age
+        self.prune(before=before, keep=self.max_entries)
 
     def _recorded_one(self, entry: int) -> int:
         """After an entry is written: now and then apply retention; tell the watchers."""
         self._recorded += 1
         if self._recorded % 256 == 0:
-            self.prune(keep=self.max_entries)
+            self._retain()
         if self.watched:
             self.publish(self.entry(entry).events())
         return entry
