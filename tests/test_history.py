@@ -349,3 +349,26 @@ def test_a_host_journal_is_bounded_by_the_snapshot_retention_policys_age_too(tmp
     assert len(aged.history(limit=None)) < 300 - 200  # retention at entry 256 dropped what came before
     aged.close()
     kept.close()
+
+
+def test_host_retention_collects_only_what_the_dropped_entries_kept(tmp_path: Path) -> None:
+    """Retention (every 256 entries) collects the kept files of the entries it drops, without listing
+    ``objects/`` (which cost more than the writes once a journal was full); ``prune_history`` sweeps it all."""
+    (tmp_path / "root").mkdir()
+    fs = HostFilesystem(tmp_path / "root", snapshot_dir=tmp_path / "snaps", durable=False)
+    for version in range(6):
+        fs.write("a.txt", f"version {version}")  # each overwrite keeps the version before
+    journal = fs._changes
+    assert journal is not None
+    objects = journal.objects
+    (objects / "orphan").write_bytes(b"kept by a process that died before its entry")
+    past = time.time() - 3600  # older than the grace that protects content whose entry is on its way
+    for item in objects.iterdir():
+        os.utime(item, (past, past))
+    kept = {item.name for item in objects.iterdir()}
+    assert journal._prune(None, 3, sweep=False) == 3  # retention's pass: the oldest three entries go
+    named = {c.before for e in fs.history(limit=None) for c in e.changes if c.before is not None}
+    assert {item.name for item in objects.iterdir()} == (kept & named) | {"orphan"}
+    fs.prune_history(keep=3)  # an explicit prune sweeps: the orphan goes too
+    assert {item.name for item in objects.iterdir()} == named
+    fs.close()

@@ -91,6 +91,8 @@ def _insert_for(empty: tuple[bool, ...]) -> tuple[str, Callable[[tuple[Any, ...]
 _OLDER_THAN_NEWEST = "SELECT DISTINCT entry FROM journal ORDER BY entry DESC LIMIT -1 OFFSET ?"
 _OLDER_THAN_TIME = "SELECT DISTINCT entry FROM journal WHERE at < ?"
 _KEPT_CONTENT = "SELECT DISTINCT before_id FROM journal WHERE before_id IS NOT NULL"
+_CONTENT_OF = "SELECT DISTINCT before_id FROM journal WHERE before_id IS NOT NULL AND entry IN ({})"
+_STILL_NAMED = "SELECT DISTINCT before_id FROM journal WHERE before_id IN ({})"
 _ACTOR_COLUMNS = ("actor_name", "actor_session", "actor_call", "actor_via")
 _COPY_BLOCK = 1024 * 1024
 _SMALL = 64 * 1024
@@ -305,7 +307,9 @@ class HostJournal(Journal):
         if size <= _SMALL:
             data = os.pread(fd, size, 0)
             content_id = content_id_of(data)
-            if not os.access(content_id, os.F_OK, dir_fd=self._objects_fd):  # kept already: no write
+            try:  # kept already: no write, only a fresh time, so a collection running now leaves it alone
+                os.utime(content_id, dir_fd=self._objects_fd)
+            except FileNotFoundError:
                 target = os.path.join(self._objects, content_id)  # a str: pathlib's joins cost more than the write
                 self._install(target, lambda handle: os.write(handle, data))
             return content_id
@@ -400,7 +404,7 @@ class HostJournal(Journal):
     def _retain(self) -> None:
         """Keep the newest ``max_entries`` entries, none older than ``max_age``."""
         before = None if self.max_age is None else datetime.now(UTC) - self.max_age
-        self.prune(before=before, keep=self.max_entries)
+        self._prune(before, self.max_entries, sweep=False)
 
     def _recorded_one(self, entry: int) -> int:
         """After an entry is written: now and then apply retention; tell the watchers."""
@@ -479,6 +483,13 @@ class HostJournal(Journal):
         return found[0]
 
     def prune(self, *, before: datetime | None = None, keep: int | None = None) -> int:
+        """Drop entries older than ``before`` and all but the newest ``keep``, and every kept file no entry
+        names any more (a sweep of ``objects/``)."""
+        return self._prune(before, keep, sweep=True)
+
+    def _prune(self, before: datetime | None, keep: int | None, *, sweep: bool) -> int:
+        """As :meth:`prune`; without ``sweep`` only the files the dropped entries named are collected (what
+        retention does every 256 entries: a listing of ``objects/`` each time cost more than the writes)."""
         with self._lock:
             self._write_waiting(None)
             doomed: set[int] = set()
@@ -487,21 +498,33 @@ class HostJournal(Journal):
                 doomed.update(r[0] for r in rows)
             if before is not None:
                 doomed.update(r[0] for r in self._db.execute(_OLDER_THAN_TIME, [before.timestamp()]))
-            if not doomed:
+            if not doomed and not sweep:
                 return 0
             ids = sorted(doomed)
             marks = ", ".join("?" * len(ids))
-            self._db.execute(f"DELETE FROM journal WHERE entry IN ({marks})", ids)  # noqa: S608 - only placeholders
+            named = [r[0] for r in self._db.execute(_CONTENT_OF.format(marks), ids)] if ids else []
+            if ids:
+                self._db.execute(f"DELETE FROM journal WHERE entry IN ({marks})", ids)  # noqa: S608 - only placeholders
             if self._db.in_transaction:  # the rows go before the content they name
                 self._db.execute("COMMIT")
-            kept = {r[0] for r in self._db.execute(_KEPT_CONTENT)}
+            if sweep:
+                kept = {r[0] for r in self._db.execute(_KEPT_CONTENT)}
+                candidates = [item.name for item in self.objects.iterdir() if not item.name.startswith(".")]
+            else:
+                kept = set()
+                for start in range(0, len(named), 500):
+                    some = named[start : start + 500]
+                    kept.update(r[0] for r in self._db.execute(_STILL_NAMED.format(", ".join("?" * len(some))), some))
+                candidates = named
         young = datetime.now(UTC).timestamp() - _OBJECT_GRACE_SECONDS
-        for item in self.objects.iterdir():
-            if item.name.startswith(".") or item.name in kept:
+        for name in candidates:
+            if name in kept:
                 continue
             with contextlib.suppress(FileNotFoundError):
-                if item.stat().st_mtime < young:  # another process may have kept it for an entry not yet written
-                    item.unlink()
+                if (
+                    os.stat(name, dir_fd=self._objects_fd).st_mtime < young
+                ):  # kept again since: its entry may be on its way
+                    os.unlink(name, dir_fd=self._objects_fd)
         return len(ids)
 
 
