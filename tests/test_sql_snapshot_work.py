@@ -124,8 +124,8 @@ def measure(store: SqlStore, monkeypatch: pytest.MonkeyPatch, files: int) -> dic
     fs.write_bytes("d6/f00006.txt", b"before the snapshot measured\n")
     with counter.counted():
         snapshot = fs.snapshot()
-    # the snapshot's aggregate (file count and bytes) is one indexed pass the database makes: not counted as rows
-    # copied; what must not grow is everything else, so it is measured separately below
+    found["snapshot"] = (counter.work, counter.statements)
+    assert (snapshot.file_count, snapshot.total_bytes) == (files, sum(len(b"file %d\n" % i) for i in range(files)) + 22)
     change(fs)
     with counter.counted():
         diff = fs.diff(snapshot)
@@ -145,6 +145,11 @@ def measure(store: SqlStore, monkeypatch: pytest.MonkeyPatch, files: int) -> dic
     with counter.counted():
         fs.restore(snapshot)
     found["second restore"] = (counter.work, counter.statements)
+    change(fs)
+    fs.delete("d7", recursive=True)
+    counted = fs.snapshot()  # its totals come from the measured snapshot's and the paths changed since
+    usage = fs.usage()
+    assert (counted.file_count, counted.total_bytes) == (usage.files, usage.bytes)
     return found
 
 

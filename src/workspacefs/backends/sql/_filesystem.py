@@ -860,16 +860,13 @@ class SqlFilesystem(BaseFilesystem):
         )
 
     def _capture(self, draft: FilesystemSnapshot) -> FilesystemSnapshot:
-        """One aggregate and one row: the snapshot records the session's mark, and the triggers keep, from then
-        on, the rows each change replaces (see :mod:`._versions`); no file row is copied."""
+        """One row: the snapshot records the session's mark, and the triggers keep, from then on, the rows changes
+        replace (see :mod:`._versions`); no file row is copied. Its file count and bytes come from the previous
+        snapshot and the paths changed since (the session's first snapshot counts the rows once)."""
         snapshot_id = str(draft.snapshot_id)
         with self._store.write() as connection:
             versions.take_mark(connection, self._session)  # no change of the session is half-way while we read
-            count, total = connection.execute(
-                sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(F.c.size_bytes), 0)).where(
-                    F.c.session_id == self._session, F.c.is_directory.is_(False)
-                )
-            ).one()
+            count, total = self._file_totals(connection)
             connection.execute(
                 sa.insert(snapshots).values(
                     id=snapshot_id,
@@ -885,6 +882,34 @@ class SqlFilesystem(BaseFilesystem):
         return self._completed(
             draft, file_count=int(count), total_bytes=int(total), commit_ref=snapshot_id, strategy="manifest"
         )
+
+    def _file_totals(self, connection: Connection) -> tuple[int, int]:
+        """The session's file count and bytes: from its newest snapshot kept by mark and the paths changed since
+        (O(changes)); the first snapshot of a session (or the first after its others were dropped) counts every
+        row once."""
+        newest = connection.execute(
+            sa.select(snapshots.c.mark, snapshots.c.file_count, snapshots.c.total_bytes)
+            .where(snapshots.c.session_id == self._session, snapshots.c.mark.is_not(None))
+            .order_by(snapshots.c.mark.desc())
+            .limit(1)
+        ).first()
+        if newest is None:
+            count, total = connection.execute(
+                sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(F.c.size_bytes), 0)).where(
+                    F.c.session_id == self._session, F.c.is_directory.is_(False)
+                )
+            ).one()
+            return int(count), int(total)
+        count, total = int(newest.file_count), int(newest.total_bytes)
+        then = {r.path: r for r in connection.execute(versions.first_versions(self._session, int(newest.mark)))}
+        now = {r.path: r for r in self._rows_at(connection, sorted(then), F.c.path, F.c.is_directory, F.c.size_bytes)}
+        for path, old in then.items():
+            if old.existed and not old.is_directory:
+                count, total = count - 1, total - int(old.size_bytes)
+            new = now.get(path)
+            if new is not None and not new.is_directory:
+                count, total = count + 1, total + int(new.size_bytes)
+        return count, total
 
     def _own_snapshot(self, connection: Connection, snapshot: FilesystemSnapshot, *, family: bool = True) -> Row[Any]:
         """The snapshot's row, if this session may use it: its own, or (``family``) one of a session forked from
@@ -924,42 +949,19 @@ class SqlFilesystem(BaseFilesystem):
         if not wanted:
             return
         current = {r.path: r for r in self._rows_at(connection, sorted(wanted), F)}
-        deletes: list[str] = []
-        updates: list[dict[str, Any]] = []
-        inserts: list[dict[str, Any]] = []
-        released: list[str | None] = []
-        gone: list[Change] = []
-        back: list[Change] = []
+        plan = _RestorePlan(session)
         for path, then in wanted.items():
-            now = current.get(path)
-            theirs = _kind(then) if then.existed else None
-            if now is not None and theirs != _kind(now):
-                size_after = then.size_bytes if then.existed else 0
-                gone.append(Change(path, _kind(now), theirs, now.size_bytes, size_after))
-            elif now is None and then.existed:
-                back.append(Change(path, None, theirs, 0, then.size_bytes))
-            if now is not None and then.existed and bool(now.is_directory) == bool(then.is_directory):
-                if not versions.same_row(now, then):
-                    updates.append({"b_session": session, "b_path": path, **_prefixed(versions.row_values(then))})
-                    if now.blob_id != then.blob_id:
-                        released.append(now.blob_id)
-                continue
-            if now is not None:
-                deletes.append(path)
-                released.append(now.blob_id)
-            if then.existed:
-                inserts.append({"session_id": session, **versions.row_values(then)})
+            plan.add(path, then, current.get(path))
         if tag is not None:
-            gone.sort(key=lambda c: c.path, reverse=True)
-            back.sort(key=lambda c: c.path)
-            insert_changes(connection, tag, session, [*gone, *back])
-        if deletes:  # children first: a directory's delete would cascade to them anyway
-            connection.execute(_DELETE_ROW, [{"b_session": session, "b_path": p} for p in sorted(deletes, reverse=True)])
-        if updates:
-            connection.execute(_SET_ROW, updates)
-        if inserts:  # parents before children
-            connection.execute(_INSERT_ROW, sorted(inserts, key=lambda v: v["path"]))
-        self._store.release(connection, [b for b in released if b])
+            insert_changes(connection, tag, session, plan.changes())
+        if plan.deletes:  # children first: a directory's delete would cascade to them anyway
+            deletes = [{"b_session": session, "b_path": p} for p in sorted(plan.deletes, reverse=True)]
+            connection.execute(_DELETE_ROW, deletes)
+        if plan.updates:
+            connection.execute(_SET_ROW, plan.updates)
+        if plan.inserts:  # parents before children
+            connection.execute(_INSERT_ROW, sorted(plan.inserts, key=lambda v: v["path"]))
+        self._store.release(connection, [b for b in plan.released if b])
 
     def _rows_at(self, connection: Connection, paths: Sequence[str], *columns: Any) -> list[Row[Any]]:
         """The session's rows at ``paths`` (those that exist): each one a lookup by the whole key, in batches of
@@ -1243,6 +1245,44 @@ def _check_expected(row: Row[Any] | Checked | None, path: str, expect: str | Non
         raise PreconditionFailedError(path, "The file no longer exists")
     if expect not in (ANY_VERSION, row.blob_id):
         raise PreconditionFailedError(path)
+
+
+@dataclasses.dataclass
+class _RestorePlan:
+    """What restoring a session's changed paths to their versions does: rows to delete, update and insert, content
+    to release, and the journal's changes (paths whose kind or content changes; times alone are no change)."""
+
+    session: str
+    deletes: list[str] = dataclasses.field(default_factory=list)
+    updates: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    inserts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    released: list[str | None] = dataclasses.field(default_factory=list)
+    gone: list[Change] = dataclasses.field(default_factory=list)
+    back: list[Change] = dataclasses.field(default_factory=list)
+
+    def add(self, path: str, then: Any, now: Any) -> None:
+        """Bring ``path`` from its row ``now`` (``None``: no row) back to its version ``then``."""
+        theirs = _kind(then) if then.existed else None
+        if now is not None and theirs != _kind(now):
+            self.gone.append(Change(path, _kind(now), theirs, now.size_bytes, then.size_bytes if then.existed else 0))
+        elif now is None and then.existed:
+            self.back.append(Change(path, None, theirs, 0, then.size_bytes))
+        if now is not None and then.existed and bool(now.is_directory) == bool(then.is_directory):
+            if not versions.same_row(now, then):  # in place: a directory keeps the rows below it
+                self.updates.append({"b_session": self.session, "b_path": path, **_prefixed(versions.row_values(then))})
+                if now.blob_id != then.blob_id:
+                    self.released.append(now.blob_id)
+            return
+        if now is not None:
+            self.deletes.append(path)
+            self.released.append(now.blob_id)
+        if then.existed:
+            self.inserts.append({"session_id": self.session, **versions.row_values(then)})
+
+    def changes(self) -> list[Change]:
+        """The journal's rows, as the set-based restore writes them: changed paths deepest first, then those
+        brought back, parents first."""
+        return [*sorted(self.gone, key=lambda c: c.path, reverse=True), *sorted(self.back, key=lambda c: c.path)]
 
 
 def _kind(row: Any) -> str | None:

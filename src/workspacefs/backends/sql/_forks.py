@@ -41,7 +41,6 @@ E = snapshot_entries
 V = file_versions
 
 
-
 def family_of(connection: Connection, session_id: str) -> str:
     """The family a session belongs to (its own id when it was never forked)."""
     row = connection.execute(sa.select(sessions.c.family).where(sessions.c.id == session_id)).first()
@@ -71,6 +70,7 @@ def copy_session(connection: Connection, store: SqlStore, source: str, fork: str
         .where(sessions.c.id == fork)
         .values(family=family_of(connection, source), forked_from=source)
     )
+    order: Any
     if snapshot is None:
         rows = sa.select(sa.literal(fork), *[F.c[c] for c in ENTRY_COLUMNS]).where(
             F.c.session_id == source, F.c.path != ROOT

@@ -69,7 +69,8 @@ def take_mark(connection: Connection, session_id: str) -> None:
 def current_mark(connection: Connection) -> int:
     """A mark below every version written after it (call after :func:`take_mark`, in the same transaction)."""
     if connection.dialect.name == "postgresql":
-        return int(connection.execute(sa.text("SELECT nextval(pg_get_serial_sequence('wsfs_file_versions', 'seq'))")).scalar_one())
+        drawn = connection.execute(sa.text("SELECT nextval(pg_get_serial_sequence('wsfs_file_versions', 'seq'))"))
+        return int(drawn.scalar_one())
     found = connection.execute(sa.text("SELECT seq FROM sqlite_sequence WHERE name = 'wsfs_file_versions'")).scalar()
     return int(found or 0)
 
