@@ -11,6 +11,7 @@ whole-manifest copy and comparison this replaced did ten times as much in the la
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from workspacefs import SqlFilesystem, SqlStore
+from workspacefs.backends.sql._store import engine_url
 
 _ids = itertools.count()
 
@@ -88,20 +90,44 @@ class Counter:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def store(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[SqlStore]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{fast_tmp / f'work-{next(_ids)}.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-    opened = SqlStore(url)
-    yield opened
-    opened.close()
+def stores(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[Callable[[], SqlStore]]:
+    """Opens a store on a database of its own each call: what other sessions (or tests) left in a shared one
+    does not count, nor steer the plans."""
+    opened: list[SqlStore] = []
+
+    def new() -> SqlStore:
+        if request.param == "sqlite":
+            url = f"sqlite:///{fast_tmp / f'work-{next(_ids)}.db'}"
+        else:
+            server = request.getfixturevalue("postgres_url")
+            name = f"wsfs_work_{os.getpid()}_{next(_ids)}"
+            engine = sa.create_engine(engine_url(server)[0], isolation_level="AUTOCOMMIT")
+            with engine.connect() as connection:
+                connection.exec_driver_sql(f"CREATE DATABASE {name}")
+            engine.dispose()
+            url = sa.engine.make_url(server).set(database=name).render_as_string(hide_password=False)
+        opened.append(SqlStore(url))
+        return opened[-1]
+
+    yield new
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(stores: Callable[[], SqlStore]) -> SqlStore:
+    return stores()
 
 
 def workspace(store: SqlStore, files: int) -> SqlFilesystem:
     fs = SqlFilesystem(store, f"work-{next(_ids)}")
     for i in range(files):
         fs.write_bytes(f"d{i % 10}/f{i:05d}.txt", b"file %d\n" % i)
+    if store.dialect == "postgresql":
+        # statistics as autovacuum keeps them in a live database (and cached plans made before them dropped):
+        # the plans then are those a workspace of this size gets
+        with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.exec_driver_sql("ANALYZE wsfs_files, wsfs_file_versions, wsfs_snapshots, wsfs_journal")
     return fs
 
 
@@ -155,12 +181,15 @@ def measure(store: SqlStore, monkeypatch: pytest.MonkeyPatch, files: int) -> dic
 
 @pytest.mark.parametrize("history", [True, False], ids=["journal", "no-journal"])
 def test_restore_and_diff_do_the_same_work_at_200_and_2000_files(
-    store: SqlStore, monkeypatch: pytest.MonkeyPatch, history: bool
+    stores: Callable[[], SqlStore], monkeypatch: pytest.MonkeyPatch, history: bool
 ) -> None:
-    monkeypatch.setattr(store, "history", history)
-    monkeypatch.setattr(store, "journaled", lambda: False)  # no retention pass in between: it is not this work
-    small = measure(store, monkeypatch, 200)
-    large = measure(store, monkeypatch, 2000)
+    found = {}
+    for files in (200, 2000):
+        store = stores()
+        monkeypatch.setattr(store, "history", history)
+        monkeypatch.setattr(store, "journaled", lambda: False)  # no retention pass in between: it is not this work
+        found[files] = measure(store, monkeypatch, files)
+    small, large = found[200], found[2000]
     assert {k: v[1] for k, v in large.items()} == {k: v[1] for k, v in small.items()}  # the same statements
     for name in small:
         # the same work, up to a B-tree level or two: the whole-manifest way did 10x at 2,000
@@ -187,3 +216,100 @@ def test_a_snapshot_copies_no_rows(store: SqlStore, monkeypatch: pytest.MonkeyPa
     with store.read() as connection:
         kept = connection.execute(sa.text("SELECT count(*) FROM wsfs_file_versions WHERE session_id = :s"), mine)
         assert kept.scalar_one() == 0  # no snapshot needs them: collected with it
+
+
+def test_a_database_from_before_0008_keeps_its_snapshots_and_takes_new_ones_by_mark(fast_tmp: Path) -> None:
+    """Upgrade: a snapshot written out in entries (as before 0008) still restores, diffs and forks; new ones
+    are taken by mark; the old one's entries go when it is deleted."""
+    from alembic import command
+
+    from workspacefs.backends.sql._store import migration_config
+
+    url = f"sqlite:///{fast_tmp / f'upgrade-{next(_ids)}.db'}"
+    store = SqlStore(url)
+    fs = SqlFilesystem(store, "old")
+    fs.write_bytes("a.txt", b"a before\n")
+    fs.write_bytes("dir/b.txt", b"b before\n")
+    store.close()
+    engine = sa.create_engine(url)
+    config = migration_config()
+    with engine.connect() as connection, connection.begin():
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0007")
+        # what a snapshot was before 0008: its row, and every file row copied into its entries
+        connection.exec_driver_sql(
+            "INSERT INTO wsfs_snapshots (id, session_id, tag, parent_id, file_count, total_bytes, created_at)"
+            " VALUES ('00000000-0000-4000-8000-000000000001', 'old', 'before', NULL, 2, 18, '2026-01-01 00:00:00')"
+        )
+        connection.exec_driver_sql(
+            "INSERT INTO wsfs_snapshot_entries SELECT '00000000-0000-4000-8000-000000000001', path, parent, name,"
+            " is_directory, is_readonly, blob_id, size_bytes, created_at, updated_at FROM wsfs_files"
+            " WHERE session_id = 'old'"
+        )
+    engine.dispose()
+    SqlStore._migrated.discard(url)
+    store = SqlStore(url)  # opening migrates to 0008
+    fs = SqlFilesystem(store, "old")
+    (old,) = fs.snapshots()
+    fs.write_bytes("a.txt", b"a after\n")
+    fs.delete("dir", recursive=True)
+    diff = fs.diff(old)
+    assert (diff.modified, diff.deleted) == (("a.txt",), ("dir/b.txt",))
+    new = fs.snapshot()
+    fs.restore(old)
+    assert fs.read_bytes("a.txt").content == b"a before\n"
+    assert fs.read_bytes("dir/b.txt").content == b"b before\n"
+    assert fs.diff(old, new).modified == ("a.txt",)
+    fs.restore(new)
+    assert fs.read_bytes("a.txt").content == b"a after\n" and not fs.exists("dir")
+    fork = fs.fork(old)
+    assert fork.read_bytes("dir/b.txt").content == b"b before\n"
+    fs.delete_snapshot(old)
+    with store.read() as connection:
+        left = connection.execute(sa.text("SELECT count(*) FROM wsfs_snapshot_entries")).scalar_one()
+        marks = connection.execute(sa.text("SELECT mark IS NOT NULL FROM wsfs_snapshots")).scalars().all()
+    assert left == 0 and marks == [True]
+    store.close()
+
+
+def test_snapshots_taken_while_others_write_restore_to_a_state_that_was(store: SqlStore) -> None:
+    """Writers add files one after another while snapshots are taken: every snapshot restores to a prefix of each
+    writer's sequence (a state the session was in) whose count is the snapshot's own — never a mix."""
+    import threading
+
+    fs = SqlFilesystem(store, f"race-{next(_ids)}")
+    writers, each = 3, 40
+    for w in range(writers):
+        fs.mkdir(f"w{w}")
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def write(w: int) -> None:
+        mine = SqlFilesystem(store, fs.session_id, create=False)
+        try:
+            for i in range(each):
+                mine.write_bytes(f"w{w}/f{i:03d}", b"%d" % i)
+                if i % 2:  # overwrites too, so that versions carry content
+                    mine.write_bytes(f"w{w}/f{i - 1:03d}", b"again %d" % i)
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    taken = []
+    while any(t.is_alive() for t in threads) and not stop.is_set():
+        taken.append(fs.snapshot())
+    for thread in threads:
+        thread.join()
+    assert not failures
+    assert len(taken) >= 2
+    for snapshot in taken:
+        fs.restore(snapshot)
+        files = [e.path for e in fs.walk("/") if e.is_file]
+        assert len(files) == snapshot.file_count
+        assert sum(fs.stat(p).size_bytes for p in files) == snapshot.total_bytes
+        for w in range(writers):
+            numbers = sorted(int(p.rsplit("f", 1)[1]) for p in files if p.startswith(f"w{w}/"))
+            assert numbers == list(range(len(numbers)))  # a prefix: written one after another
+        assert fs.diff(snapshot).unchanged_count == snapshot.file_count
