@@ -1,10 +1,12 @@
 """Snapshots by mark: a snapshot records a position, and the rows changed after it are kept as versions.
 
-Triggers on ``wsfs_files`` (migration ``0008``) write the row each change replaced to ``wsfs_file_versions``
-in the change's own statement, while the session has a snapshot with a mark. A snapshot with mark ``m`` is
-then the session's current rows, except that a path with versions after ``m`` is as its oldest such version
-says (``existed`` false: no row). So taking a snapshot is one aggregate and one row; restoring or comparing
-one reads the versions after its mark and the current rows of those paths, however large the session.
+Triggers on ``wsfs_files`` (migration ``0008``) write the row a change replaced to ``wsfs_file_versions`` in
+the change's own statement, while the session has a snapshot with a mark, for the first change of each path
+after the newest mark (later ones until the next snapshot are no snapshot's state). A snapshot with mark ``m``
+is then the session's current rows, except that a path with versions after ``m`` is as its oldest such version
+says (``existed`` false: no row). So taking a snapshot writes one row (its file count and bytes come from the
+previous snapshot and the paths changed since); restoring or comparing one reads the versions after its mark
+and the current rows of those paths, however large the session.
 
 A snapshot stays valid while its versions are kept: versions are deleted only when no snapshot with a mark
 at or before them is left (:func:`collect`). Operations that need a snapshot's whole manifest (a fork from
