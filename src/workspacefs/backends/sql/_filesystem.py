@@ -944,7 +944,9 @@ class SqlFilesystem(BaseFilesystem):
         the mark (no version: the path is as it is now). Journaled, like the set-based restore, for every path
         whose kind or content changes (times alone are no change)."""
         session = self._session
-        versions.take_mark(connection, session)  # the session's writers wait: the versions read stay the last
+        # no lock against the session's writers, as the set-based restore takes none: a writer that holds a row
+        # this restore must change would wait for that lock while the restore waits for its row (a deadlock).
+        # A change of the same path at the same moment races as it did with the set-based restore.
         wanted = {r.path: r for r in connection.execute(versions.first_versions(session, mark)) if r.path != ROOT}
         if not wanted:
             return
