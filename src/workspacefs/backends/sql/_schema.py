@@ -179,8 +179,9 @@ file_versions = sa.Table(
 )
 """The rows ``wsfs_files`` held before a change (migration ``0008``), written by triggers in the change's own
 statement while the session has a snapshot with a mark, for each path's first change after the newest mark:
-``existed`` false means the path had no row (the change created it). A snapshot with mark ``m`` is the session's rows with, for every path that has versions after ``m``,
-the oldest of those versions instead. No foreign key: a session's versions are deleted with its snapshots."""
+``existed`` false means the path had no row (the change created it). A snapshot with mark ``m`` is the session's
+rows with, for every path that has versions after ``m``, the oldest of those versions instead. No foreign key: a
+session's versions are deleted with its snapshots."""
 
 journal = sa.Table(
     "wsfs_journal",
