@@ -29,7 +29,15 @@ from workspacefs.backends._history import Scope, operation_key
 from workspacefs.backends._merging import Written
 from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
 from workspacefs.backends.sql import _grep_index as grep_index
-from workspacefs.backends.sql._forks import ENTRY_COLUMNS, capture_merged, copy_session, family_sessions, same_family
+from workspacefs.backends.sql import _versions as versions
+from workspacefs.backends.sql._forks import (
+    ENTRY_COLUMNS,
+    capture_merged,
+    copy_session,
+    entry_at,
+    family_sessions,
+    same_family,
+)
 from workspacefs.backends.sql._hot import Checked
 from workspacefs.backends.sql._journal import (
     JournalTag,
@@ -41,6 +49,7 @@ from workspacefs.backends.sql._journal import (
 )
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
+    file_versions,
     session_files,
     snapshot_entries,
     snapshots,
@@ -67,6 +76,7 @@ __all__ = ["SqlFilesystem"]
 
 F = session_files
 E = snapshot_entries
+V = file_versions
 
 # Statements built once: composing SQLAlchemy expressions per call cost more than running them.
 _SESSION: Any = sa.bindparam("b_session")  # not a column's name: those are reserved in UPDATE … SET
@@ -74,6 +84,8 @@ _PATH: Any = sa.bindparam("b_path")
 _ROW = sa.select(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
 _ROW_FOR_UPDATE = _ROW.with_for_update()
 _ROW_FOR_SHARE = _ROW.with_for_update(read=True)
+_KEY_BATCH = 200
+"""Key lookups per statement (SQLite allows 500 parts in a compound ``SELECT``)."""
 _SPOOL_BYTES = 8 * 1024 * 1024
 """Content an undo writes back stays in memory up to this size, then spills to a temporary file."""
 _INLINE_VERSIONED = 1024 * 1024
@@ -87,6 +99,11 @@ _SET_CONTENT = (
 )
 _SET_FLAG = sa.update(F).where(F.c.session_id == _SESSION, F.c.path == _PATH).values(is_readonly=sa.bindparam("flag"))
 _DELETE_ROW = sa.delete(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
+_SET_ROW = (
+    sa.update(F)
+    .where(F.c.session_id == _SESSION, F.c.path == _PATH)
+    .values({c: sa.bindparam(f"v_{c}") for c in ENTRY_COLUMNS[1:]})
+)
 
 
 def _subtree(base: str) -> sa.ColumnElement[bool]:
@@ -843,13 +860,13 @@ class SqlFilesystem(BaseFilesystem):
         )
 
     def _capture(self, draft: FilesystemSnapshot) -> FilesystemSnapshot:
+        """One row: the snapshot records the session's mark, and the triggers keep, from then on, the rows changes
+        replace (see :mod:`._versions`); no file row is copied. Its file count and bytes come from the previous
+        snapshot and the paths changed since (the session's first snapshot counts the rows once)."""
         snapshot_id = str(draft.snapshot_id)
         with self._store.write() as connection:
-            count, total = connection.execute(
-                sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(F.c.size_bytes), 0)).where(
-                    F.c.session_id == self._session, F.c.is_directory.is_(False)
-                )
-            ).one()
+            versions.take_mark(connection, self._session)  # no change of the session is half-way while we read
+            count, total = self._file_totals(connection)
             connection.execute(
                 sa.insert(snapshots).values(
                     id=snapshot_id,
@@ -859,19 +876,40 @@ class SqlFilesystem(BaseFilesystem):
                     file_count=count,
                     total_bytes=total,
                     created_at=draft.created_at,
-                )
-            )
-            connection.execute(
-                sa.insert(snapshot_entries).from_select(
-                    ["snapshot_id", *_ENTRY_COLUMNS],
-                    sa.select(sa.literal(snapshot_id), *[F.c[c] for c in _ENTRY_COLUMNS]).where(
-                        F.c.session_id == self._session
-                    ),
+                    mark=versions.current_mark(connection),
                 )
             )
         return self._completed(
             draft, file_count=int(count), total_bytes=int(total), commit_ref=snapshot_id, strategy="manifest"
         )
+
+    def _file_totals(self, connection: Connection) -> tuple[int, int]:
+        """The session's file count and bytes: from its newest snapshot kept by mark and the paths changed since
+        (O(changes)); the first snapshot of a session (or the first after its others were dropped) counts every
+        row once."""
+        newest = connection.execute(
+            sa.select(snapshots.c.mark, snapshots.c.file_count, snapshots.c.total_bytes)
+            .where(snapshots.c.session_id == self._session, snapshots.c.mark.is_not(None))
+            .order_by(snapshots.c.mark.desc())
+            .limit(1)
+        ).first()
+        if newest is None:
+            count, total = connection.execute(
+                sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(F.c.size_bytes), 0)).where(
+                    F.c.session_id == self._session, F.c.is_directory.is_(False)
+                )
+            ).one()
+            return int(count), int(total)
+        count, total = int(newest.file_count), int(newest.total_bytes)
+        then = {r.path: r for r in connection.execute(versions.first_versions(self._session, int(newest.mark)))}
+        now = {r.path: r for r in self._rows_at(connection, sorted(then), F.c.path, F.c.is_directory, F.c.size_bytes)}
+        for path, old in then.items():
+            if old.existed and not old.is_directory:
+                count, total = count - 1, total - int(old.size_bytes)
+            new = now.get(path)
+            if new is not None and not new.is_directory:
+                count, total = count + 1, total + int(new.size_bytes)
+        return count, total
 
     def _own_snapshot(self, connection: Connection, snapshot: FilesystemSnapshot, *, family: bool = True) -> Row[Any]:
         """The snapshot's row, if this session may use it: its own, or (``family``) one of a session forked from
@@ -883,41 +921,95 @@ class SqlFilesystem(BaseFilesystem):
             raise SnapshotNotFoundError(f"Session {self._session!r} has no snapshot {snapshot.snapshot_id}")
         return row
 
+    def _marked(self, row: Row[Any] | None) -> bool:
+        """Whether a snapshot is this session's own and kept by mark: then only the versions after it count."""
+        return row is not None and row.mark is not None and row.session_id == self._session
+
     def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
-        """Put back the snapshot's rows, touching only the rows that differ from it (set-based: the database
-        compares the two sets; unchanged rows are neither deleted nor rewritten)."""
-        snapshot_id = str(snapshot.snapshot_id)
-        # path by plain equality, so both databases look the entry up by its key (IS NOT DISTINCT FROM is
-        # not indexable on PostgreSQL: it made this an O(n²) scan); the other columns compare as values
-        same = sa.and_(E.c.path == F.c.path, *[E.c[c].is_not_distinct_from(F.c[c]) for c in _ENTRY_COLUMNS[1:]])
-        kept = sa.exists().where(E.c.snapshot_id == snapshot_id, same)
-        changed = sa.and_(F.c.session_id == self._session, F.c.path != ROOT, ~kept)
+        """Put back the snapshot's rows, touching only the rows that differ from it. A snapshot of this session
+        kept by mark reads only the versions after its mark (O(changes since)); any other (a merge result, one
+        of another session of the family, one taken before migration 0008) is compared set-based in the
+        database, as a whole."""
         tag = self._tag("restore", rows=True)
         with self._store.write() as connection:
-            self._own_snapshot(connection, snapshot)
-            if tag is not None:
-                self._journal_restore(connection, tag, snapshot_id)
-            released = [r[0] for r in connection.execute(sa.select(F.c.blob_id).where(changed).distinct())]
-            connection.execute(sa.delete(F).where(changed))  # a removed directory's rows cascade
-            present = sa.exists().where(F.c.session_id == self._session, F.c.path == E.c.path)
-            connection.execute(
-                sa.insert(F).from_select(
-                    ["session_id", *_ENTRY_COLUMNS],
-                    sa.select(sa.literal(self._session), *[E.c[c] for c in _ENTRY_COLUMNS])
-                    .where(E.c.snapshot_id == snapshot_id, E.c.path != ROOT, ~present)
-                    .order_by(E.c.path),  # parents before children
-                )
-            )
-            self._store.release(connection, [b for b in released if b])
+            row = self._own_snapshot(connection, snapshot)
+            if self._marked(row):
+                self._restore_versions(connection, tag, int(row.mark))
+            else:
+                self._restore_entries(connection, tag, versions.entries(row))
         self._committed(tag)
 
-    def _journal_restore(self, connection: Connection, tag: JournalTag, snapshot_id: str) -> None:
-        """Journal what restoring ``snapshot_id`` changes, before it does: every path whose kind or content
+    def _restore_versions(self, connection: Connection, tag: JournalTag | None, mark: int) -> None:
+        """Restore to the session's state at ``mark``: each path changed since is set to its oldest version after
+        the mark (no version: the path is as it is now). Journaled, like the set-based restore, for every path
+        whose kind or content changes (times alone are no change)."""
+        session = self._session
+        # no lock against the session's writers, as the set-based restore takes none: a writer that holds a row
+        # this restore must change would wait for that lock while the restore waits for its row (a deadlock).
+        # A change of the same path at the same moment races as it did with the set-based restore.
+        wanted = {r.path: r for r in connection.execute(versions.first_versions(session, mark)) if r.path != ROOT}
+        if not wanted:
+            return
+        current = {r.path: r for r in self._rows_at(connection, sorted(wanted), F)}
+        plan = _RestorePlan(session)
+        for path, then in wanted.items():
+            plan.add(path, then, current.get(path))
+        if tag is not None:
+            insert_changes(connection, tag, session, plan.changes())
+        if plan.deletes:  # children first: a directory's delete would cascade to them anyway
+            deletes = [{"b_session": session, "b_path": p} for p in sorted(plan.deletes, reverse=True)]
+            connection.execute(_DELETE_ROW, deletes)
+        if plan.updates:
+            connection.execute(_SET_ROW, plan.updates)
+        if plan.inserts:  # parents before children
+            connection.execute(_INSERT_ROW, sorted(plan.inserts, key=lambda v: v["path"]))
+        self._store.release(connection, [b for b in plan.released if b])
+
+    def _rows_at(self, connection: Connection, paths: Sequence[str], *columns: Any) -> list[Row[Any]]:
+        """The session's rows at ``paths`` (those that exist): each one a lookup by the whole key, in batches of
+        ``UNION ALL`` (an ``IN`` list was planned as a scan of the session's rows whenever PostgreSQL's
+        statistics were older than the session's growth)."""
+        found: list[Row[Any]] = []
+        for start in range(0, len(paths), _KEY_BATCH):
+            lookups = [
+                sa.select(*columns).where(F.c.session_id == self._session, F.c.path == path)
+                for path in paths[start : start + _KEY_BATCH]
+            ]
+            found.extend(connection.execute(lookups[0] if len(lookups) == 1 else sa.union_all(*lookups)))
+        return found
+
+    def _restore_entries(self, connection: Connection, tag: JournalTag | None, entries: Any) -> None:
+        """Put back the rows of ``entries`` (a snapshot's whole manifest), set-based: the database compares the
+        two sets; unchanged rows are neither deleted nor rewritten."""
+        # path by plain equality, so both databases look the entry up by its key (IS NOT DISTINCT FROM is
+        # not indexable on PostgreSQL: it made this an O(n²) scan); the other columns compare as values
+        same = sa.and_(
+            entries.c.path == F.c.path, *[entries.c[c].is_not_distinct_from(F.c[c]) for c in _ENTRY_COLUMNS[1:]]
+        )
+        kept = sa.exists().where(same)
+        changed = sa.and_(F.c.session_id == self._session, F.c.path != ROOT, ~kept)
+        if tag is not None:
+            self._journal_restore(connection, tag, entries)
+        released = [r[0] for r in connection.execute(sa.select(F.c.blob_id).where(changed).distinct())]
+        connection.execute(sa.delete(F).where(changed))  # a removed directory's rows cascade
+        present = sa.exists().where(F.c.session_id == self._session, F.c.path == entries.c.path)
+        connection.execute(
+            sa.insert(F).from_select(
+                ["session_id", *_ENTRY_COLUMNS],
+                sa.select(sa.literal(self._session), *[entries.c[c] for c in _ENTRY_COLUMNS])
+                .where(entries.c.path != ROOT, ~present)
+                .order_by(entries.c.path),  # parents before children
+            )
+        )
+        self._store.release(connection, [b for b in released if b])
+
+    def _journal_restore(self, connection: Connection, tag: JournalTag, entries: Any) -> None:
+        """Journal what restoring ``entries`` changes, before it does: every path whose kind or content
         differs between the session and the snapshot (metadata alone, such as times, is no change)."""
-        now, twin = datetime.now(UTC), E.alias("twin")
+        now, twin = datetime.now(UTC), entries.alias("twin")
         mine = sa.case((F.c.is_directory, sa.literal(DIRECTORY)), else_=F.c.blob_id)
         theirs = sa.case((twin.c.is_directory, sa.literal(DIRECTORY)), else_=twin.c.blob_id)
-        at = sa.and_(twin.c.snapshot_id == snapshot_id, twin.c.path == F.c.path)
+        at = twin.c.path == F.c.path
         their_kind = sa.select(theirs).where(at).scalar_subquery()
         their_size = sa.select(twin.c.size_bytes).where(at).scalar_subquery()
         changed = (
@@ -938,7 +1030,7 @@ class SqlFilesystem(BaseFilesystem):
                 twin.c.size_bytes,
             )
             .select_from(twin)
-            .where(twin.c.snapshot_id == snapshot_id, twin.c.path != ROOT, ~present)
+            .where(twin.c.path != ROOT, ~present)
         )
         connection.execute(insert_rows(changed.order_by(F.c.path.desc())))
         connection.execute(insert_rows(created.order_by(twin.c.path)))
@@ -950,27 +1042,26 @@ class SqlFilesystem(BaseFilesystem):
                     F.c.session_id == self._session, F.c.is_directory.is_(False)
                 )
             else:
-                self._own_snapshot(connection, snapshot)
-                query = sa.select(E.c.path, E.c.blob_id).where(
-                    E.c.snapshot_id == str(snapshot.snapshot_id), E.c.is_directory.is_(False)
-                )
+                entries = versions.entries(self._own_snapshot(connection, snapshot))
+                query = sa.select(entries.c.path, entries.c.blob_id).where(entries.c.is_directory.is_(False))
             return {r.path: r.blob_id for r in connection.execute(query)}
 
     def _diff(self, base: FilesystemSnapshot, target: FilesystemSnapshot | None) -> FilesystemDiff:
-        """Compare in the database: only the paths that differ come back, not two whole manifests."""
-
-        def files(snapshot: FilesystemSnapshot | None) -> Any:
-            if snapshot is None:
-                return sa.select(F.c.path, F.c.blob_id).where(F.c.session_id == self._session, ~F.c.is_directory)
-            return sa.select(E.c.path, E.c.blob_id).where(
-                E.c.snapshot_id == str(snapshot.snapshot_id), ~E.c.is_directory
-            )
-
+        """Only the paths that differ come back, not two whole manifests: from the versions after the older mark
+        when both sides are this session's (its files or snapshots kept by mark), else compared in the database."""
         with self._store.read() as connection:
-            self._own_snapshot(connection, base)
-            if target is not None:
-                self._own_snapshot(connection, target)
-            before, after = files(base).subquery("before"), files(target).subquery("after")
+            base_row = self._own_snapshot(connection, base)
+            target_row = None if target is None else self._own_snapshot(connection, target)
+            if self._marked(base_row) and (target_row is None or self._marked(target_row)):
+                return self._diff_versions(connection, base_row, target_row)
+
+            def files(row: Row[Any] | None) -> Any:
+                if row is None:
+                    return sa.select(F.c.path, F.c.blob_id).where(F.c.session_id == self._session, ~F.c.is_directory)
+                entries = versions.entries(row)
+                return sa.select(entries.c.path, entries.c.blob_id).where(~entries.c.is_directory)
+
+            before, after = files(base_row).subquery("before"), files(target_row).subquery("after")
             changed = connection.execute(
                 sa.select(after.c.path, before.c.path.is_(None))
                 .select_from(after.outerjoin(before, before.c.path == after.c.path))
@@ -988,6 +1079,46 @@ class SqlFilesystem(BaseFilesystem):
         modified = tuple(path for path, new in changed if not new)
         return FilesystemDiff(added, modified, deleted_paths, int(total) - len(changed))
 
+    def _diff_versions(self, connection: Connection, base: Row[Any], target: Row[Any] | None) -> FilesystemDiff:
+        """Compare two states of this session (``target`` ``None``: now) from the versions after the older mark
+        and the current rows of those paths only; the unchanged count comes from the base's file count."""
+        session = self._session
+        low = int(base.mark) if target is None else min(int(base.mark), int(target.mark))
+        kept: dict[str, list[Any]] = {}
+        for version in connection.execute(
+            sa.select(V.c.seq, V.c.path, V.c.existed, V.c.is_directory, V.c.blob_id)
+            .where(V.c.session_id == session, V.c.seq > low)
+            .order_by(V.c.path, V.c.seq)
+        ):
+            kept.setdefault(version.path, []).append(version)
+        if not kept:
+            return FilesystemDiff((), (), (), int(base.file_count))
+        now_rows = self._rows_at(connection, sorted(kept), F.c.path, F.c.is_directory, F.c.blob_id)
+        current = {r.path: (None if r.is_directory else r.blob_id) for r in now_rows}
+
+        def content(path: str, mark: int | None) -> str | None:
+            """The file's content id at ``mark`` (``None``: now), or ``None`` where no file was."""
+            if mark is not None:
+                for version in kept[path]:
+                    if version.seq > mark:
+                        return None if not version.existed or version.is_directory else str(version.blob_id)
+            return current.get(path)
+
+        added: list[str] = []
+        modified: list[str] = []
+        deleted: list[str] = []
+        later = None if target is None else int(target.mark)
+        for path in sorted(kept):
+            before, after = content(path, int(base.mark)), content(path, later)
+            if before is None and after is not None:
+                added.append(path)
+            elif before is not None and after is None:
+                deleted.append(path)
+            elif before is not None and before != after:
+                modified.append(path)
+        unchanged = int(base.file_count) - len(deleted) - len(modified)
+        return FilesystemDiff(tuple(added), tuple(modified), tuple(deleted), unchanged)
+
     def _kept_snapshots(self) -> Sequence[FilesystemSnapshot]:
         with self._store.read() as connection:
             rows = connection.execute(
@@ -997,7 +1128,7 @@ class SqlFilesystem(BaseFilesystem):
 
     def _drop_snapshot(self, snapshot: FilesystemSnapshot) -> None:
         with self._store.write() as connection:
-            self._own_snapshot(connection, snapshot, family=False)
+            row = self._own_snapshot(connection, snapshot, family=False)
             held = [
                 r[0]
                 for r in connection.execute(
@@ -1005,6 +1136,8 @@ class SqlFilesystem(BaseFilesystem):
                 )
             ]
             connection.execute(sa.delete(snapshots).where(snapshots.c.id == str(snapshot.snapshot_id)))
+            if row.mark is not None:  # the versions only this snapshot needed go, with the content only they held
+                held += versions.collect(connection, self._session)
             self._store.release(connection, held)
 
     # --- forks and merge ----------------------------------------------------------------------------------
@@ -1032,7 +1165,7 @@ class SqlFilesystem(BaseFilesystem):
         if snapshot is not None:
             self._check_compatible(snapshot)
         with self._store.write() as connection:
-            chosen = None if snapshot is None else str(self._own_snapshot(connection, snapshot).id)
+            chosen = None if snapshot is None else self._own_snapshot(connection, snapshot)
             copy_session(connection, self._store, self._session, fork_id, chosen)
         return SqlFilesystem(
             self._store,
@@ -1059,12 +1192,7 @@ class SqlFilesystem(BaseFilesystem):
 
     def _snapshot_content(self, snapshot: FilesystemSnapshot, path: str) -> bytes | ByteReader:
         with self._store.read() as connection:
-            self._own_snapshot(connection, snapshot)
-            entry = connection.execute(
-                sa.select(E.c.blob_id, E.c.size_bytes, E.c.is_directory).where(
-                    E.c.snapshot_id == str(snapshot.snapshot_id), E.c.path == path
-                )
-            ).first()
+            entry = entry_at(connection, self._own_snapshot(connection, snapshot), path)
             if entry is None or entry.is_directory:
                 raise errors.file_not_found(path)
             hashes, inline = self._store.blob_parts(connection, entry.blob_id)
@@ -1088,13 +1216,12 @@ class SqlFilesystem(BaseFilesystem):
         """One transaction: ``start``'s entries copied set-based (rows only), the merged paths fixed, new
         content stored as blobs (deduplicated like any write)."""
         with self._store.write() as connection:
-            self._own_snapshot(connection, start)
             count, total = capture_merged(
                 connection,
                 self._store,
                 session_id=self._session,
                 draft=draft,
-                start=start,
+                start=self._own_snapshot(connection, start),
                 writes=writes,
                 deletes=deletes,
             )
@@ -1120,6 +1247,54 @@ def _check_expected(row: Row[Any] | Checked | None, path: str, expect: str | Non
         raise PreconditionFailedError(path, "The file no longer exists")
     if expect not in (ANY_VERSION, row.blob_id):
         raise PreconditionFailedError(path)
+
+
+@dataclasses.dataclass
+class _RestorePlan:
+    """What restoring a session's changed paths to their versions does: rows to delete, update and insert, content
+    to release, and the journal's changes (paths whose kind or content changes; times alone are no change)."""
+
+    session: str
+    deletes: list[str] = dataclasses.field(default_factory=list)
+    updates: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    inserts: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    released: list[str | None] = dataclasses.field(default_factory=list)
+    gone: list[Change] = dataclasses.field(default_factory=list)
+    back: list[Change] = dataclasses.field(default_factory=list)
+
+    def add(self, path: str, then: Any, now: Any) -> None:
+        """Bring ``path`` from its row ``now`` (``None``: no row) back to its version ``then``."""
+        theirs = _kind(then) if then.existed else None
+        if now is not None and theirs != _kind(now):
+            self.gone.append(Change(path, _kind(now), theirs, now.size_bytes, then.size_bytes if then.existed else 0))
+        elif now is None and then.existed:
+            self.back.append(Change(path, None, theirs, 0, then.size_bytes))
+        if now is not None and then.existed and bool(now.is_directory) == bool(then.is_directory):
+            if not versions.same_row(now, then):  # in place: a directory keeps the rows below it
+                self.updates.append({"b_session": self.session, "b_path": path, **_prefixed(versions.row_values(then))})
+                if now.blob_id != then.blob_id:
+                    self.released.append(now.blob_id)
+            return
+        if now is not None:
+            self.deletes.append(path)
+            self.released.append(now.blob_id)
+        if then.existed:
+            self.inserts.append({"session_id": self.session, **versions.row_values(then)})
+
+    def changes(self) -> list[Change]:
+        """The journal's rows, as the set-based restore writes them: changed paths deepest first, then those
+        brought back, parents first."""
+        return [*sorted(self.gone, key=lambda c: c.path, reverse=True), *sorted(self.back, key=lambda c: c.path)]
+
+
+def _kind(row: Any) -> str | None:
+    """What a journal row calls a row's content: ``'directory'`` or the blob id."""
+    return DIRECTORY if row.is_directory else row.blob_id
+
+
+def _prefixed(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A version's columns as :data:`_SET_ROW`'s parameters (the path is the key, not set)."""
+    return {f"v_{c}": v for c, v in values.items() if c != "path"}
 
 
 def _utc(stamp: datetime) -> datetime:

@@ -19,27 +19,26 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from workspacefs.backends._merging import SnapshotFile, Written
-from workspacefs.backends.sql._schema import session_files, sessions, snapshot_entries, snapshots
+from workspacefs.backends.sql import _versions as versions
+from workspacefs.backends.sql._schema import file_versions, session_files, sessions, snapshot_entries, snapshots
 from workspacefs.backends.sql._store import SqlStore
+from workspacefs.backends.sql._versions import ENTRY_COLUMNS
 from workspacefs.paths import ROOT, ancestors, basename, parent
 from workspacefs.results import FilesystemSnapshot
 
-__all__ = ["ENTRY_COLUMNS", "capture_merged", "copy_session", "family_of", "family_sessions", "same_family"]
+__all__ = [
+    "ENTRY_COLUMNS",
+    "capture_merged",
+    "copy_session",
+    "entry_at",
+    "family_of",
+    "family_sessions",
+    "same_family",
+]
 
 F = session_files
 E = snapshot_entries
-ENTRY_COLUMNS = (
-    "path",
-    "parent",
-    "name",
-    "is_directory",
-    "is_readonly",
-    "blob_id",
-    "size_bytes",
-    "created_at",
-    "updated_at",
-)
-"""What a file row and a snapshot entry hold alike: a snapshot copies them one way, a restore the other."""
+V = file_versions
 
 
 def family_of(connection: Connection, session_id: str) -> str:
@@ -62,27 +61,25 @@ def family_sessions(connection: Connection, session_id: str) -> list[str]:
     return sorted({session_id, *found})
 
 
-def copy_session(
-    connection: Connection, store: SqlStore, source: str, fork: str, snapshot_id: str | None = None
-) -> None:
-    """Create session ``fork`` in ``source``'s family holding ``source``'s files, or those of its snapshot
-    ``snapshot_id`` (``FileExistsError`` if the id is taken). Rows only: content blobs are shared."""
+def copy_session(connection: Connection, store: SqlStore, source: str, fork: str, snapshot: Any = None) -> None:
+    """Create session ``fork`` in ``source``'s family holding ``source``'s files, or those of ``snapshot`` (its
+    ``wsfs_snapshots`` row; ``FileExistsError`` if the id is taken). Rows only: content blobs are shared."""
     store.create_session(connection, fork)
     connection.execute(
         sa.update(sessions)
         .where(sessions.c.id == fork)
         .values(family=family_of(connection, source), forked_from=source)
     )
-    if snapshot_id is None:
+    order: Any
+    if snapshot is None:
         rows = sa.select(sa.literal(fork), *[F.c[c] for c in ENTRY_COLUMNS]).where(
             F.c.session_id == source, F.c.path != ROOT
         )
         order = F.c.path
     else:
-        rows = sa.select(sa.literal(fork), *[E.c[c] for c in ENTRY_COLUMNS]).where(
-            E.c.snapshot_id == snapshot_id, E.c.path != ROOT
-        )
-        order = E.c.path
+        entries = versions.entries(snapshot)
+        rows = sa.select(sa.literal(fork), *[entries.c[c] for c in ENTRY_COLUMNS]).where(entries.c.path != ROOT)
+        order = entries.c.path
     connection.execute(sa.insert(F).from_select(["session_id", *ENTRY_COLUMNS], rows.order_by(order)))
 
 
@@ -94,6 +91,26 @@ def _drop_entries(connection: Connection, snapshot_id: str, path: str) -> None:
 
 def _entry(connection: Connection, snapshot_id: str, path: str) -> Any:
     return connection.execute(sa.select(E).where(E.c.snapshot_id == snapshot_id, E.c.path == path)).first()
+
+
+def entry_at(connection: Connection, snapshot: Any, path: str) -> Any:
+    """The entry (:data:`ENTRY_COLUMNS`) of ``path`` in ``snapshot`` (its ``wsfs_snapshots`` row), or ``None``:
+    for a snapshot kept by mark, the path's oldest version after the mark, else its current row."""
+    if snapshot.mark is None:
+        return connection.execute(
+            sa.select(*[E.c[c] for c in ENTRY_COLUMNS]).where(E.c.snapshot_id == snapshot.id, E.c.path == path)
+        ).first()
+    version = connection.execute(
+        sa.select(V.c.existed, *[V.c[c] for c in ENTRY_COLUMNS])
+        .where(V.c.session_id == snapshot.session_id, V.c.seq > snapshot.mark, V.c.path == path)
+        .order_by(V.c.seq)
+        .limit(1)
+    ).first()
+    if version is not None:
+        return version if version.existed else None
+    return connection.execute(
+        sa.select(*[F.c[c] for c in ENTRY_COLUMNS]).where(F.c.session_id == snapshot.session_id, F.c.path == path)
+    ).first()
 
 
 def _row(snapshot_id: str, path: str, *, blob_id: str | None, size: int, now: datetime) -> dict[str, Any]:
@@ -117,12 +134,13 @@ def capture_merged(
     *,
     session_id: str,
     draft: FilesystemSnapshot,
-    start: FilesystemSnapshot,
+    start: Any,
     writes: Mapping[str, Written],
     deletes: Collection[str],
 ) -> tuple[int, int]:
-    """Make snapshot ``draft`` of ``session_id`` from ``start``'s entries with ``deletes`` removed and ``writes``
-    written (in the caller's write transaction); its file count and bytes."""
+    """Make snapshot ``draft`` of ``session_id`` from ``start``'s entries (``start``: its ``wsfs_snapshots`` row)
+    with ``deletes`` removed and ``writes`` written (in the caller's write transaction); its file count and bytes.
+    The result is written out in ``wsfs_snapshot_entries``: it is no state the session was ever in."""
     new, now = str(draft.snapshot_id), datetime.now(UTC)
     connection.execute(
         sa.insert(snapshots).values(
@@ -135,12 +153,10 @@ def capture_merged(
             created_at=draft.created_at,
         )
     )
+    entries = versions.entries(start)
     connection.execute(
         sa.insert(E).from_select(
-            ["snapshot_id", *ENTRY_COLUMNS],
-            sa.select(sa.literal(new), *[E.c[c] for c in ENTRY_COLUMNS]).where(
-                E.c.snapshot_id == str(start.snapshot_id)
-            ),
+            ["snapshot_id", *ENTRY_COLUMNS], sa.select(sa.literal(new), *[entries.c[c] for c in ENTRY_COLUMNS])
         )
     )
     for path in sorted(deletes):
@@ -156,10 +172,13 @@ def capture_merged(
         _drop_entries(connection, new, path)
         wanted = writes[path]
         if isinstance(wanted, SnapshotFile):
-            source = _entry(connection, str(wanted.snapshot.snapshot_id), wanted.path)
+            held = connection.execute(
+                sa.select(snapshots).where(snapshots.c.id == str(wanted.snapshot.snapshot_id))
+            ).first()
+            source = None if held is None else entry_at(connection, held, wanted.path)
             if source is None:
                 raise FileNotFoundError(f"Snapshot {wanted.snapshot.snapshot_id} has no file {wanted.path!r}")
-            values = {**source._asdict(), "snapshot_id": new, "path": path}
+            values = {**{c: source._mapping[c] for c in ENTRY_COLUMNS}, "snapshot_id": new, "path": path}
         else:
             values = _row(new, path, blob_id=store.put_content(connection, wanted), size=len(wanted), now=now)
         connection.execute(sa.insert(E).values(values))

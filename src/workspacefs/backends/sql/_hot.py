@@ -128,9 +128,10 @@ DELETE_BLOB = (
     " AND NOT EXISTS (SELECT 1 FROM wsfs_files WHERE blob_id = ?)"
     " AND NOT EXISTS (SELECT 1 FROM wsfs_snapshot_entries WHERE blob_id = ?)"
     " AND NOT EXISTS (SELECT 1 FROM wsfs_journal WHERE before_id = ?)"
+    " AND NOT EXISTS (SELECT 1 FROM wsfs_file_versions WHERE blob_id = ?)"
 )
-"""Delete a blob nothing refers to — no file, snapshot or journal entry an undo may need (its chunk list
-cascades); the check and the delete are one statement."""
+"""Delete a blob nothing refers to — no file, snapshot, journal entry an undo may need or version a snapshot
+may restore (its chunk list cascades); the check and the delete are one statement."""
 
 INSERT_JOURNAL = (
     "INSERT INTO wsfs_journal (session_id, op_key, at, operation, actor_name, actor_session, actor_call, actor_via,"
@@ -151,7 +152,7 @@ _BATCH = 500
 
 def release_statements(blob_ids: Sequence[str], chunk_hashes: Sequence[str]) -> list[tuple[str, tuple[Any, ...]]]:
     """The statements that collect ``blob_ids`` if unreferenced, then whichever of their chunks nothing uses."""
-    statements: list[tuple[str, tuple[Any, ...]]] = [(DELETE_BLOB, (b, b, b, b)) for b in blob_ids]
+    statements: list[tuple[str, tuple[Any, ...]]] = [(DELETE_BLOB, (b, b, b, b, b)) for b in blob_ids]
     wanted = sorted(set(chunk_hashes))
     for start in range(0, len(wanted), _BATCH):  # bounded IN lists
         batch = tuple(wanted[start : start + _BATCH])

@@ -28,6 +28,7 @@ __all__ = [
     "blob_chunks",
     "blobs",
     "chunks",
+    "file_versions",
     "journal",
     "metadata",
     "session_files",
@@ -130,7 +131,11 @@ snapshots = sa.Table(
     sa.Column("file_count", sa.Integer, nullable=False),
     sa.Column("total_bytes", sa.BigInteger, nullable=False),
     sa.Column("created_at", Stamp, nullable=False),
+    sa.Column("mark", sa.BigInteger, nullable=True),
 )
+"""``mark`` (migration ``0008``): the session's position in ``wsfs_file_versions`` when the snapshot was taken;
+the snapshot is the session's rows with every change after the mark undone (see :mod:`._versions`). ``NULL``:
+the snapshot's rows are written out in ``wsfs_snapshot_entries`` (merge results, snapshots taken before 0008)."""
 
 snapshot_entries = sa.Table(
     "wsfs_snapshot_entries",
@@ -146,6 +151,37 @@ snapshot_entries = sa.Table(
     sa.Column("created_at", Stamp, nullable=False),
     sa.Column("updated_at", Stamp, nullable=False),
 )
+
+file_versions = sa.Table(
+    "wsfs_file_versions",
+    metadata,
+    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("session_id", sa.Text, nullable=False),
+    sa.Column("path", Path, nullable=False),
+    sa.Column("existed", sa.Boolean, nullable=False),
+    sa.Column("parent", Path, nullable=True),
+    sa.Column("name", Path, nullable=True),
+    sa.Column("is_directory", sa.Boolean, nullable=True),
+    sa.Column("is_readonly", sa.Boolean, nullable=True),
+    sa.Column("blob_id", sa.Text, nullable=True),
+    sa.Column("size_bytes", sa.BigInteger, nullable=True),
+    sa.Column("created_at", Stamp, nullable=True),
+    sa.Column("updated_at", Stamp, nullable=True),
+    sa.Index("wsfs_file_versions_session", "session_id", "seq"),
+    sa.Index("wsfs_file_versions_path", "session_id", "path", "seq"),
+    sa.Index(
+        "wsfs_file_versions_blob",
+        "blob_id",
+        sqlite_where=sa.text("blob_id IS NOT NULL"),
+        postgresql_where=sa.text("blob_id IS NOT NULL"),
+    ),
+    sqlite_autoincrement=True,
+)
+"""The rows ``wsfs_files`` held before a change (migration ``0008``), written by triggers in the change's own
+statement while the session has a snapshot with a mark, for each path's first change after the newest mark:
+``existed`` false means the path had no row (the change created it). A snapshot with mark ``m`` is the session's
+rows with, for every path that has versions after ``m``, the oldest of those versions instead. No foreign key: a
+session's versions are deleted with its snapshots."""
 
 journal = sa.Table(
     "wsfs_journal",

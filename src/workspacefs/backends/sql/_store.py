@@ -35,6 +35,7 @@ from workspacefs.backends.sql._schema import (
     blob_chunks,
     blobs,
     chunks,
+    file_versions,
     journal,
     session_files,
     sessions,
@@ -350,6 +351,9 @@ class SqlStore:
             with self.write() as own:
                 return self.delete_session(session_id, own)
         released = self._blob_ids(connection, session_id)
+        # its snapshots first, so the triggers stop keeping versions of the rows the session's delete cascades to
+        connection.execute(sa.delete(snapshots).where(snapshots.c.session_id == session_id))
+        connection.execute(sa.delete(file_versions).where(file_versions.c.session_id == session_id))
         deleted = connection.execute(
             sa.delete(sessions).where(sessions.c.id == session_id).returning(sessions.c.id)
         ).first()
@@ -366,7 +370,8 @@ class SqlStore:
         kept = sa.select(journal.c.before_id).where(
             journal.c.session_id == session_id, journal.c.before_id != "directory"
         )
-        return {r[0] for r in connection.execute(sa.union(files, snaps, kept)) if r[0] is not None}
+        held = sa.select(file_versions.c.blob_id).where(file_versions.c.session_id == session_id)
+        return {r[0] for r in connection.execute(sa.union(files, snaps, kept, held)) if r[0] is not None}
 
     # --- content ------------------------------------------------------------------------------------
 
@@ -611,6 +616,7 @@ class SqlStore:
             ~sa.exists().where(session_files.c.blob_id == blobs.c.id),
             ~sa.exists().where(snapshot_entries.c.blob_id == blobs.c.id),
             ~sa.exists().where(journal.c.before_id == blobs.c.id),
+            ~sa.exists().where(file_versions.c.blob_id == blobs.c.id),
         )
         self.release(connection, [r[0] for r in connection.execute(unreferenced)])
         orphaned = sa.delete(chunks).where(
