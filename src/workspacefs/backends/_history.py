@@ -43,6 +43,8 @@ class Scope:
     changes: list[Any] = field(default_factory=list)
     entry_id: int | None = None
     """The entry the scope's changes became (set once the first is recorded, or when the scope ends)."""
+    ended: bool = False
+    """Set when the operation's block ends: a change made later (by a task it started) is not part of it."""
 
 
 class _Mutations(Protocol):
@@ -64,7 +66,8 @@ def operation_key() -> str:
     return f"{time.time_ns():016x}{os.urandom(4).hex()}"
 
 
-_SCOPE: ContextVar[Scope | None] = ContextVar("workspacefs_journal_scope", default=None)
+_SCOPE: ContextVar[tuple[Scope, ...]] = ContextVar("workspacefs_journal_scope", default=())
+"""The operations in progress in this thread or task, innermost first (one per filesystem)."""
 
 
 @contextlib.contextmanager
@@ -82,9 +85,12 @@ class HistoryMixin(FilesystemCore):
         return None
 
     def _current_scope(self) -> Scope | None:
-        """The operation in progress on this filesystem in this thread or task, if any."""
-        scope = _SCOPE.get()
-        return scope if scope is not None and scope.owner is self else None
+        """The operation in progress on this filesystem in this thread or task, if any (a task started inside
+        an operation that outlives it sees the operation ended: its changes are entries of their own)."""
+        for scope in _SCOPE.get():
+            if scope.owner is self:
+                return None if scope.ended else scope
+        return None
 
     @contextlib.contextmanager
     def _journaled(self, operation: str, *, undoes: int | None = None, detail: str | None = None) -> Iterator[Scope]:
@@ -95,11 +101,13 @@ class HistoryMixin(FilesystemCore):
             yield scope
             return
         scope = Scope(self, operation, operation_key(), current_actor(), undoes, detail)
-        token = _SCOPE.set(scope)
+        outer = _SCOPE.get()
+        _SCOPE.set((scope, *outer))  # the operations of other filesystems in progress stay open
         try:
             yield scope
         finally:
-            _SCOPE.reset(token)
+            scope.ended = True
+            _SCOPE.set(outer)  # not a token's reset: the block may end in another context (a worker thread)
             if scope.changes:
                 self._scope_finished(scope)
 
@@ -234,6 +242,8 @@ class HistoryMixin(FilesystemCore):
         """
         journal = self._require_journal()
         self._writable("/")
+        if self._current_scope() is not None:
+            raise ValueError("undo cannot run inside an operation in progress (a grouped block): undo after it")
         if entry_id is not None:
             if actor is not None or last is not None:
                 raise ValueError("give an entry id, or an actor with last=n, not both")
@@ -299,15 +309,14 @@ class HistoryMixin(FilesystemCore):
         plan = _Plan(self._version_now)
         for target in targets:
             made = {c.path for c in target.changes if c.before is None}
-            for change in target.changes:
+            for change in reversed(target.changes):  # as undo puts them back: a path changed twice in one
                 moved_away = change.from_path is not None and plan.state(change.from_path) is not None
-                if plan.state(change.path) == change.after and not moved_away:
-                    if change.before is None and change.after == DIRECTORY and change.from_path is None:
-                        self._check_emptied(journal, target, plan, change.path, made)
-                    continue
-                path = change.from_path if moved_away and change.from_path is not None else change.path
-                raise UndoConflictError(path, later=_later(journal, target, path))
-            plan.undo(target)
+                if plan.state(change.path) != change.after or moved_away:  # entry is checked at each step
+                    path = change.from_path if moved_away and change.from_path is not None else change.path
+                    raise UndoConflictError(path, later=_later(journal, target, path))
+                if change.before is None and change.after == DIRECTORY and change.from_path is None:
+                    self._check_emptied(journal, target, plan, change.path, made)
+                plan.undo_change(change)
 
     def _check_emptied(self, journal: Journal, target: JournalEntry, plan: _Plan, path: str, made: set[str]) -> None:
         """A directory ``target`` made is deleted with all it holds when the target is undone: refuse if it
@@ -378,15 +387,14 @@ class _Plan:
         self._steps: list[tuple[dict[str, str | None], tuple[str, str] | None]] = []
         """Newest last: what a target's undo puts at exact paths, and a directory it moves back (src, dst)."""
 
-    def undo(self, target: JournalEntry) -> None:
-        """Add the undo of ``target`` (its changes put back, the last first)."""
-        for change in reversed(target.changes):
-            values: dict[str, str | None] = {change.path: change.before}
-            moved: tuple[str, str] | None = None
-            if change.from_path is not None:
-                values[change.from_path] = change.after
-                moved = (change.from_path, change.path)
-            self._steps.append((values, moved))
+    def undo_change(self, change: Change) -> None:
+        """Add putting back one change (a target's are added the last first)."""
+        values: dict[str, str | None] = {change.path: change.before}
+        moved: tuple[str, str] | None = None
+        if change.from_path is not None:
+            values[change.from_path] = change.after
+            moved = (change.from_path, change.path)
+        self._steps.append((values, moved))
 
     def now(self, path: str) -> str | None:
         """Where what will be at ``path`` is now (``None``: the plan decides what is there)."""

@@ -30,6 +30,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from multiprocessing import parent_process
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -109,6 +110,8 @@ _TAKE_TURNS_SECONDS = 1.0
 """After another process waited, rows are committed one by one this long."""
 _PEERS: dict[str, weakref.WeakSet[HostJournal]] = {}
 _PEERS_LOCK = threading.Lock()
+_FORKED = False
+"""Whether this process was forked from another (where ``os.register_at_fork`` runs)."""
 _HELD_AT_FORK: list[HostJournal] = []
 """The journals whose locks are held while the process forks."""
 """The journals open in this process, by directory (a read commits its peers' open groups first)."""
@@ -140,14 +143,16 @@ class HostJournal(Journal):
         self._waiting: list[_Rows] = []
         """Entries noted but not written yet, oldest first (guarded by ``_waiting_lock``; never rebound)."""
         self._waiting_since = 0.0
+        self._closing = False
         self._busy = str(directory / "journal.busy")
         """Touched by a process that waits for the journal: whoever holds a group open then commits each row
         at once for a while, so two processes writing one root take turns (else one waits for seconds)."""
         self._busy_fd = os.open(self._busy, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
         """Held open: ``fstat`` after each entry costs a third of a ``stat`` of the path."""
         self._busy_seen = os.fstat(self._busy_fd).st_mtime_ns
-        self._alone_after = 0.0
-        """Before this moment (monotonic) rows are committed one by one: another process wants the journal."""
+        self._alone_after = float("inf") if _FORKED or parent_process() is not None else 0.0
+        """Before this moment (monotonic) entries are written at once. Always in a forked process or a
+        ``multiprocessing`` child: it may end by ``os._exit``, and no exit hook would write what waits."""
         self._wake = threading.Condition(self._waiting_lock)
         """Wakes the committer thread (an entry waits, or the journal closed)."""
         self._committer = False
@@ -181,6 +186,7 @@ class HostJournal(Journal):
         self._watchers = []
         self._follower = None
         self._finalizer = self._finalize_later()
+        self._alone_after = float("inf")  # a child may end by os._exit (multiprocessing): no exit hook runs
 
     def _finalize_later(self) -> weakref.finalize[Any, Any]:
         """At exit, or when this journal is collected unclosed: write what waits, close its descriptors."""
@@ -204,6 +210,8 @@ class HostJournal(Journal):
         with self._lock:
             if self._objects_fd < 0:  # closed already
                 return
+            with self._waiting_lock:
+                self._closing = True  # a write finishing now fails loudly instead of leaving its entry waiting
             self._write_waiting(None)
             self._db.close()
             os.close(self._objects_fd)
@@ -228,16 +236,29 @@ class HostJournal(Journal):
         except BaseException:
             with self._waiting_lock:
                 self._waiting[:0] = batch
+                self._waiting_since = time.monotonic()  # the committer tries again a group's time later, not at once
             raise
         if entry is not None:
             batch.append(entry)
-        return _insert_and_commit(self._db, batch)
+        written = _insert_and_commit(self._db, batch)
+        self._signal_writing()
+        return written
+
+    def _signal_writing(self) -> None:
+        """Touch ``journal.busy`` (this process's own touch is not news to it): another process writing the root
+        then writes each entry at once for a while, and so does this one when it sees that process's touches,
+        so two processes' ids follow the order of their changes instead of their groups'."""
+        with contextlib.suppress(OSError):
+            os.utime(self._busy_fd)
+            self._busy_seen = os.fstat(self._busy_fd).st_mtime_ns
 
     def _wait_for_group(self, entry: _Rows) -> None:
         """Add ``entry`` to what waits. A group waited long enough (or grew large) is written by the writer
         itself, at once; the first entry of a group wakes (or starts) the committer thread, which writes what
         a quiet spell leaves waiting."""
         with self._waiting_lock:
+            if self._closing:
+                raise ValueError("I/O operation on a closed journal")
             self._waiting.append(entry)
             now = time.monotonic()
             if len(self._waiting) > 1:
@@ -384,8 +405,10 @@ class HostJournal(Journal):
         undoes: int | None = None,
         detail: str | None = None,
     ) -> int:
-        """Written at once (after what waits): the caller needs the entry's id."""
+        """Written at once (after what waits here and in this process's other journals of the root, so ids
+        follow the order of the changes): the caller needs the entry's id."""
         entry = _rows(operation, changes, actor, undoes, detail)
+        self._flush_peers()
         with self._lock:
             entry_id = self._write_waiting(entry)
         return self._recorded_one(entry_id)
@@ -393,8 +416,8 @@ class HostJournal(Journal):
     def note(self, operation: str, changes: Sequence[Any], actor: Actor) -> None:
         """Waits (at most ``GROUP_SECONDS``) to be written with others, unless someone watches or another
         process waits for the journal: then it is written at once."""
-        if self.watched or self._wanted(time.monotonic()):
-            self.record(operation, changes, actor)
+        if self.watched or len(self._peers) > 1 or self._wanted(time.monotonic()):
+            self.record(operation, changes, actor)  # ids in the order of the changes, whoever else writes
             return
         self._wait_for_group(_rows(operation, changes, actor, None, None))
         self._recorded += 1
@@ -518,14 +541,26 @@ class HostJournal(Journal):
                 candidates = named
         young = datetime.now(UTC).timestamp() - _OBJECT_GRACE_SECONDS
         for name in candidates:
-            if name in kept:
-                continue
-            with contextlib.suppress(FileNotFoundError):
-                if (
-                    os.stat(name, dir_fd=self._objects_fd).st_mtime < young
-                ):  # kept again since: its entry may be on its way
-                    os.unlink(name, dir_fd=self._objects_fd)
+            if name not in kept:
+                self._collect_object(name, young)
         return len(ids)
+
+    def _collect_object(self, name: str, young: float) -> None:
+        """Delete kept file ``name`` unless it was kept again since ``young`` (its entry may be on its way).
+        It is moved aside first and its time read there: a ``keep`` touching it between our look and the
+        delete would otherwise lose it (now it finds nothing and writes the file anew, or it is put back)."""
+        aside = f".collect-{name}"
+        fd = self._objects_fd
+        try:
+            if os.stat(name, dir_fd=fd).st_mtime >= young:
+                return
+            os.rename(name, aside, src_dir_fd=fd, dst_dir_fd=fd)
+        except FileNotFoundError:
+            return
+        if os.stat(aside, dir_fd=fd).st_mtime >= young:  # touched just before the move: it stays
+            with contextlib.suppress(FileExistsError):
+                os.link(aside, name, src_dir_fd=fd, dst_dir_fd=fd)  # unless keep wrote it anew already
+        os.unlink(aside, dir_fd=fd)
 
 
 def _connect(directory: Path) -> sqlite3.Connection:
@@ -558,8 +593,9 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _PEERS_LOCK  # noqa: PLW0603 - the parent's is held across the fork
+    global _PEERS_LOCK, _FORKED  # noqa: PLW0603 - the parent's lock is held across the fork
     _PEERS_LOCK = threading.Lock()
+    _FORKED = True
     for journal in _HELD_AT_FORK:
         journal._forked()
     _HELD_AT_FORK.clear()
