@@ -360,3 +360,68 @@ def test_in_a_versioned_bucket_entries_name_versions_and_retention_deletes_them(
     assert versions() == 1  # the current version stays
     with pytest.raises(HistoryEntryNotFoundError):
         fs.history_entry(1)
+
+
+# --- found by review: settling beside a change in progress, retention in another process ------------------
+
+
+class _Died(BaseException):
+    """Ends a writer between its change and its entry's confirmation, as a crash would."""
+
+
+def _die_before_done(fs: ObjectStoreFilesystem) -> Any:
+    put = fs._client.put
+
+    def dying(key: str, data: bytes, **options: Any) -> Any:
+        if "/journal/" in key and b'"state":"done"' in data:
+            raise _Died
+        return put(key, data, **options)
+
+    fs._client.put = dying  # type: ignore[method-assign]
+    return put
+
+
+def _age_newest(fs: ObjectStoreFilesystem, put: Any) -> None:
+    """Make the newest entry older than the grace (its writer is known dead)."""
+    journal = fs._changes
+    key = journal.key(journal._newest())
+    body = json.loads(fs._client.get(key, 0, 1 << 20)[0])
+    body["at"] -= 3600
+    put(key, json.dumps(body).encode())
+
+
+def test_a_pending_entry_is_not_settled_while_a_newer_change_is_in_progress(buckets: S3Server) -> None:
+    """A dead writer's entry, read while a live writer's change to the same path is under way (its file
+    already in the store, its entry still pending), waits: settled then, it would be judged by the live
+    change's file and dropped for good."""
+    root = fresh_root()
+    dead, writer, reader = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(3))
+    put = _die_before_done(dead)
+    with pytest.raises(_Died):
+        dead.write_bytes("x.txt", b"B")
+    _age_newest(dead, put)
+    wput = writer._client.put
+
+    def read_midway(key: str, data: bytes, **options: Any) -> Any:
+        if "/journal/" in key and b'"state":"done"' in data:
+            reader.history(limit=None)
+        return wput(key, data, **options)
+
+    writer._client.put = read_midway  # type: ignore[method-assign]
+    writer.write_bytes("x.txt", b"C")
+    made = [c for e in reader.history(limit=None) for c in e.changes if c.path == "x.txt" and c.before is None]
+    assert made, "the dead writer's change (x.txt created) was settled as dropped"
+
+
+def test_retention_in_another_process_never_leaves_an_entry_without_its_content(buckets: S3Server) -> None:
+    """A blob this process saw kept may be deleted by another process's retention since: a new entry keeps
+    its content anew instead of trusting what it saw."""
+    root = fresh_root()
+    writer, pruner = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    writer.write_bytes("a.txt", b"old")
+    writer.write_bytes("a.txt", b"v2")
+    writer.write_bytes("a.txt", b"old")
+    pruner.prune_history(keep=1)
+    writer.write_bytes("a.txt", b"v3")
+    writer.undo(writer.history(limit=1)[0].entry_id)
+    assert writer.read_bytes("a.txt").content == b"old"

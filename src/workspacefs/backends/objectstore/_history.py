@@ -241,8 +241,8 @@ class ObjectHistory(SnapshotMixin):
     def _kept(self, info: ObjectInfo) -> tuple[str, int, str | None, Keep | None]:
         """How to keep the file version ``info`` (from a listing or a ``HEAD``) for undo: its content id, size,
         version, and the copy into ``blobs/`` still to make (``None``: nothing to do). A ``HEAD`` only where
-        this process knows neither its content id nor (in a bucket that keeps versions) its version id; a copy
-        only where none is known to be there."""
+        this process knows neither its content id nor (in a bucket that keeps versions) its version id. The copy
+        is made even where this process saw that blob: another process's retention may have deleted it since."""
         versioned = self._versions_kept()
         version = info.version_id or self._version_ids.get((info.key, info.etag))
         if self._known_id(info) is None or (versioned and version is None):
@@ -255,15 +255,12 @@ class ObjectHistory(SnapshotMixin):
         content_id = self._id_of(info)
         if versioned and version is not None:
             return content_id, info.size, version, None
-        with self._blobs_lock:
-            if content_id in self._blobs_seen:
-                return content_id, info.size, None, None
         source = info
 
-        def keep() -> None:
+        def keep() -> None:  # copied even where this process saw the blob: retention elsewhere may have gone
             try:
-                self._keep_content([source], [content_id], probe=False)
-            except _Changed:
+                self._client.copy(source, self._store.blob_key(content_id), content_id=content_id)
+            except PreconditionFailed:
                 raise ConcurrentChangeError(
                     self._layout.path_of(source.key) or source.key,
                     "The file changed while it was being journaled; try again",
@@ -277,7 +274,7 @@ class ObjectHistory(SnapshotMixin):
         if self._versions_kept() and all(info.version_id is not None for info in infos):
             return [(i, info.size, info.version_id) for i, info in zip(ids, infos, strict=True)]
         try:
-            self._keep_content(infos, ids)
+            self._keep_content(infos, ids, trust_seen=False)  # another process's retention may have deleted one
         except _Changed:
             raise ConcurrentChangeError("", "Files changed while they were being journaled; try again") from None
         return [(i, info.size, None) for i, info in zip(ids, infos, strict=True)]
@@ -342,15 +339,18 @@ class ObjectHistory(SnapshotMixin):
             return list(self._client.latest_versions(prefix))
         return [item for item in self._client.list(prefix, recursive=True) if isinstance(item, ObjectInfo)]
 
-    def _keep_content(self, infos: Sequence[ObjectInfo], ids: Sequence[str], *, probe: bool = True) -> None:
+    def _keep_content(
+        self, infos: Sequence[ObjectInfo], ids: Sequence[str], *, probe: bool = True, trust_seen: bool = True
+    ) -> None:
         """Make sure the store holds one copy of every content id (copying only what it lacks; without
-        ``probe``, copying what this process has not seen there without asking first: one request, not two)."""
+        ``probe``, copying what this process has not seen there without asking first: one request, not two;
+        without ``trust_seen``, asking about what it has seen too)."""
         seen, lock = self._blobs_seen, self._blobs_lock
         sources: dict[str, ObjectInfo] = {}
         for info, content_id in zip(infos, ids, strict=True):
             sources.setdefault(content_id, info)
         with lock:
-            unknown = sorted(set(sources) - seen)
+            unknown = sorted(set(sources) - seen) if trust_seen else sorted(sources)
         if not unknown:
             return
         missing = unknown

@@ -433,9 +433,14 @@ class ObjectJournal(Journal):
             known[entry_id] = record
         return [known[entry_id] for entry_id in ids]
 
-    def _records(self, *, after: int | None = None, batch: int = _BATCH) -> Iterator[Record]:
-        """Every record newest first, pending ones settled where they are due (and shown only if done)."""
+    def _records(
+        self, *, after: int | None = None, batch: int = _BATCH, held: list[bool] | None = None
+    ) -> Iterator[Record]:
+        """Every record newest first, pending ones settled where they are due (and shown only if done). Once a
+        change still in progress is met, older pending entries wait too: what it found at their paths is not
+        known yet, and the store may already show its change (``held[0]`` then says so)."""
         newer: list[Record] = []
+        waiting = False
         ids = self._ids(after=after, page=batch)
         while True:
             chunk = [entry_id for _, entry_id in zip(range(batch), ids, strict=False)]
@@ -443,6 +448,11 @@ class ObjectJournal(Journal):
                 return
             batch = _BATCH
             for stored in self._load(chunk):
+                if stored is not None and stored.state == "pending" and (waiting or not self._due(stored)):
+                    waiting = True
+                    if held is not None:
+                        held[0] = True
+                    continue
                 record = self._settle(stored, newer) if stored is not None and stored.state == "pending" else stored
                 if record is None:
                     continue  # pruned meanwhile, or a change still in progress
@@ -539,7 +549,9 @@ class ObjectJournal(Journal):
         if record is None:
             record = self._fetch(entry_id)
             if record is not None and record.state == "pending":
-                record = self._settle(record, None)
+                held = [False]
+                newer = [r for r in self._records(after=entry_id, held=held) if r.state == "done"]
+                record = None if held[0] else self._settle(record, newer)
             elif record is not None:
                 with self._lock:
                     self._settled[entry_id] = record
