@@ -18,7 +18,7 @@ import pytest
 
 from workspacefs import ObjectStoreFilesystem, open_filesystem
 from workspacefs.errors import HistoryEntryNotFoundError
-from workspacefs.history import DIRECTORY, JournalEntry
+from workspacefs.history import DIRECTORY, JournalEntry, acting_as
 from workspacefs.streams import content_id_of
 from workspacefs.testing._s3 import S3Server
 
@@ -425,3 +425,25 @@ def test_retention_in_another_process_never_leaves_an_entry_without_its_content(
     writer.write_bytes("a.txt", b"v3")
     writer.undo(writer.history(limit=1)[0].entry_id)
     assert writer.read_bytes("a.txt").content == b"old"
+
+
+def test_a_create_the_store_refused_leaves_no_entry_though_the_same_bytes_are_there(buckets: S3Server) -> None:
+    """Another process creates the same file with the same bytes between this create's entry and its
+    conditional PUT: the store refuses ours, so our entry is dropped, not judged by the bytes (theirs)."""
+    root = fresh_root()
+    alice, bob = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    alice.write_bytes("seed", b"s")
+    put = bob._client.put
+    done = [False]
+
+    def racing(key: str, data: bytes, **options: Any) -> Any:
+        if "/journal/" in key and b"config.json" in data and b'"pending"' in data and not done[0]:
+            done[0] = True
+            with acting_as("alice"):
+                alice.write_bytes("config.json", b"{}", mode="create")
+        return put(key, data, **options)
+
+    bob._client.put = racing  # type: ignore[method-assign]
+    with acting_as("bob"), pytest.raises(FileExistsError):
+        bob.write_bytes("config.json", b"{}", mode="create")
+    assert [e.actor.name for e in alice.history(limit=None) if "config.json" in e.paths] == ["alice"]

@@ -25,7 +25,7 @@ from workspacefs.backends.objectstore._journal import CARRIED, NOTHING_LATER, Dr
 from workspacefs.backends.objectstore._layout import Layout, Tree
 from workspacefs.backends.objectstore._manifests import ManifestStore
 from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, AroundCommit, ObjectReader
-from workspacefs.errors import ConcurrentChangeError, SnapshotNotFoundError
+from workspacefs.errors import ConcurrentChangeError, PreconditionFailedError, SnapshotNotFoundError
 from workspacefs.history import DIRECTORY, Change, JournalEntry, current_actor
 from workspacefs.protocol import ByteReader
 from workspacefs.streams import StreamReader
@@ -38,6 +38,10 @@ R = TypeVar("R")
 Kept = tuple[str, int, str | None]
 """A file about to be replaced: its content id, size, and the version that keeps it (``None``: a blob)."""
 Keep = Callable[[], None]
+
+
+_REFUSED = (FileExistsError, PreconditionFailedError)
+"""What a one-file write raises when the store refused its conditional request: it changed nothing."""
 
 
 class _Changed(Exception):  # noqa: N818 - a signal to list again, never seen by callers
@@ -114,7 +118,12 @@ class ObjectHistory(SnapshotMixin):
             raise
         try:
             yield
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, _REFUSED) and len(steps) == 1 and steps[0].change.from_path is None:
+                refused = steps[0]  # a one-file write the store refused (a condition failed): nothing changed
+                draft.applied = [
+                    False if step is refused else was for step, was in zip(draft.steps, draft.applied, strict=True)
+                ]
             if scope is None:
                 self._settle_draft(draft)  # what the failed primitive did, judged by the state
             raise
@@ -149,7 +158,7 @@ class ObjectHistory(SnapshotMixin):
             for step, made in zip(draft.steps, draft.applied, strict=True):
                 if made:
                     steps.append(step)
-                elif draft.entry_id is not None:
+                elif made is None and draft.entry_id is not None:
                     chain = chain or self._changes.next_before(draft.entry_id)
                     steps += self._resolve_step(step, chain)
             return self._changes.finish(draft, steps)
