@@ -447,3 +447,22 @@ def test_a_create_the_store_refused_leaves_no_entry_though_the_same_bytes_are_th
     with acting_as("bob"), pytest.raises(FileExistsError):
         bob.write_bytes("config.json", b"{}", mode="create")
     assert [e.actor.name for e in alice.history(limit=None) if "config.json" in e.paths] == ["alice"]
+
+
+def test_a_grouped_entry_that_wrote_one_path_twice_is_settled_whole(buckets: S3Server) -> None:
+    """A writer dies after a group wrote ``a.txt`` twice: the second write found what the first left, so the
+    settled entry creates the file (undo deletes it), not only rewrites it."""
+    root = fresh_root()
+    dead, reader = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    put = _die_before_done(dead)
+    with pytest.raises(_Died), dead.grouped("edit"):
+        dead.write_bytes("a.txt", b"1")
+        dead.write_bytes("a.txt", b"2")
+    _age_newest(dead, put)
+    entry = reader.history(limit=1)[0]
+    assert [(c.before, c.after) for c in entry.changes] == [
+        (None, content_id_of(b"1")),
+        (content_id_of(b"1"), content_id_of(b"2")),
+    ]
+    reader.undo(entry.entry_id)
+    assert not reader.exists("a.txt")

@@ -155,12 +155,12 @@ class ObjectHistory(SnapshotMixin):
         try:
             steps: list[Step] = []
             chain = None
-            for step, made in zip(draft.steps, draft.applied, strict=True):
+            for index, (step, made) in enumerate(zip(draft.steps, draft.applied, strict=True)):
                 if made:
                     steps.append(step)
                 elif made is None and draft.entry_id is not None:
                     chain = chain or self._changes.next_before(draft.entry_id)
-                    steps += self._resolve_step(step, chain)
+                    steps += self._resolve_step(step, _then_within(draft.steps, index, chain))
             return self._changes.finish(draft, steps)
         except BaseException:
             self._changes.abandon(draft)
@@ -184,7 +184,12 @@ class ObjectHistory(SnapshotMixin):
 
     def _resolve(self, record: Record, next_before: Callable[[str], str | None]) -> list[Step]:
         """The steps of a pending record that took effect (see :meth:`_resolve_step`)."""
-        return [made for step in record.steps for made in self._resolve_step(step, next_before)]
+        steps = record.steps
+        return [
+            made
+            for i, step in enumerate(steps)
+            for made in self._resolve_step(step, _then_within(steps, i, next_before))
+        ]
 
     def _resolve_step(self, step: Step, next_before: Callable[[str], str | None]) -> list[Step]:
         """Whether ``step`` took effect, judged by what its paths held just after it: what the next entry to
@@ -415,3 +420,21 @@ class ObjectHistory(SnapshotMixin):
             current, _ = self._client.probe(sorted({key for key, _ in versions}), [])
             live = {info.key: info.version_id for info in current if info is not None}
             self._client.delete_versions((key, version) for key, version in versions if live.get(key) != version)
+
+
+def _then_within(
+    steps: Sequence[Step], index: int, next_before: Callable[[str], str | None]
+) -> Callable[[str], str | None]:
+    """``next_before`` for step ``index`` of an entry: a later step of the same entry that touched the path
+    comes first (an operation that wrote one path twice: the second write found what the first left)."""
+    later = steps[index + 1 :]
+
+    def found(path: str) -> str | None:
+        for step in later:
+            if step.change.path == path:
+                return step.change.before
+            if step.change.from_path == path:
+                return step.change.after
+        return next_before(path)
+
+    return found
