@@ -27,7 +27,7 @@ from workspacefs.history import DIRECTORY, Actor, Change, ChangeWatcher, Journal
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import WriteMode, WriteResult
 
-__all__ = ["HistoryMixin", "Scope", "operation_key"]
+__all__ = ["HistoryMixin", "Scope", "operation_key", "undo_request"]
 
 
 @dataclass(slots=True)
@@ -59,6 +59,26 @@ class _Mutations(Protocol):
     ) -> WriteResult: ...
     def open_write(self, path: str, *, mode: WriteMode = "overwrite", create_parents: bool = True) -> ByteWriter: ...
     def open_read(self, path: str) -> ByteReader: ...
+
+
+def undo_request(
+    entry_id: int | Sequence[int] | None, actor: str | Actor | None, last: int | None
+) -> tuple[list[int] | None, int]:
+    """What an undo's arguments ask for: ids (newest first), or (``None``) the ``last`` n entries of ``actor``
+    with n; ``ValueError`` for arguments that ask for neither (every ``undo`` and ``check_undo`` reads them so)."""
+    if entry_id is not None:
+        if actor is not None or last is not None:
+            raise ValueError("give an entry id, or an actor with last=n, not both")
+        ids = [entry_id] if isinstance(entry_id, int) else list(entry_id)
+        if not ids:
+            raise ValueError("give at least one entry id to undo")
+        return sorted({_entry_id(each) for each in ids}, reverse=True), len(ids)
+    if actor is None:
+        raise ValueError("give the entry id to undo, or an actor and last=n")
+    count = 1 if last is None else last
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError("last must be a positive number of entries")
+    return None, count
 
 
 def operation_key() -> str:
@@ -244,19 +264,10 @@ class HistoryMixin(FilesystemCore):
         self._writable("/")
         if self._current_scope() is not None:
             raise ValueError("undo cannot run inside an operation in progress (a grouped block): undo after it")
-        if entry_id is not None:
-            if actor is not None or last is not None:
-                raise ValueError("give an entry id, or an actor with last=n, not both")
-            ids = [entry_id] if isinstance(entry_id, int) else list(entry_id)
-            targets = [journal.entry(_entry_id(each)) for each in sorted(set(ids), key=_entry_id, reverse=True)]
-            if not targets:
-                raise ValueError("give at least one entry id to undo")
+        ids, count = undo_request(entry_id, actor, last)
+        if ids is not None:
+            targets = [journal.entry(each) for each in ids]
         else:
-            if actor is None:
-                raise ValueError("give the entry id to undo, or an actor and last=n")
-            count = 1 if last is None else last
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise ValueError("last must be a positive number of entries")
             targets = journal.entries(actor=actor, limit=count)
             if not targets:
                 raise HistoryEntryNotFoundError(f"No journal entries by {actor!r}")

@@ -39,7 +39,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import cast
 
-from workspacefs.backends._history import HistoryMixin, Scope, operation_key
+from workspacefs.backends._history import HistoryMixin, Scope, operation_key, undo_request
 from workspacefs.backends.composite._mounts import Mounted, MountTable
 from workspacefs.errors import HistoryEntryNotFoundError, UndoConflictError, UnsupportedOperationError, caller_paths
 from workspacefs.history import Actor, Change, ChangeWatcher, HistoryFilesystem, JournalEntry, current_actor
@@ -335,21 +335,10 @@ class CompositeHistory(HistoryMixin):
         """The mounts' ids an undo with these arguments names, by mount index."""
         self._journaling()
         self._writable("/")
-        if entry_id is not None:
-            if actor is not None or last is not None:
-                raise ValueError("give an entry id, or an actor with last=n, not both")
-            targets = [entry_id] if isinstance(entry_id, int) else builtins.list(entry_id)
-            if not targets:
-                raise ValueError("give at least one entry id to undo")
-        else:
-            if actor is None:
-                raise ValueError("give the entry id to undo, or an actor and last=n")
-            count = 1 if last is None else last
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise ValueError("last must be a positive number of entries")
-            targets = [entry.entry_id for entry in self.history(actor=actor, limit=count)]
-            if not targets:
-                raise HistoryEntryNotFoundError(f"No journal entries by {actor!r}")
+        ids, count = undo_request(entry_id, actor, last)
+        targets = ids if ids is not None else [entry.entry_id for entry in self.history(actor=actor, limit=count)]
+        if not targets:
+            raise HistoryEntryNotFoundError(f"No journal entries by {actor!r}")
         shares: dict[int, tuple[Mounted, builtins.list[int]]] = {}
         for target in targets:
             index, mounted, inner = self._locate(target)
