@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -272,38 +273,64 @@ def test_a_database_from_before_0008_keeps_its_snapshots_and_takes_new_ones_by_m
     store.close()
 
 
+class _Turns:
+    """Keeps writers and snapshots interleaved however the threads are scheduled: a writer more than ``ahead``
+    writes past the last snapshot waits for the next one (snapshots then always run among writes)."""
+
+    def __init__(self, wanted: int, ahead: int = 8) -> None:
+        self.wanted, self.ahead, self.taken = wanted, ahead, 0
+        self.changed = threading.Condition()
+
+    def snapshot_taken(self) -> None:
+        with self.changed:
+            self.taken += 1
+            self.changed.notify_all()
+
+    def may_write(self, written: int) -> bool:
+        """Whether a writer that wrote ``written`` files goes on (it waits its turn first)."""
+        with self.changed:
+            while self.taken < self.wanted and written >= (self.taken + 1) * self.ahead:
+                self.changed.wait()
+            return self.taken < self.wanted
+
+
+def _write_in_turn(store: SqlStore, session_id: str, w: int, turns: _Turns, failures: list[BaseException]) -> None:
+    """Writer ``w``: files one after another (overwriting the one before, so versions carry content) until
+    enough snapshots were taken."""
+    mine = SqlFilesystem(store, session_id, create=False)
+    try:
+        i = 0
+        while turns.may_write(i):
+            mine.write_bytes(f"w{w}/f{i:04d}", b"%d" % i)
+            if i % 2:
+                mine.write_bytes(f"w{w}/f{i - 1:04d}", b"again %d" % i)
+            i += 1
+    except BaseException as exc:  # reported by the test
+        failures.append(exc)
+
+
 def test_snapshots_taken_while_others_write_restore_to_a_state_that_was(store: SqlStore) -> None:
     """Writers add files one after another while snapshots are taken: every snapshot restores to a prefix of each
     writer's sequence (a state the session was in) whose count is the snapshot's own — never a mix."""
-    import threading
-
     fs = SqlFilesystem(store, f"race-{next(_ids)}")
-    writers, each = 3, 40
+    writers, wanted = 3, 6
     for w in range(writers):
         fs.mkdir(f"w{w}")
-    stop = threading.Event()
+    turns = _Turns(wanted)
     failures: list[BaseException] = []
-
-    def write(w: int) -> None:
-        mine = SqlFilesystem(store, fs.session_id, create=False)
-        try:
-            for i in range(each):
-                mine.write_bytes(f"w{w}/f{i:03d}", b"%d" % i)
-                if i % 2:  # overwrites too, so that versions carry content
-                    mine.write_bytes(f"w{w}/f{i - 1:03d}", b"again %d" % i)
-        except BaseException as exc:  # reported below
-            failures.append(exc)
-
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    threads = [
+        threading.Thread(target=_write_in_turn, args=(store, fs.session_id, w, turns, failures)) for w in range(writers)
+    ]
     for thread in threads:
         thread.start()
     taken = []
-    while any(t.is_alive() for t in threads) and not stop.is_set():
+    while any(t.is_alive() for t in threads):
         taken.append(fs.snapshot())
+        turns.snapshot_taken()
     for thread in threads:
         thread.join()
     assert not failures
-    assert len(taken) >= 2
+    assert len(taken) >= wanted
     for snapshot in taken:
         fs.restore(snapshot)
         files = [e.path for e in fs.walk("/") if e.is_file]
