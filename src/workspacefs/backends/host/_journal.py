@@ -440,6 +440,8 @@ class HostJournal(Journal):
 
     def _flush_peers(self) -> None:
         """Commit what other journals of this root in this process hold open, so a read here sees it."""
+        if len(self._peers) == 1:  # only this one (a record runs this per entry: no lock, no list)
+            return
         with _PEERS_LOCK:
             peers = list(self._peers)
         for peer in peers:

@@ -353,12 +353,9 @@ class ObjectHistory(SnapshotMixin):
             return list(self._client.latest_versions(prefix))
         return [item for item in self._client.list(prefix, recursive=True) if isinstance(item, ObjectInfo)]
 
-    def _keep_content(
-        self, infos: Sequence[ObjectInfo], ids: Sequence[str], *, probe: bool = True, trust_seen: bool = True
-    ) -> None:
-        """Make sure the store holds one copy of every content id (copying only what it lacks; without
-        ``probe``, copying what this process has not seen there without asking first: one request, not two;
-        without ``trust_seen``, asking about what it has seen too)."""
+    def _keep_content(self, infos: Sequence[ObjectInfo], ids: Sequence[str], *, trust_seen: bool = True) -> None:
+        """Make sure the store holds one copy of every content id, copying only what it lacks (without
+        ``trust_seen``, asking about what this process has seen there too)."""
         seen, lock = self._blobs_seen, self._blobs_lock
         sources: dict[str, ObjectInfo] = {}
         for info, content_id in zip(infos, ids, strict=True):
@@ -367,10 +364,8 @@ class ObjectHistory(SnapshotMixin):
             unknown = sorted(set(sources) - seen) if trust_seen else sorted(sources)
         if not unknown:
             return
-        missing = unknown
-        if probe:
-            found, _ = self._client.probe([self._store.blob_key(content_id) for content_id in unknown], [])
-            missing = [content_id for content_id, info in zip(unknown, found, strict=True) if info is None]
+        found, _ = self._client.probe([self._store.blob_key(content_id) for content_id in unknown], [])
+        missing = [content_id for content_id, info in zip(unknown, found, strict=True) if info is None]
 
         def keep(content_id: str) -> None:
             try:
