@@ -466,3 +466,42 @@ def test_a_grouped_entry_that_wrote_one_path_twice_is_settled_whole(buckets: S3S
     ]
     reader.undo(entry.entry_id)
     assert not reader.exists("a.txt")
+
+
+def test_an_id_another_process_used_and_pruned_is_never_claimed_again(buckets: S3Server) -> None:
+    """Review finding 14: a process numbering on from its cached next id found that id's key free after another
+    process had used and pruned it, and so wrote an entry older-numbered than ones made before it."""
+    root = fresh_root()
+    late, busy = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    late.write("a0.txt", "a")  # id 1: `late` numbers on from 2
+    for index in range(10):
+        busy.write(f"b{index}.txt", "b")  # ids 2..11
+    assert busy.prune_history(keep=2) == 9  # 1..9 leave history; their objects stay, as tombstones
+    seen = busy.history(limit=1)[0].entry_id
+    late.write("a-late.txt", "made after everything else")  # its claim of 2 finds the key taken: lists again
+    assert [e.paths for e in busy.history(since=seen)] == [("a-late.txt",)]
+    newest_first = [e.entry_id for e in busy.history(limit=None)]
+    assert newest_first == sorted(newest_first, reverse=True) and len(newest_first) == 3
+    assert [e.entry_id for e in late.history(limit=None)] == newest_first  # its cached entry 1 is a tombstone now
+
+
+def test_tombstones_go_once_old_and_a_process_lists_again_once_its_newest_id_is_old(buckets: S3Server) -> None:
+    root = fresh_root()
+    s3: Any = buckets.filesystem()
+    late, busy = (ObjectStoreFilesystem(s3, root) for _ in range(2))
+    prefix = busy._changes._prefix
+
+    def entry_objects() -> int:
+        return len(s3.find(prefix))
+
+    late.write("a0.txt", "a")
+    for index in range(4):
+        busy.write(f"b{index}.txt", "b")
+    busy.prune_history(keep=1)
+    assert entry_objects() == 5  # all younger than the tombstone age: kept, four as tombstones
+    busy._changes.tombstone_age = timedelta(0)
+    assert busy.prune_history() == 0 and entry_objects() == 1  # the tombstones went; the newest entry stays
+    late._changes.id_trust = timedelta(0)  # its cached next id (2) is older than it trusts: it lists first
+    late.write("a1.txt", "a")
+    assert [e.paths for e in busy.history(limit=None)] == [("a1.txt",), ("b3.txt",)]
+    assert busy.history()[0].entry_id == 6

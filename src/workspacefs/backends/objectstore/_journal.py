@@ -40,8 +40,11 @@ version an entry leaves behind is deleted with the entry by retention.
 
 Entry ids: where the store enforces ``If-None-Match``, ids are dense and claimed by the entry's own ``PUT``
 (the next id after the newest this process saw; on a conflict one ``LIST`` learns the newest), so they
-increase across processes in the order the changes were begun, never repeat (retention keeps the newest
-entry's object, as a tombstone when it drops the entry itself) and cost no extra request. Elsewhere nothing
+increase across processes in the order the changes were begun and cost no extra request. They never repeat:
+retention keeps the newest entry's object (as a tombstone, state ``dropped``, when it drops the entry itself),
+and every entry's object until the store's newest is :data:`TOMBSTONE_AGE` newer than it (the store's own
+clock), while a process numbers on from a newest id it listed for :data:`ID_TRUST` only. So a process whose
+next id another process has meanwhile used and pruned finds the key still taken, and lists again. Elsewhere nothing
 can arbitrate a claim, so an id is the time in milliseconds times 4,096 plus 12 random bits (kept below 2⁵³
 for JSON readers): ordered by the writers' clocks, unique but for two writers in the same millisecond
 drawing the same bits. Keys are ``10¹⁶ - 1 - id`` in 16 digits, so a ``LIST`` returns the newest first.
@@ -53,7 +56,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -82,6 +85,11 @@ _TOP = 10**_DIGITS - 1
 _MAX_BODY = 256 * 1024 * 1024
 _BATCH = 64
 """Entry bodies fetched at once (concurrently) while reading."""
+TOMBSTONE_AGE = timedelta(minutes=5)
+"""How long retention keeps a dropped entry's object (a tombstone, by the store's clock): far longer than
+:data:`ID_TRUST`, so no process can still be numbering on from before that entry was written."""
+ID_TRUST = timedelta(seconds=30)
+"""How long a process numbers entries on from the newest id it listed before it lists again (one ``LIST``)."""
 _ATTEMPTS = 100
 _RETAIN_EVERY = 256
 
@@ -254,7 +262,11 @@ class ObjectJournal(Journal):
         self.grace = JOURNAL_GRACE
         self.retain_every = _RETAIN_EVERY
         self._lock = threading.Lock()
+        self.tombstone_age = TOMBSTONE_AGE
+        self.id_trust = ID_TRUST
         self._next_id: int | None = None
+        self._listed_at = 0.0
+        """When (``time.monotonic``) this process last listed the newest id."""
         self._last_id = 0
         self._settled: dict[int, Record] = {}
         """Done and dropped records (they never change again), by id: read once per process."""
@@ -276,7 +288,9 @@ class ObjectJournal(Journal):
                 stamp = (int(time.time() * 1000) << 12) | int.from_bytes(os.urandom(2), "big") & 0xFFF
                 self._last_id = max(self._last_id + 1, stamp)
                 return self._last_id
-            if self._next_id is None:
+            now = time.monotonic()
+            if self._next_id is None or now - self._listed_at >= self.id_trust.total_seconds():
+                self._listed_at = now  # taken before the LIST: its answer is at least this fresh
                 self._next_id = self._newest() + 1
             entry_id = self._next_id
             self._next_id += 1
@@ -395,9 +409,14 @@ class ObjectJournal(Journal):
     # --- reading --------------------------------------------------------------------------------------
 
     def _ids(self, *, after: int | None = None, page: int = 1000) -> Iterator[int]:
-        """Every entry id in the store, newest first (down to, not including, ``after``): listed a page at a
-        time, the first of ``page`` keys (a store renders every key it lists: the newest hundred entries should
-        not cost a listing of ten thousand), each next one four times larger, up to 1,000."""
+        """Every entry id in the store, newest first (down to, not including, ``after``)."""
+        return (entry_id for entry_id, _ in self._listing(after=after, page=page))
+
+    def _listing(self, *, after: int | None = None, page: int = 1000) -> Iterator[tuple[int, ObjectInfo]]:
+        """Every entry object in the store with its id, newest first (down to, not including, ``after``):
+        listed a page at a time, the first of ``page`` keys (a store renders every key it lists: the newest
+        hundred entries should not cost a listing of ten thousand), each next one four times larger, up to
+        1,000."""
         last: str | None = None
         while True:
             listed = 0
@@ -411,7 +430,7 @@ class ObjectJournal(Journal):
                     continue
                 if after is not None and entry_id <= after:
                     return
-                yield entry_id
+                yield entry_id, item
             if listed < page:
                 return
             page = min(4 * page, 1000)
@@ -424,10 +443,15 @@ class ObjectJournal(Journal):
             return None
         return _decode(data, info.etag)
 
-    def _load(self, ids: Sequence[int]) -> list[Record | None]:
-        """Records by id: settled ones from memory, the others fetched concurrently."""
+    def _load(self, ids: Sequence[int], etags: Mapping[int, str] | None = None) -> list[Record | None]:
+        """Records by id: settled ones from memory (where ``etags``, as listed, still name that version: retention
+        turns a pruned entry into a tombstone in place), the others fetched concurrently."""
         with self._lock:
             known = {entry_id: self._settled.get(entry_id) for entry_id in ids}
+        if etags is not None:
+            for entry_id, record in known.items():
+                if record is not None and record.etag != etags.get(entry_id, record.etag):
+                    known[entry_id] = None
         missing = [entry_id for entry_id, record in known.items() if record is None]
         for entry_id, record in zip(missing, self._parallel(self._fetch, missing), strict=True):
             known[entry_id] = record
@@ -441,13 +465,13 @@ class ObjectJournal(Journal):
         known yet, and the store may already show its change (``held[0]`` then says so)."""
         newer: list[Record] = []
         waiting = False
-        ids = self._ids(after=after, page=batch)
+        listing = self._listing(after=after, page=batch)
         while True:
-            chunk = [entry_id for _, entry_id in zip(range(batch), ids, strict=False)]
+            chunk = dict(item for _, item in zip(range(batch), listing, strict=False))
             if not chunk:
                 return
             batch = _BATCH
-            for stored in self._load(chunk):
+            for stored in self._load(list(chunk), {entry_id: info.etag for entry_id, info in chunk.items()}):
                 if stored is not None and stored.state == "pending" and (waiting or not self._due(stored)):
                     waiting = True
                     if held is not None:
@@ -578,28 +602,35 @@ class ObjectJournal(Journal):
         Returns how many entries went."""
         if self._read_only:
             raise ReadOnlyError("/")
-        ids = list(self._ids())
-        for record in self._load(ids):  # settle what is due first: a pending entry is never dropped unseen
+        listed = dict(self._listing())
+        ids = list(listed)
+        etags = {entry_id: info.etag for entry_id, info in listed.items()}
+        for record in self._load(ids, etags):  # settle what is due first: a pending entry is never dropped unseen
             if record is not None and record.state == "pending":
                 self._settle(record, None)
-        records = [r for r in self._load(ids) if r is not None]
+        records = [r for r in self._load(ids, etags) if r is not None]
         visible = [r for r in records if r.state == "done"]
         doomed = {r.entry_id for r in visible[keep:]} if keep is not None else set()
         if before is not None:
             doomed |= {r.entry_id for r in visible if r.at < before.timestamp()}
         newest = max(ids, default=0)
+        now = max((info.modified for info in listed.values()), default=None)  # the store's clock, not ours
+        young = {i for i, info in listed.items() if now is not None and now - info.modified < self.tombstone_age}
+        young.add(newest)  # the ids' high-water mark: a new process numbers on from it
         dropped = {r.entry_id for r in records if r.state == "dropped"}
-        if not doomed and not dropped - {newest}:
+        deletable = (doomed | dropped) - young
+        if not doomed and not deletable:
             return 0
         gone = doomed | dropped
         held = {ref for r in records if r.entry_id in gone for ref in r.refs(self._key_of)}
         kept = {ref for r in records if r.entry_id not in gone for ref in r.refs(self._key_of)}
-        top = next((r for r in records if r.entry_id == newest and r.entry_id in doomed), None)
-        if top is not None:  # its object stays, as the ids' high-water mark (a new process numbers on from it)
-            self._client.put(self.key(newest), _encode(replace(top, state="dropped")))
-        self._delete_entries(sorted(gone - {newest}))
+        tombstones = [replace(r, state="dropped") for r in records if r.entry_id in doomed & young]
+        for record, info in zip(tombstones, self._parallel(self._bury, tombstones), strict=True):
+            with self._lock:  # this process reads it as a tombstone from now on; the others by its new ETag
+                self._settled[record.entry_id] = replace(record, etag=info.etag)
+        self._delete_entries(sorted(deletable))
         with self._lock:
-            for entry_id in gone:
+            for entry_id in deletable:
                 self._settled.pop(entry_id, None)
         released = held - kept
         if released:
@@ -607,6 +638,10 @@ class ObjectJournal(Journal):
         if released:
             self._release(released)
         return len(doomed)
+
+    def _bury(self, record: Record) -> ObjectInfo:
+        """Store a dropped entry as its tombstone: the entry leaves history, its id stays taken."""
+        return self._client.put(self.key(record.entry_id), _encode(record))
 
     def _delete_entries(self, ids: Sequence[int]) -> None:
         """Delete entry objects; where the store's bucket keeps versions, every version of them and the
