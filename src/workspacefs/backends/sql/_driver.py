@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from workspacefs.backends.sql._reach import lost_connection
+from workspacefs.backends.sql._turns import Turns
 
 __all__ = ["Driver", "Scope", "Tx"]
 
@@ -74,8 +75,12 @@ class Driver:
     ``sql`` turns statement text written with ``?`` placeholders into the driver's style.
     """
 
-    def __init__(self, engine: Engine, dialect: str, *, pool_size: int, where: str = "") -> None:
+    def __init__(
+        self, engine: Engine, dialect: str, *, pool_size: int, where: str = "", writers: Turns | None = None
+    ) -> None:
         self._engine = engine
+        self.writers = writers
+        """SQLite: the turns this process's writers of the database take (see :mod:`._turns`)."""
         self.where = where
         """The database, for the message of a lost connection."""
         self.postgres = dialect == "postgresql"
@@ -208,13 +213,25 @@ def _hung_up(connection: Any) -> bool:
 class Scope:
     """A checked-out connection for one ``with`` block (a class, not a generator: this is the hot path)."""
 
-    __slots__ = ("_begin", "_driver", "_held", "_tx")
+    __slots__ = ("_begin", "_driver", "_held", "_turns", "_tx")
 
     def __init__(self, driver: Driver, begin: str | None) -> None:
         self._driver = driver
         self._begin = begin
+        self._turns = driver.writers if begin == "BEGIN IMMEDIATE" else None
 
     def __enter__(self) -> Tx:
+        turns = self._turns
+        if turns is not None and not turns.take():
+            self._turns = turns = None  # this thread's write already holds the turn
+        try:
+            return self._enter()
+        except BaseException:
+            if turns is not None:
+                turns.give()
+            raise
+
+    def _enter(self) -> Tx:
         try:
             self._held = held = self._driver._checkout(pipelined=self._begin is not None)
         except Exception as exc:
@@ -231,6 +248,16 @@ class Scope:
         return tx
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: Any) -> None:
+        turns = self._turns
+        if turns is None:
+            self._exit(kind, error)
+            return
+        try:
+            self._exit(kind, error)
+        finally:
+            turns.give()
+
+    def _exit(self, kind: type[BaseException] | None, error: BaseException | None) -> None:
         driver, tx, held = self._driver, self._tx, self._held
         try:
             if kind is None:

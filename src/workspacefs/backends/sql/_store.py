@@ -43,6 +43,7 @@ from workspacefs.backends.sql._schema import (
     snapshots,
     uploads,
 )
+from workspacefs.backends.sql._turns import Turns, turns_for
 from workspacefs.protocol import BytesLike
 from workspacefs.quota import QUOTA_URL_PARAMETERS
 from workspacefs.streams import content_id_of_chunks
@@ -215,8 +216,10 @@ class SqlStore:
         """Whether changes are journaled, and how many entries each session keeps."""
         self._journaled_commits = 0
         self.dialect = sa.engine.make_url(self.url).get_backend_name()
+        self._writers: Turns | None = None
         if self.dialect == "sqlite":
             database = sa.engine.make_url(self.url).database
+            self._writers = turns_for(database, SQLITE_BUSY_TIMEOUT_MS / 1000)
             if database and database != ":memory:":
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
             self.engine = sa.create_engine(self.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
@@ -227,7 +230,9 @@ class SqlStore:
             )
         self.shown_url = sa.engine.make_url(self.url).render_as_string(hide_password=True)
         """The database's URL for messages (no password)."""
-        self.driver = Driver(self.engine, self.dialect, pool_size=pool_size, where=self.shown_url)
+        self.driver = Driver(
+            self.engine, self.dialect, pool_size=pool_size, where=self.shown_url, writers=self._writers
+        )
         """The hot paths' own connections (driver-level statements; see :mod:`._driver`)."""
         self.sql = Statements.build(self.dialect, self.driver.sql)
         """The hot statements, in this database's dialect and placeholder style."""
@@ -269,13 +274,21 @@ class SqlStore:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A write transaction (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: row locks taken by the caller)."""
-        with (
-            self._reachable(),
-            self.engine.connect().execution_options(wsfs_write=True) as connection,
-            connection.begin(),
-        ):
-            yield connection
+        """A write transaction (SQLite: ``BEGIN IMMEDIATE``, after this process's earlier writers of the
+        database, see :mod:`._turns`; PostgreSQL: row locks taken by the caller)."""
+        turns = self._writers
+        taken = turns is not None and turns.take()
+        try:
+            with (
+                self._reachable(),
+                self.engine.connect().execution_options(wsfs_write=True) as connection,
+                connection.begin(),
+            ):
+                yield connection
+        finally:
+            if taken:
+                assert turns is not None
+                turns.give()
 
     @contextmanager
     def read_once(self) -> Iterator[Connection]:
