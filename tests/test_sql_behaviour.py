@@ -253,7 +253,7 @@ def test_migrations_are_applied_and_idempotent(fast_tmp: Path) -> None:
     migrate(url)
     engine = sa.create_engine(url)
     with engine.connect() as connection:
-        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0008"
+        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0009"
     engine.dispose()
 
 
@@ -457,3 +457,20 @@ def test_required_literal_is_sound(pattern: str, line: str) -> None:
     matches = compiled.scan("f", line.encode(), 1, 1, compiled.new_budget())
     if matches:
         assert literal in line.encode(), (pattern, line, literal)
+
+
+def test_a_watcher_puts_no_autocommit_connection_back_into_the_pool(postgres_url: str) -> None:
+    """The PostgreSQL watcher's LISTEN connection ran in autocommit and went back into the pool when the watch
+    ended: every other write transaction then committed statement by statement (a savepoint in it failed)."""
+    store = SqlStore(postgres_url)
+    fs = SqlFilesystem(store, f"watched-{os.getpid()}")
+    with fs.watch("/") as events:
+        fs.write("a.txt", "a")
+        assert events.next_event(10) is not None
+    seen = []
+    for _ in range(6):  # enough to take every connection the pool has handed out
+        with store.write() as connection:
+            seen.append(connection.connection.driver_connection.autocommit)
+            connection.exec_driver_sql("SAVEPOINT checked")
+    assert seen == [False] * 6
+    store.close()

@@ -51,6 +51,8 @@ from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     file_versions,
     session_files,
+    session_usage,
+    sessions,
     snapshot_entries,
     snapshots,
 )
@@ -122,6 +124,10 @@ class _NoParent(Exception):  # noqa: N818 - a signal, not an error anyone sees
 
 
 _RETRIES = 5
+
+
+_USAGE_ROW = "SELECT bytes, files FROM wsfs_session_usage WHERE session_id = ?"
+"""A session's usage as the triggers of migration ``0009`` keep it."""
 
 
 class SqlFilesystem(BaseFilesystem):
@@ -811,15 +817,38 @@ class SqlFilesystem(BaseFilesystem):
 
     # --- usage --------------------------------------------------------------------------------------------
 
-    usage_is_live = True  # one indexed aggregate, and right even when other processes write the session
+    usage_is_live = True  # one row kept by triggers: right even when other processes write the session
 
     def _usage(self) -> Usage:
-        query = sa.select(sa.func.coalesce(sa.func.sum(session_files.c.size_bytes), 0), sa.func.count()).where(
-            session_files.c.session_id == self._session, sa.not_(session_files.c.is_directory)
-        )
-        with self._store.read_once() as connection:
-            total, files = connection.execute(query).one()
-        return Usage(int(total), int(files))
+        """The session's usage row (migration ``0009``); the first time, counted and made, in a transaction that
+        holds the session's changes off (so each change either is in the count or finds the row)."""
+        driver = self._store.driver
+        with driver.statement() as tx:  # the hot path's own connection: a quota asks before every growing change
+            cursor = tx.run(driver.sql(_USAGE_ROW), (self._session,))
+            tx.sync()
+            kept = cursor.fetchone()
+        if kept is not None:
+            return Usage(int(kept[0]), int(kept[1]))
+        row = sa.select(session_usage.c.bytes, session_usage.c.files).where(session_usage.c.session_id == self._session)
+        with self._store.write() as connection:
+            versions.take_mark(connection, self._session)
+            counted = sa.select(
+                sa.literal(self._session),
+                sa.func.coalesce(sa.func.sum(session_files.c.size_bytes), 0),
+                sa.func.count(),
+            ).where(
+                session_files.c.session_id == self._session,
+                sa.not_(session_files.c.is_directory),
+            )
+            made = (
+                self._store.insert(session_usage)
+                .from_select(["session_id", "bytes", "files"], counted)
+                .on_conflict_do_nothing(index_elements=["session_id"])
+            )
+            if connection.execute(sa.select(sessions.c.id).where(sessions.c.id == self._session)).first():
+                connection.execute(made)  # (a deleted session gets no row)
+            found = connection.execute(row).first()
+        return Usage(0, 0) if found is None else Usage(int(found.bytes), int(found.files))
 
     # --- per-file read-only flag ------------------------------------------------------------------------
 

@@ -374,6 +374,7 @@ class SqlJournal(Journal):
         """``LISTEN wsfs_journal`` on a connection of its own; publish the session's new entries."""
         proxy = self._store.engine.raw_connection()
         connection: Any = proxy.driver_connection
+        proxy.detach()  # never back into the pool: in autocommit, the pool's next writer would commit per statement
         try:
             connection.autocommit = True
             connection.execute("LISTEN wsfs_journal")
@@ -386,8 +387,7 @@ class SqlJournal(Journal):
         finally:
             ready.set()
             with contextlib.suppress(Exception):
-                connection.execute("UNLISTEN wsfs_journal")
-            proxy.close()
+                connection.close()
 
     def _catch_up(self) -> None:
         """Publish the rows not published yet, oldest first (a change made in several transactions is published

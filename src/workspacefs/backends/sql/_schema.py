@@ -32,6 +32,7 @@ __all__ = [
     "journal",
     "metadata",
     "session_files",
+    "session_usage",
     "sessions",
     "snapshot_entries",
     "snapshots",
@@ -182,6 +183,16 @@ statement while the session has a snapshot with a mark, for each path's first ch
 ``existed`` false means the path had no row (the change created it). A snapshot with mark ``m`` is the session's
 rows with, for every path that has versions after ``m``, the oldest of those versions instead. No foreign key: a
 session's versions are deleted with its snapshots."""
+
+session_usage = sa.Table(
+    "wsfs_session_usage",
+    metadata,
+    sa.Column("session_id", sa.Text, sa.ForeignKey("wsfs_sessions.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("files", sa.BigInteger, nullable=False),
+)
+"""A session's bytes in files and file count (migration ``0009``): made when first asked for (by a quota), then
+kept by triggers on ``wsfs_files`` in every changing statement, so a quota check reads one row."""
 
 journal = sa.Table(
     "wsfs_journal",
