@@ -505,3 +505,100 @@ def test_tombstones_go_once_old_and_a_process_lists_again_once_its_newest_id_is_
     late.write("a1.txt", "a")
     assert [e.paths for e in busy.history(limit=None)] == [("a1.txt",), ("b3.txt",)]
     assert busy.history()[0].entry_id == 6
+
+
+def test_a_writer_slower_than_the_grace_whose_entry_was_settled_and_pruned_still_records_its_change(
+    buckets: S3Server,
+) -> None:
+    """Review-2 finding 1: a reader settled a slow writer's pending entry (dropped: its change not made yet) and
+    retention deleted it; the writer's conditional rewrite then met a missing key, and the write failed."""
+    root = fresh_root()
+    slow, other = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    other._changes.grace = timedelta(0)
+    other._changes.tombstone_age = timedelta(0)
+    put = slow._client.put
+    stalled = [False]
+
+    def stall(key: str, data: bytes, **options: Any) -> Any:
+        info = put(key, data, **options)
+        if "/journal/" in key and b'"state":"pending"' in data and not stalled[0]:
+            stalled[0] = True  # the entry is stored, the change not made: others see it past the grace
+            assert other.history(limit=None) == []  # settled as dropped
+            other.write("later.txt", "l")
+            other.prune_history()  # the dropped entry's object goes
+        return info
+
+    slow._client.put = stall  # type: ignore[method-assign]
+    slow.write("slow.txt", "s")
+    assert stalled[0]
+    assert [e.paths for e in other.history(limit=None)] == [("slow.txt",), ("later.txt",)]
+
+
+def test_an_entry_another_process_pruned_since_this_one_read_it_is_not_undone(buckets: S3Server) -> None:
+    """Review-2 finding 3: ``undo`` trusted the record this process had settled; another process's retention had
+    turned it into a tombstone and released the content it kept."""
+    root = fresh_root()
+    writer, pruner = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    writer.write("a.txt", "old")
+    writer.write("a.txt", "new")
+    target = writer.history(limit=1)[0].entry_id
+    pruner.write("b.txt", "b")
+    pruner.prune_history(keep=1)
+    with pytest.raises(HistoryEntryNotFoundError):
+        writer.undo(target)
+    assert writer.read_bytes("a.txt").content == b"new"
+
+
+def test_undo_checks_every_entry_s_kept_content_before_changing_anything(buckets: S3Server) -> None:
+    """Review-2 finding 3: undoing two entries, the older one's kept content missing (released by a race or by
+    hand), undid the newer one and then failed: not all or none."""
+    root = fresh_root()
+    s3: Any = buckets.filesystem()
+    fs = ObjectStoreFilesystem(s3, root)
+    fs.write("a.txt", "a1")
+    fs.write("a.txt", "a2")
+    older = fs.history(limit=1)[0].entry_id
+    fs.write("b.txt", "b1")
+    fs.write("b.txt", "b2")
+    newer = fs.history(limit=1)[0].entry_id
+    s3.rm(fs._store.blob_key(content_id_of(b"a1")))
+    with pytest.raises(FileNotFoundError):
+        fs.undo([newer, older])
+    assert (fs.read_bytes("a.txt").content, fs.read_bytes("b.txt").content) == (b"a2", b"b2")
+    assert [e.entry_id for e in fs.history(limit=1)] == [newer]
+
+
+def test_another_process_s_settled_entries_are_read_once(buckets: S3Server) -> None:
+    """Review-2 finding 5: every ``history`` call fetched each entry another process wrote, again."""
+    root = fresh_root()
+    writer, reader = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    for index in range(5):
+        writer.write(f"f{index}.txt", "x")
+    first = reader.history(limit=None)
+    get, fetched = reader._client.get, []
+
+    def counting(key: str, *args: Any, **options: Any) -> Any:
+        fetched.append(key)
+        return get(key, *args, **options)
+
+    reader._client.get = counting  # type: ignore[method-assign]
+    assert reader.history(limit=None) == first
+    assert fetched == []
+
+
+def test_tombstones_do_not_count_toward_retention_s_threshold(buckets: S3Server) -> None:
+    """Review-2 finding 9: tombstones (kept a while after a prune) counted as entries, so every retention pass
+    after one prune pruned again (a full listing and load each time)."""
+    fs = ObjectStoreFilesystem(buckets.filesystem(), fresh_root())
+    journal = fs._changes
+    journal.max_entries, journal.retain_every = 16, 1  # prunes above 18 entries, down to 16
+    prune, pruned = journal.prune, []
+
+    def counting(**options: Any) -> int:
+        pruned.append(len(fs.history(limit=None)))
+        return prune(**options)
+
+    journal.prune = counting  # type: ignore[method-assign]
+    for index in range(22):
+        fs.write(f"f{index}.txt", "x")
+    assert pruned == [19, 19]  # at the 19th write, and at the 22nd (16 + 3 new), never for the tombstones

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
 from workspacefs.backends._core import FilesystemCore
@@ -167,7 +167,8 @@ class HistoryMixin(FilesystemCore):
         limit: int | None = 100,
     ) -> builtins.list[JournalEntry]:
         """Journal entries, newest first: those touching ``path`` (or below it), after entry id or time
-        ``since``, made by ``actor`` (an :class:`Actor` or a name, session or tool-call id); at most ``limit``.
+        ``since`` (UTC where it names no zone), made by ``actor`` (an :class:`Actor` or a name, session or
+        tool-call id); at most ``limit``.
 
         Raises:
             UnsupportedOperationError: the filesystem keeps no history (``capabilities.history``).
@@ -176,6 +177,8 @@ class HistoryMixin(FilesystemCore):
         if limit is not None and limit < 0:
             raise ValueError("limit must not be negative")
         norm = None if path is None else self._norm(path)
+        if isinstance(since, datetime) and since.tzinfo is None:
+            since = since.replace(tzinfo=UTC)  # entries are stamped in UTC: a time without a zone is read so
         return journal.entries(path=norm, since=since, actor=actor, limit=limit)
 
     def history_entry(self, entry_id: int) -> JournalEntry:
@@ -273,6 +276,8 @@ class HistoryMixin(FilesystemCore):
                 raise HistoryEntryNotFoundError(f"No journal entries by {actor!r}")
         if not force:  # every entry is checked before anything changes: all are undone, or none
             self._check_undoable(journal, targets)
+        for target in targets:
+            self._check_kept(target)
         return targets
 
     def undo(
@@ -380,6 +385,10 @@ class HistoryMixin(FilesystemCore):
     def _history_content(self, entry: JournalEntry, index: int) -> bytes | ByteReader:
         """The content the entry's ``index``-th change replaced (what an undo writes back)."""
         raise UnsupportedOperationError(f"{type(self).__name__} keeps no content for undo")
+
+    def _check_kept(self, entry: JournalEntry) -> None:
+        """Raise ``FileNotFoundError`` if content the entry replaced is no longer kept (undo checks every target
+        before changing anything). A backend whose entries and kept content go together has nothing to check."""
 
     # --- helpers for backends -----------------------------------------------------------------------
 

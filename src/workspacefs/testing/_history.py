@@ -7,6 +7,7 @@ entry, refuse an undo over a later change, and (with ``watch``) report each chan
 
 from __future__ import annotations
 
+from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
@@ -91,6 +92,19 @@ class HistorySuite(SuiteBase):
         assert fs.history_entry(first.entry_id) == first
         with pytest.raises(HistoryEntryNotFoundError):
             fs.history_entry(10**12)
+
+    def test_since_a_time_without_a_zone_is_utc(self) -> None:
+        fs = self.journaled()
+        if fs is None:
+            return
+        fs.write("a.txt", "a")
+        made = self.newest(fs)
+        for earlier, later in [(made.time - timedelta(minutes=1), made.time + timedelta(hours=1))]:
+            for zone in (None, UTC):  # `workspacefs log --since 2026-11-24T10:00` gives a time without a zone
+                assert [e.entry_id for e in fs.history(since=earlier.astimezone(UTC).replace(tzinfo=zone))] == [
+                    made.entry_id
+                ]
+                assert fs.history(since=later.astimezone(UTC).replace(tzinfo=zone)) == []
 
     def test_undo_puts_back_what_an_entry_changed_as_a_new_entry(self) -> None:
         fs = self.journaled({"keep.txt": "v1\n"})

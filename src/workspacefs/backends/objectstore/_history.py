@@ -387,6 +387,23 @@ class ObjectHistory(SnapshotMixin):
             raise FileNotFoundError(2, "The content this entry replaced is no longer kept", change.path) from None
         return StreamReader(change.path, ObjectReader(self._client, change.path, info, first), info.size)
 
+    def _check_kept(self, entry: JournalEntry) -> None:
+        """Every blob and version the entry names is still in the store (another process's retention may have
+        released it): one concurrent round of ``HEAD`` requests."""
+        steps = [s for s in self._changes.record_of(entry.entry_id).steps if s.change.before not in (None, DIRECTORY)]
+        blobs = [s for s in steps if s.version is None]
+        versions = [s for s in steps if s.version is not None]
+        found, _ = (
+            self._client.probe([self._store.blob_key(str(s.change.before)) for s in blobs], []) if blobs else ([], [])
+        )
+        kept = self._client.versions_exist([(self._layout.key(s.change.path), str(s.version)) for s in versions])
+        for step, here in [
+            *zip(blobs, [info is not None for info in found], strict=True),
+            *zip(versions, kept, strict=True),
+        ]:
+            if not here:
+                raise FileNotFoundError(2, "The content this entry replaced is no longer kept", step.change.path)
+
     # --- what snapshots and the journal hold, for each other -------------------------------------------
 
     def _snapshot_refs(self) -> set[Ref]:

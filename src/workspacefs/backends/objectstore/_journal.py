@@ -78,6 +78,16 @@ __all__ = [
 
 DEFAULT_MAX_ENTRIES = 10_000
 """Entries a journal keeps by default (an eighth more between two drops)."""
+
+
+def _uptime() -> float:
+    """Seconds on a clock that never goes back and, unlike ``time.monotonic`` on Linux, counts time suspended
+    (a laptop asleep for an hour must not trust an id it listed before)."""
+    return time.clock_gettime(_BOOTTIME) if _BOOTTIME is not None else time.monotonic()
+
+
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
 JOURNAL_GRACE = timedelta(minutes=10)
 """A pending entry younger than this is taken to be a change in progress in another process, not settled."""
 _DIGITS = 16
@@ -266,7 +276,7 @@ class ObjectJournal(Journal):
         self.id_trust = ID_TRUST
         self._next_id: int | None = None
         self._listed_at = 0.0
-        """When (``time.monotonic``) this process last listed the newest id."""
+        """When (:func:`_uptime`) this process last listed the newest id."""
         self._last_id = 0
         self._settled: dict[int, Record] = {}
         """Done and dropped records (they never change again), by id: read once per process."""
@@ -288,7 +298,7 @@ class ObjectJournal(Journal):
                 stamp = (int(time.time() * 1000) << 12) | int.from_bytes(os.urandom(2), "big") & 0xFFF
                 self._last_id = max(self._last_id + 1, stamp)
                 return self._last_id
-            now = time.monotonic()
+            now = _uptime()
             if self._next_id is None or now - self._listed_at >= self.id_trust.total_seconds():
                 self._listed_at = now  # taken before the LIST: its answer is at least this fresh
                 self._next_id = self._newest() + 1
@@ -344,7 +354,7 @@ class ObjectJournal(Journal):
                 _encode(record),
                 if_match=draft.etag if self._client.conditional_writes else None,
             )
-        except PreconditionFailed:
+        except (PreconditionFailed, FileNotFoundError):  # settled by a reader, or settled and pruned since
             return False
         draft.etag = info.etag
         return True
@@ -402,8 +412,11 @@ class ObjectJournal(Journal):
         return record
 
     def _retain(self) -> None:
-        """Retention's periodic pass: when the journal holds an eighth more than ``max_entries``, prune."""
-        if sum(1 for _ in self._ids()) > self.max_entries + self.max_entries // 8:
+        """Retention's periodic pass: when the journal holds an eighth more than ``max_entries`` (tombstones not
+        counted: they stay a while whatever is pruned), prune."""
+        listed = dict(self._listing())
+        records = self._load(list(listed), {entry_id: info.etag for entry_id, info in listed.items()})
+        if sum(1 for r in records if r is None or r.state != "dropped") > self.max_entries + self.max_entries // 8:
             self.prune(keep=self.max_entries)
 
     # --- reading --------------------------------------------------------------------------------------
@@ -453,8 +466,12 @@ class ObjectJournal(Journal):
                 if record is not None and record.etag != etags.get(entry_id, record.etag):
                     known[entry_id] = None
         missing = [entry_id for entry_id, record in known.items() if record is None]
-        for entry_id, record in zip(missing, self._parallel(self._fetch, missing), strict=True):
-            known[entry_id] = record
+        fetched = self._parallel(self._fetch, missing)
+        with self._lock:  # settled ones are read once: a later tombstone shows by its listed ETag
+            for entry_id, record in zip(missing, fetched, strict=True):
+                known[entry_id] = record
+                if record is not None and record.state != "pending":
+                    self._settled[entry_id] = record
         return [known[entry_id] for entry_id in ids]
 
     def _records(
@@ -506,6 +523,8 @@ class ObjectJournal(Journal):
                     _encode(settled),
                     if_match=record.etag if self._client.conditional_writes else None,
                 )
+            except FileNotFoundError:  # settled and pruned by another process meanwhile
+                return None
             except PreconditionFailed:  # its writer (or another reader) settled it first
                 stored = self._fetch(record.entry_id)
                 if stored is None or stored.state == "pending":
@@ -566,10 +585,18 @@ class ObjectJournal(Journal):
                     break
         return found
 
-    def record_of(self, entry_id: int) -> Record:
-        """The done record of an entry (``HistoryEntryNotFoundError`` if none)."""
+    def record_of(self, entry_id: int, *, checked: bool = False) -> Record:
+        """The done record of an entry (``HistoryEntryNotFoundError`` if none). ``checked``: a record this
+        process settled is first checked against the store (one ``HEAD``): another process's retention may
+        have pruned it since, and released what it kept."""
         with self._lock:
             record = self._settled.get(entry_id)
+        if record is not None and checked:
+            info = self._client.head(self.key(entry_id))
+            if info is None or info.etag != record.etag:
+                with self._lock:
+                    self._settled.pop(entry_id, None)
+                record = None
         if record is None:
             record = self._fetch(entry_id)
             if record is not None and record.state == "pending":
@@ -584,7 +611,7 @@ class ObjectJournal(Journal):
         return record
 
     def entry(self, entry_id: int) -> JournalEntry:
-        return self.record_of(entry_id).entry()
+        return self.record_of(entry_id, checked=True).entry()
 
     def held(self) -> set[Ref]:
         """Every blob and version an entry keeps (pending ones too: their change may be on its way)."""
