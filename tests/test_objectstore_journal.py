@@ -309,6 +309,7 @@ def test_retention_keeps_the_newest_entries_and_what_they_replaced(buckets: S3Se
     s3: Any = buckets.filesystem()
     fs = ObjectStoreFilesystem(s3, root, history_entries=4)
     fs._changes.retain_every = 1  # check after every entry (every 256 by default)
+    fs._changes.tombstone_age = timedelta(0)  # content written in the last 5 minutes stays a while (finding 2)
     for index in range(6):
         fs.write("a.txt", f"v{index}")
     assert len(fs.history(limit=None)) == 4  # dropped in batches: at most an eighth more than kept
@@ -321,6 +322,7 @@ def test_pruning_never_deletes_what_a_snapshot_names(buckets: S3Server) -> None:
     root = fresh_root()
     s3: Any = buckets.filesystem()
     fs = ObjectStoreFilesystem(s3, root)
+    fs._changes.tombstone_age = timedelta(0)  # content written in the last 5 minutes stays a while (finding 2)
     fs.write("a.txt", "v1")
     snapshot = fs.snapshot()  # copies v1 into blobs
     fs.write("a.txt", "v2")  # the journal keeps v1 too: the same blob
@@ -602,3 +604,28 @@ def test_tombstones_do_not_count_toward_retention_s_threshold(buckets: S3Server)
     for index in range(22):
         fs.write(f"f{index}.txt", "x")
     assert pruned == [19, 19]  # at the 19th write, and at the 22nd (16 + 3 new), never for the tombstones
+
+
+def test_retention_keeps_a_blob_another_process_kept_after_the_listing(buckets: S3Server) -> None:
+    """Review-2 finding 2: a prune released the blobs of the entries it dropped, judged by a listing made before
+    another process's new entry kept one of them again: that entry named content no longer there."""
+    root = fresh_root()
+    pruner, writer = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    pruner.write("a.txt", "old")
+    pruner.write("a.txt", "x")  # keeps the blob of "old"
+    pruner.write("a.txt", "old")
+    snapshot_refs = pruner._changes._snapshot_refs
+
+    def meanwhile() -> Any:
+        writer.write("a.txt", "new")  # keeps the blob of "old" again, for an entry the prune has not listed
+        return snapshot_refs()
+
+    pruner._changes._snapshot_refs = meanwhile
+    pruner.prune_history(keep=0)
+    writer.undo(writer.history(limit=1)[0].entry_id)
+    assert writer.read_bytes("a.txt").content == b"old"
+    pruner._changes._snapshot_refs = snapshot_refs
+    pruner._changes.tombstone_age = timedelta(0)
+    pruner.prune_history(keep=0)  # once old, what only the dropped entries kept goes
+    s3: Any = buckets.filesystem()
+    assert not s3.exists(pruner._store.blob_key(content_id_of(b"x")))

@@ -138,6 +138,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             read_only=read_only,
             snapshot_refs=self._snapshot_refs,
             release=self._release,
+            fresh=self._fresh,
             max_entries=history_entries,
         )
 

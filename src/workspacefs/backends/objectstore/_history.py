@@ -16,6 +16,7 @@ import threading
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import TypeVar
 
 from workspacefs.backends._history import Scope
@@ -420,6 +421,15 @@ class ObjectHistory(SnapshotMixin):
                 else:
                     held.add(("version", self._layout.key(path), entry.version))
         return held
+
+    def _fresh(self, refs: set[Ref], since: datetime) -> set[Ref]:
+        """The blobs among ``refs`` written after ``since`` (the store's clock): a change in another process may
+        have just kept one for an entry not listed yet (a ``keep`` copies the blob, so its time is new)."""
+        blobs = sorted(ref for ref in refs if ref[0] == "blob")
+        if not blobs:
+            return set()
+        found, _ = self._client.probe([self._store.blob_key(ref[1]) for ref in blobs], [])
+        return {ref for ref, info in zip(blobs, found, strict=True) if info is not None and info.modified > since}
 
     def _release(self, refs: set[Ref]) -> None:
         """Delete blobs and versions retention dropped (a version that is current again is left alone)."""

@@ -257,6 +257,7 @@ class ObjectJournal(Journal):
         read_only: bool,
         snapshot_refs: Callable[[], set[Ref]],
         release: Callable[[set[Ref]], None],
+        fresh: Callable[[set[Ref], datetime], set[Ref]],
         max_entries: int = DEFAULT_MAX_ENTRIES,
     ) -> None:
         super().__init__()
@@ -268,6 +269,7 @@ class ObjectJournal(Journal):
         self._read_only = read_only
         self._snapshot_refs = snapshot_refs
         self._release = release
+        self._fresh = fresh
         self.max_entries = max_entries
         self.grace = JOURNAL_GRACE
         self.retain_every = _RETAIN_EVERY
@@ -651,6 +653,15 @@ class ObjectJournal(Journal):
         gone = doomed | dropped
         held = {ref for r in records if r.entry_id in gone for ref in r.refs(self._key_of)}
         kept = {ref for r in records if r.entry_id not in gone for ref in r.refs(self._key_of)}
+        released = held - kept
+        if released:
+            released -= self._snapshot_refs()
+        if released and now is not None:  # a change in another process, not listed here, may just have kept one
+            recent = self._fresh(released, now - self.tombstone_age)
+            released -= recent
+            holding = {r.entry_id for r in records if r.entry_id in gone and r.refs(self._key_of) & recent}
+            young |= holding  # stays (as a tombstone): its refs are judged again by a later prune
+            deletable -= holding
         tombstones = [replace(r, state="dropped") for r in records if r.entry_id in doomed & young]
         for record, info in zip(tombstones, self._parallel(self._bury, tombstones), strict=True):
             with self._lock:  # this process reads it as a tombstone from now on; the others by its new ETag
@@ -659,9 +670,6 @@ class ObjectJournal(Journal):
         with self._lock:
             for entry_id in deletable:
                 self._settled.pop(entry_id, None)
-        released = held - kept
-        if released:
-            released -= self._snapshot_refs()
         if released:
             self._release(released)
         return len(doomed)
