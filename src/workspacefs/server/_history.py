@@ -59,7 +59,11 @@ Since = Annotated[
     str | None,
     Query(
         pattern=rf"^(\d{{1,18}}|{_TIME})$",
-        description="Only entries after this entry id, or after this time (ISO 8601, e.g. 2026-11-24T10:00:00Z)",
+        description=(
+            "Only entries after this entry id, or after this time (ISO 8601, e.g. 2026-11-24T10:00:00Z; UTC where it"
+            " names no zone). Not a gap-free cursor: on an object store an entry whose change was in progress"
+            " appears once confirmed, with an id below ones listed before it; follow changes with GET …/events"
+        ),
     ),
 ]
 ActorFilter = Annotated[
