@@ -177,6 +177,8 @@ def migrate(engine_or_url: Engine | str) -> None:
         engine.dispose()
 
 
+_COLLECT_BATCH = 1000
+"""Blob ids per statement when collecting: a session's whole set may pass PostgreSQL's 65,535 bind parameters."""
 _ANALYZE_AFTER = 2000
 """Blobs indexed in one catch-up after which PostgreSQL's statistics of the index tables are renewed."""
 
@@ -545,10 +547,12 @@ class SqlStore:
             return
 
     def _collect(self, connection: Connection, blob_ids: Sequence[str]) -> None:
-        hashes = connection.execute(
-            sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.blob_id.in_(blob_ids)).distinct()
-        ).scalars()
-        for sql, params in self.release_statements(blob_ids, list(hashes)):
+        hashes: set[str] = set()
+        for start in range(0, len(blob_ids), _COLLECT_BATCH):  # PostgreSQL takes at most 65,535 parameters
+            batch = blob_ids[start : start + _COLLECT_BATCH]
+            query = sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.blob_id.in_(batch)).distinct()
+            hashes.update(connection.execute(query).scalars())
+        for sql, params in self.release_statements(blob_ids, sorted(hashes)):
             connection.exec_driver_sql(sql, params)
 
     def _drop_unused_chunks(self, connection: Connection, hashes: Iterable[str]) -> None:
