@@ -1193,7 +1193,7 @@ class SqlFilesystem(BaseFilesystem):
         _check_session_id(fork_id)
         if snapshot is not None:
             self._check_compatible(snapshot)
-        with self._store.write() as connection:
+        with self._store.write(checked=False) as connection:  # copies of valid rows: SQLite skips FK checks
             chosen = None if snapshot is None else self._own_snapshot(connection, snapshot)
             copy_session(connection, self._store, self._session, fork_id, chosen)
         return SqlFilesystem(
