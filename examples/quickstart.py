@@ -24,6 +24,6 @@ with fs.open_write("data/big.bin") as writer:  # streaming: no size cap, atomic 
         writer.write(b"\0" * 65536)
 print(fs.stat("data/big.bin").size_bytes)  # 262144
 
-branch = fs.fork()  # an O(1) copy-on-write branch to explore and throw away
+branch = fs.fork()  # a branch to explore and throw away (in memory: O(1), copy-on-write)
 branch.write("src/app.py", "experiment\n")
 assert fs.read("src/app.py").content.startswith("def main")

@@ -1181,9 +1181,10 @@ class SqlFilesystem(BaseFilesystem):
         """A new session of the same store starting from the current files or ``snapshot``.
 
         Costs one transaction copying the file rows (O(files) rows of metadata, no content: blobs are shared
-        and deduplicated); the fork's journal starts empty. The fork and this session are one family: each may
-        restore, diff and merge the other's snapshots, so an agent's work on a fork merges back here with
-        :meth:`merge`. ``session_id`` names the fork (default: this session's id plus a random suffix).
+        and deduplicated; SQLite copies them without foreign key checks); the fork's journal starts empty. The
+        fork and this session are one family: each may restore, diff and merge the other's snapshots, so an
+        agent's work on a fork merges back here with :meth:`merge`. ``session_id`` names the fork (default: this
+        session's id plus a random suffix).
 
         Raises:
             FileExistsError: ``session_id`` is taken.
@@ -1193,7 +1194,7 @@ class SqlFilesystem(BaseFilesystem):
         _check_session_id(fork_id)
         if snapshot is not None:
             self._check_compatible(snapshot)
-        with self._store.write() as connection:
+        with self._store.write(checked=False) as connection:  # copies of valid rows: SQLite skips FK checks
             chosen = None if snapshot is None else self._own_snapshot(connection, snapshot)
             copy_session(connection, self._store, self._session, fork_id, chosen)
         return SqlFilesystem(
