@@ -14,6 +14,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
@@ -27,7 +28,7 @@ from workspacefs.history import DIRECTORY, Actor, Change, ChangeWatcher, Journal
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import WriteMode, WriteResult
 
-__all__ = ["HistoryMixin", "Scope", "operation_key", "undo_request"]
+__all__ = ["HistoryMixin", "Scope", "operation_key", "undo_in_group", "undo_request"]
 
 
 @dataclass(slots=True)
@@ -45,6 +46,21 @@ class Scope:
     """The entry the scope's changes became (set once the first is recorded, or when the scope ends)."""
     ended: bool = False
     """Set when the operation's block ends: a change made later (by a task it started) is not part of it."""
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    """Orders a worker thread's change against the block's end: it joins the scope or is an entry of its own."""
+
+    def join(self, changes: Sequence[Any]) -> bool:
+        """Add ``changes`` unless the block has ended (``False``: they are an entry of their own, not lost)."""
+        with self.lock:
+            if self.ended:
+                return False
+            self.changes.extend(changes)
+            return True
+
+    def end(self) -> None:
+        """The block ended: no change joins from now on (a worker thread still writing records its own)."""
+        with self.lock:
+            self.ended = True
 
 
 class _Mutations(Protocol):
@@ -79,6 +95,11 @@ def undo_request(
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError("last must be a positive number of entries")
     return None, count
+
+
+def undo_in_group() -> ValueError:
+    """The refusal of an undo inside a grouped block: its entry would vanish into the group's."""
+    return ValueError("undo cannot run inside an operation in progress (a grouped block): undo after it")
 
 
 def operation_key() -> str:
@@ -126,8 +147,10 @@ class HistoryMixin(FilesystemCore):
         try:
             yield scope
         finally:
-            scope.ended = True
-            _SCOPE.set(outer)  # not a token's reset: the block may end in another context (a worker thread)
+            scope.end()
+            # not a token's reset: the block may end in another context (a worker thread), and groups of several
+            # filesystems (a composite's mounts) may end in any order: this scope leaves, the others stay
+            _SCOPE.set(tuple(each for each in _SCOPE.get() if each is not scope))
             if scope.changes:
                 self._scope_finished(scope)
 
@@ -135,8 +158,7 @@ class HistoryMixin(FilesystemCore):
         """Journal what a primitive changed: into the operation in progress, or as an entry of its own (for
         journals that record after the change; SQL writes its rows in the change's transaction instead)."""
         scope = self._current_scope()
-        if scope is not None:
-            scope.changes.extend(changes)
+        if scope is not None and scope.join(changes):
             return
         journal = self._journal()
         if changes and journal is not None:
@@ -263,7 +285,7 @@ class HistoryMixin(FilesystemCore):
         journal = self._require_journal()
         self._writable("/")
         if self._current_scope() is not None:
-            raise ValueError("undo cannot run inside an operation in progress (a grouped block): undo after it")
+            raise undo_in_group()
         ids, count = undo_request(entry_id, actor, last)
         if ids is not None:
             targets = [journal.entry(each) for each in ids]

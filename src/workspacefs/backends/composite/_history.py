@@ -39,7 +39,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import cast
 
-from workspacefs.backends._history import HistoryMixin, Scope, operation_key, undo_request
+from workspacefs.backends._history import HistoryMixin, Scope, operation_key, undo_in_group, undo_request
 from workspacefs.backends.composite._mounts import Mounted, MountTable
 from workspacefs.errors import HistoryEntryNotFoundError, UndoConflictError, UnsupportedOperationError, caller_paths
 from workspacefs.history import Actor, Change, ChangeWatcher, HistoryFilesystem, JournalEntry, current_actor
@@ -49,34 +49,54 @@ __all__ = ["CompositeHistory"]
 
 
 class _Operation:
-    """One operation of a composite in progress, and the mount operation it has open (one at a time)."""
+    """One operation of a composite in progress: the group of every mount it may change, open from its start to
+    its end, so that a worker thread carrying the operation's context (``asyncio.to_thread``, an executor run in
+    ``copy_context()``) carries the mounts' groups too and joins them: one entry per mount, whichever thread
+    changes it, however the changes alternate between mounts."""
 
     def __init__(self, owner: object, operation: str) -> None:
         self.owner = owner
         self.operation = operation
-        self._mounted: Mounted | None = None
-        self._open: contextlib.AbstractContextManager[None] | None = None
+        self.ended = False
+        self._open: dict[str, contextlib.AbstractContextManager[None]] = {}
+        self._changed: dict[str, None] = {}
+        """The mounts changed so far, in the order first changed: their entries are made in that order."""
 
-    def enter(self, mounted: Mounted) -> None:
-        """Make ``mounted``'s changes from now on part of one entry of its own (the mount before ends its)."""
-        if mounted is self._mounted:
-            return
-        self.close()
-        if mounted.fs.capabilities.history:
-            opened = cast(HistoryFilesystem, mounted.fs).grouped(self.operation)
-            opened.__enter__()
-            self._mounted, self._open = mounted, opened
-        else:
-            self._mounted = mounted
+    def open(self, table: MountTable) -> None:
+        """Open the group of every writable mount with a journal (before any change: a context copied later,
+        by a worker thread, holds them all); on a failure, close those already open."""
+        try:
+            for mounted in table:
+                if mounted.fs.capabilities.history and not mounted.fs.read_only:
+                    opened = cast(HistoryFilesystem, mounted.fs).grouped(self.operation)
+                    opened.__enter__()
+                    self._open[mounted.point] = opened
+        except BaseException:
+            self.close()
+            raise
+
+    def changing(self, mounted: Mounted) -> None:
+        """Note that ``mounted`` is about to change (its group is already open)."""
+        self._changed.setdefault(mounted.point)
 
     def close(self) -> None:
-        """End the open mount's operation (its changes become its entry)."""
-        opened, self._open, self._mounted = self._open, None, None
-        if opened is not None:
-            opened.__exit__(None, None, None)
+        """End every mount's group, the mounts changed first first (each group's changes become its entry)."""
+        self.ended = True
+        opened, self._open = self._open, {}
+        changed = tuple(self._changed)  # one step: a worker thread may still note a change
+        order = [point for point in changed if point in opened] + [p for p in opened if p not in changed]
+        failed: BaseException | None = None
+        for point in order:
+            try:
+                opened[point].__exit__(None, None, None)
+            except BaseException as exc:  # the other mounts' groups still end
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
 
-_OPERATION: ContextVar[_Operation | None] = ContextVar("workspacefs_composite_operation", default=None)
+_OPERATIONS: ContextVar[tuple[_Operation, ...]] = ContextVar("workspacefs_composite_operations", default=())
+"""The composite operations in progress in this thread or task, innermost first (one per composite)."""
 
 
 class CompositeHistory(HistoryMixin):
@@ -88,30 +108,38 @@ class CompositeHistory(HistoryMixin):
 
     # --- grouping one operation's changes per mount -------------------------------------------------
 
+    def _operation(self) -> _Operation | None:
+        """This composite's operation in progress in this thread or task (a worker thread that copied its
+        context included; once the operation's block has ended, none)."""
+        for running in _OPERATIONS.get():
+            if running.owner is self:
+                return None if running.ended else running
+        return None
+
     @contextlib.contextmanager
     def _journaled(self, operation: str, *, undoes: int | None = None, detail: str | None = None) -> Iterator[Scope]:
         """The composite's operation: every mount it changes groups those changes into one entry (see
-        :meth:`_changing`); an operation already in progress absorbs this one."""
+        :class:`_Operation`); an operation already in progress absorbs this one."""
         scope = Scope(self, operation, operation_key(), current_actor(), undoes, detail)
-        running = _OPERATION.get()
-        if running is not None and running.owner is self:
+        if self._operation() is not None:
             yield scope
             return
         mine = _Operation(self, operation)
-        token = _OPERATION.set(mine)
+        mine.open(self._table)
+        _OPERATIONS.set((mine, *_OPERATIONS.get()))
         try:
             yield scope
         finally:
+            _OPERATIONS.set(tuple(each for each in _OPERATIONS.get() if each is not mine))  # may end in another context
             mine.close()
-            _OPERATION.reset(token)
 
     @contextlib.contextmanager
     def _changing(self, mounted: Mounted) -> Iterator[None]:
         """Around a change the composite makes in ``mounted``: part of the operation in progress, with the
         mount's error paths renamed into the composite's."""
-        running = _OPERATION.get()
-        if running is not None and running.owner is self:
-            running.enter(mounted)
+        running = self._operation()
+        if running is not None:
+            running.changing(mounted)
         with mounted.speaking_outside():
             yield
 
@@ -335,6 +363,8 @@ class CompositeHistory(HistoryMixin):
         """The mounts' ids an undo with these arguments names, by mount index."""
         self._journaling()
         self._writable("/")
+        if self._operation() is not None:
+            raise undo_in_group()
         ids, count = undo_request(entry_id, actor, last)
         targets = ids if ids is not None else [entry.entry_id for entry in self.history(actor=actor, limit=count)]
         if not targets:
