@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from workspacefs.backends._core import FilesystemCore
 from workspacefs.errors import HistoryEntryNotFoundError, UndoConflictError, UnsupportedOperationError
@@ -28,7 +28,14 @@ from workspacefs.history import DIRECTORY, Actor, Change, ChangeWatcher, Journal
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import WriteMode, WriteResult
 
-__all__ = ["HistoryMixin", "Scope", "operation_key", "undo_in_group", "undo_request"]
+__all__ = ["HistoryMixin", "Scope", "operation_key", "undo_in_group", "undo_request", "without"]
+
+_T = TypeVar("_T")
+
+
+_ENDING = threading.Lock()
+"""Orders a worker thread's change against its scope's end: it joins the scope or is an entry of its own (one lock
+for every scope: it is held for a list's extend, and a lock per scope would cost each operation one more object)."""
 
 
 @dataclass(slots=True)
@@ -46,12 +53,10 @@ class Scope:
     """The entry the scope's changes became (set once the first is recorded, or when the scope ends)."""
     ended: bool = False
     """Set when the operation's block ends: a change made later (by a task it started) is not part of it."""
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    """Orders a worker thread's change against the block's end: it joins the scope or is an entry of its own."""
 
     def join(self, changes: Sequence[Any]) -> bool:
         """Add ``changes`` unless the block has ended (``False``: they are an entry of their own, not lost)."""
-        with self.lock:
+        with _ENDING:
             if self.ended:
                 return False
             self.changes.extend(changes)
@@ -59,7 +64,7 @@ class Scope:
 
     def end(self) -> None:
         """The block ended: no change joins from now on (a worker thread still writing records its own)."""
-        with self.lock:
+        with _ENDING:
             self.ended = True
 
 
@@ -150,7 +155,7 @@ class HistoryMixin(FilesystemCore):
             scope.end()
             # not a token's reset: the block may end in another context (a worker thread), and groups of several
             # filesystems (a composite's mounts) may end in any order: this scope leaves, the others stay
-            _SCOPE.set(tuple(each for each in _SCOPE.get() if each is not scope))
+            _SCOPE.set(without(_SCOPE.get(), scope))
             if scope.changes:
                 self._scope_finished(scope)
 
@@ -262,10 +267,17 @@ class HistoryMixin(FilesystemCore):
     def grouped(self, operation: str) -> contextlib.AbstractContextManager[None]:
         """Make every change made through this filesystem inside the ``with`` block one journal entry named
         ``operation``, undone as one (inside an operation already in progress: part of that one). Without a
-        journal the block just runs."""
+        journal the block just runs.
+
+        Threads and tasks started in the block with its context join it; a change they make after it ended,
+        or still under way as it ends, is an entry of its own (:meth:`Scope.join`)."""
         if not isinstance(operation, str) or not operation.strip():
             raise ValueError("operation must be a non-empty name")
-        return _grouping(self._journaled(operation))
+        return _grouping(self._group(operation))
+
+    def _group(self, operation: str) -> contextlib.AbstractContextManager[Scope]:
+        """The operation :meth:`grouped` opens (a composite's opens every mount's group at its start)."""
+        return self._journaled(operation)
 
     def check_undo(
         self,
@@ -454,6 +466,13 @@ class _Plan:
                 elif path.startswith(dst + "/"):
                     return True, None  # moved away with its directory
         return False, path
+
+
+def without(items: tuple[_T, ...], item: _T) -> tuple[_T, ...]:
+    """``items`` less ``item`` (by identity; it is most often the first)."""
+    if items and items[0] is item:
+        return items[1:]
+    return tuple(each for each in items if each is not item)
 
 
 def _ancestors(path: str) -> list[str]:
