@@ -305,17 +305,15 @@ def test_a_worker_writing_after_the_composite_group_ended_is_journaled() -> None
     ]
 
 
-class _Pausing(InMemoryFilesystem):
-    """Memory whose next change, once it has found the group it belongs to, waits for ``go`` (the moment a write
-    is under way when its group ends)."""
+class _Pausing:
+    """A filesystem whose next change in a worker thread, once it has found the group it belongs to, waits for
+    ``go`` (the moment a write is under way when its group ends)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.armed = False
-        self.found, self.go = threading.Event(), threading.Event()
+    armed = False
+    found = go = threading.Event()
 
     def _current_scope(self) -> Scope | None:
-        scope = super()._current_scope()
+        scope: Scope | None = super()._current_scope()  # type: ignore[misc]
         if self.armed and scope is not None and threading.current_thread() is not threading.main_thread():
             self.armed = False
             self.found.set()
@@ -323,16 +321,31 @@ class _Pausing(InMemoryFilesystem):
         return scope
 
 
-def test_a_write_under_way_when_the_group_ends_is_not_lost() -> None:
-    a = _Pausing()
+class _PausingMemory(_Pausing, InMemoryFilesystem):
+    pass
+
+
+class _PausingHost(_Pausing, HostFilesystem):
+    pass
+
+
+@pytest.mark.parametrize("kind", ["memory", "host"])
+def test_a_write_under_way_when_the_group_ends_is_not_lost(kind: str, fast_tmp: Path) -> None:
+    tmp = Path(tempfile.mkdtemp(dir=fast_tmp))
+    (tmp / "root").mkdir()
+    a = _PausingMemory() if kind == "memory" else _PausingHost(tmp / "root", snapshot_dir=tmp / "snapshots")
+    a.found, a.go = threading.Event(), threading.Event()
     fs = CompositeFilesystem({"/a": a, "/b": InMemoryFilesystem()})
     with ThreadPoolExecutor(1) as pool:
         with fs.grouped("batch"):
             fs.write_bytes("/a/first.txt", b"1")
             a.armed = True
             future = pool.submit(contextvars.copy_context().run, fs.write_bytes, "/a/racing.txt", b"2")
-            a.found.wait(WAIT)
+            assert a.found.wait(WAIT)
         a.go.set()
         future.result()
-    journaled = {path for e in fs.history(limit=None) for path in e.paths}
-    assert journaled == {"a/first.txt", "a/racing.txt"}
+    assert sorted((e.operation, e.paths) for e in fs.history(limit=None)) == [
+        ("batch", ("a/first.txt",)),
+        ("write", ("a/racing.txt",)),  # too late for the group, and not lost
+    ]
+    fs.close()
