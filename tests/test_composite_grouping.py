@@ -349,3 +349,42 @@ def test_a_write_under_way_when_the_group_ends_is_not_lost(kind: str, fast_tmp: 
         ("write", ("a/racing.txt",)),  # too late for the group, and not lost
     ]
     fs.close()
+
+
+class _PausingComposite(CompositeFilesystem):
+    """A composite whose next change in a worker thread, once it has found the operation in progress, waits for
+    ``go`` (a change reaching a mount the block has not changed yet just as the block ends)."""
+
+    armed = False
+    found = go = threading.Event()
+
+    def _operation(self) -> Any:
+        running = super()._operation()
+        if self.armed and running is not None and threading.current_thread() is not threading.main_thread():
+            self.armed = False
+            self.found.set()
+            self.go.wait(WAIT)
+        return running
+
+
+def test_a_worker_reaching_an_unchanged_mount_as_the_group_ends_opens_no_group() -> None:
+    fs = _PausingComposite({"/a": InMemoryFilesystem(), "/b": InMemoryFilesystem()})
+    fs.found, fs.go = threading.Event(), threading.Event()
+    kept: list[contextvars.Context] = []
+
+    def write() -> None:
+        fs.write_bytes("/b/racing.txt", b"2")
+        kept.append(contextvars.copy_context())  # a context that lives on (a pool thread's) keeps what it holds
+
+    with ThreadPoolExecutor(1) as pool:
+        with fs.grouped("batch"):
+            fs.write_bytes("/a/first.txt", b"1")
+            fs.armed = True
+            future = pool.submit(contextvars.copy_context().run, write)
+            assert fs.found.wait(WAIT)
+        fs.go.set()
+        future.result()
+    assert sorted((e.operation, e.paths) for e in fs.history(limit=None)) == [
+        ("batch", ("a/first.txt",)),
+        ("write", ("b/racing.txt",)),
+    ]

@@ -66,6 +66,7 @@ class _Operation:
         self.owner = owner
         self.operation = operation
         self.ended = False
+        self._every_mount = False
         self._open: dict[str, contextlib.AbstractContextManager[None]] = {}
         self._changed: dict[str, None] = {}
         """The mounts changed so far, in the order first changed: their entries are made in that order."""
@@ -73,6 +74,7 @@ class _Operation:
     def open(self, table: MountTable) -> None:
         """Open the group of every writable mount with a journal, before any change (on a failure, close those
         already open)."""
+        self._every_mount = True
         try:
             for mounted in table:
                 self._enter(mounted)
@@ -81,10 +83,11 @@ class _Operation:
             raise
 
     def changing(self, mounted: Mounted) -> None:
-        """Before a change in ``mounted``: its group is open (opened here, in this thread, if not yet)."""
+        """Before a change in ``mounted``: its group is open (opened here, in this thread, on the first change of
+        an operation that did not open every mount's at its start)."""
         if mounted.point not in self._changed:
             self._changed[mounted.point] = None
-            if mounted.point not in self._open:
+            if not self._every_mount:  # never after the start: a worker thread would open one nobody closes
                 self._enter(mounted)
 
     def _enter(self, mounted: Mounted) -> None:
