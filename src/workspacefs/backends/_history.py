@@ -14,12 +14,13 @@ from __future__ import annotations
 import builtins
 import contextlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from workspacefs.backends._core import FilesystemCore
 from workspacefs.errors import HistoryEntryNotFoundError, UndoConflictError, UnsupportedOperationError
@@ -27,7 +28,14 @@ from workspacefs.history import DIRECTORY, Actor, Change, ChangeWatcher, Journal
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import WriteMode, WriteResult
 
-__all__ = ["HistoryMixin", "Scope", "operation_key", "undo_request"]
+__all__ = ["HistoryMixin", "Scope", "operation_key", "undo_in_group", "undo_request", "without"]
+
+_T = TypeVar("_T")
+
+
+_ENDING = threading.Lock()
+"""Orders a worker thread's change against its scope's end: it joins the scope or is an entry of its own (one lock
+for every scope: it is held for a list's extend, and a lock per scope would cost each operation one more object)."""
 
 
 @dataclass(slots=True)
@@ -45,6 +53,19 @@ class Scope:
     """The entry the scope's changes became (set once the first is recorded, or when the scope ends)."""
     ended: bool = False
     """Set when the operation's block ends: a change made later (by a task it started) is not part of it."""
+
+    def join(self, changes: Sequence[Any]) -> bool:
+        """Add ``changes`` unless the block has ended (``False``: they are an entry of their own, not lost)."""
+        with _ENDING:
+            if self.ended:
+                return False
+            self.changes.extend(changes)
+            return True
+
+    def end(self) -> None:
+        """The block ended: no change joins from now on (a worker thread still writing records its own)."""
+        with _ENDING:
+            self.ended = True
 
 
 class _Mutations(Protocol):
@@ -79,6 +100,11 @@ def undo_request(
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError("last must be a positive number of entries")
     return None, count
+
+
+def undo_in_group() -> ValueError:
+    """The refusal of an undo inside a grouped block: its entry would vanish into the group's."""
+    return ValueError("undo cannot run inside an operation in progress (a grouped block): undo after it")
 
 
 def operation_key() -> str:
@@ -126,8 +152,10 @@ class HistoryMixin(FilesystemCore):
         try:
             yield scope
         finally:
-            scope.ended = True
-            _SCOPE.set(outer)  # not a token's reset: the block may end in another context (a worker thread)
+            scope.end()
+            # not a token's reset: the block may end in another context (a worker thread), and groups of several
+            # filesystems (a composite's mounts) may end in any order: this scope leaves, the others stay
+            _SCOPE.set(without(_SCOPE.get(), scope))
             if scope.changes:
                 self._scope_finished(scope)
 
@@ -135,8 +163,7 @@ class HistoryMixin(FilesystemCore):
         """Journal what a primitive changed: into the operation in progress, or as an entry of its own (for
         journals that record after the change; SQL writes its rows in the change's transaction instead)."""
         scope = self._current_scope()
-        if scope is not None:
-            scope.changes.extend(changes)
+        if scope is not None and scope.join(changes):
             return
         journal = self._journal()
         if changes and journal is not None:
@@ -243,10 +270,17 @@ class HistoryMixin(FilesystemCore):
     def grouped(self, operation: str) -> contextlib.AbstractContextManager[None]:
         """Make every change made through this filesystem inside the ``with`` block one journal entry named
         ``operation``, undone as one (inside an operation already in progress: part of that one). Without a
-        journal the block just runs."""
+        journal the block just runs.
+
+        Threads and tasks started in the block with its context join it; a change they make after it ended,
+        or still under way as it ends, is an entry of its own (:meth:`Scope.join`)."""
         if not isinstance(operation, str) or not operation.strip():
             raise ValueError("operation must be a non-empty name")
-        return _grouping(self._journaled(operation))
+        return _grouping(self._group(operation))
+
+    def _group(self, operation: str) -> contextlib.AbstractContextManager[Scope]:
+        """The operation :meth:`grouped` opens (a composite's opens every mount's group at its start)."""
+        return self._journaled(operation)
 
     def check_undo(
         self,
@@ -266,7 +300,7 @@ class HistoryMixin(FilesystemCore):
         journal = self._require_journal()
         self._writable("/")
         if self._current_scope() is not None:
-            raise ValueError("undo cannot run inside an operation in progress (a grouped block): undo after it")
+            raise undo_in_group()
         ids, count = undo_request(entry_id, actor, last)
         if ids is not None:
             targets = [journal.entry(each) for each in ids]
@@ -441,6 +475,13 @@ class _Plan:
                 elif path.startswith(dst + "/"):
                     return True, None  # moved away with its directory
         return False, path
+
+
+def without(items: tuple[_T, ...], item: _T) -> tuple[_T, ...]:
+    """``items`` less ``item`` (by identity; it is most often the first)."""
+    if items and items[0] is item:
+        return items[1:]
+    return tuple(each for each in items if each is not item)
 
 
 def _ancestors(path: str) -> list[str]:
