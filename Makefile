@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_container.py
 	$(BIN)/python bench/bench_patch.py
 	$(BIN)/python bench/bench_objectstore.py
+	$(BIN)/python bench/bench_targets.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -11,7 +11,8 @@ connections, driven by a minimal asyncio client (so the client costs little of t
 - ``write``: ``PUT /fs/{path}`` of new 1 KiB content, each client over its own 20 files.
 
 It prints requests per second, p50 and p99 latency, errors (any non-2xx answer or a broken connection;
-there must be none), and each row's throughput as a ratio of the authenticated floor (``÷floor``) and of the
+there must be none), the service process's CPU time per request (user + system, from ``/proc``), and each
+row's throughput as a ratio of the authenticated floor (``÷floor``) and of the
 no-table one (``÷none``). PostgreSQL runs on a throwaway
 local server (``fsync=off``, like the tests); the SQLite file lives in a temporary directory on disk.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import tempfile
 import time
@@ -53,6 +55,13 @@ class Result:
     seconds: float
     latencies: list[float]
     errors: int
+    cpu_seconds: float = float("nan")
+    """The service process's CPU time (user + system) over the phase."""
+
+    @property
+    def cpu_us(self) -> float:
+        """The service's CPU microseconds per request."""
+        return self.cpu_seconds * 1e6 / self.requests
 
     @property
     def rps(self) -> float:
@@ -117,6 +126,16 @@ async def phase(ports: int | Sequence[int], make: RequestMaker, clients: int, to
     return Result(per_client * clients, elapsed, latencies, sum(errors))
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used so far (``nan`` where ``/proc`` has no such file)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _request(method: str, path: str, token: str, body: bytes = b"") -> bytes:
     head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Authorization: Bearer {token}", "Connection: keep-alive"]
     if body:
@@ -172,7 +191,9 @@ def run_backend(name: str, url: str, clients: int, total: int, repeat: int = 1) 
         asyncio.run(phase(port, makers["read"], clients, min(total, 1000)))  # warm up: connections, caches, pools
         for _ in range(repeat):
             for label, make in makers.items():
+                used = cpu_seconds(service.pid)
                 row = asyncio.run(phase(port, make, clients, total))
+                row.cpu_seconds = cpu_seconds(service.pid) - used
                 kept = results.get(label)
                 if kept is not None:
                     row.errors += kept.errors
@@ -183,7 +204,8 @@ def run_backend(name: str, url: str, clients: int, total: int, repeat: int = 1) 
         for label, row in results.items():
             print(
                 f"{name:<11} {label:<6} {row.requests:>7} {row.rps:>9.0f} {row.percentile(0.5):>8.1f}"
-                f" {row.percentile(0.99):>8.1f} {row.errors:>7} {row.rps / results['floor'].rps:>8.2f}"
+                f" {row.percentile(0.99):>8.1f} {row.errors:>7} {row.cpu_us:>10.0f}"
+                f" {row.rps / results['floor'].rps:>8.2f}"
                 f" {row.rps / results['none'].rps:>8.2f}",
                 flush=True,
             )
@@ -202,7 +224,7 @@ def main() -> None:
         f" best of {args.repeat} interleaved runs"
     )
     head = f"{'backend':<11} {'op':<6} {'reqs':>7} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7}"
-    print(f"{head} {'÷floor':>8} {'÷none':>8}")
+    print(f"{head} {'CPU µs/req':>10} {'÷floor':>8} {'÷none':>8}")
     errors = 0
     with tempfile.TemporaryDirectory(prefix="wsfs-bench-server-", dir=str(Path.home())) as scratch:
         for row in run_backend(

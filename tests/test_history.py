@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -26,7 +27,7 @@ from workspacefs.backends.host import _journal as host_journal
 from workspacefs.backends.sql._schema import journal, session_files
 from workspacefs.cli import main
 from workspacefs.errors import UndoConflictError
-from workspacefs.history import Actor, acting_as, current_actor
+from workspacefs.history import Actor, Change, acting_as, current_actor
 from workspacefs.snapshots import SnapshotRetentionPolicy
 from workspacefs.testing._containers import busybox_image, podman_available
 
@@ -191,6 +192,33 @@ def test_host_plain_writes_wait_in_memory_and_are_written_in_one_transaction(
     assert sum(s.startswith("INSERT") for s in statements) == 50
     assert statements.count("BEGIN IMMEDIATE") == statements.count("COMMIT") == 1
     fs.close()
+
+
+def test_a_lone_process_never_takes_its_own_journal_touches_for_another_process(fast_tmp: Path) -> None:
+    """Two threads of one process note entries while groups are committed (by the committer thread and by the
+    writers): no commit's touch of ``journal.busy`` is mistaken for another process waiting, so entries stay
+    grouped instead of being committed one by one (a touch seen between ``utime`` and its record did that)."""
+    journal = host_journal.HostJournal(fast_tmp / "journal")
+    statements: list[str] = []
+    journal._db.set_trace_callback(statements.append)
+    taken: list[int] = []
+
+    def write(name: str) -> None:
+        changes, actor = (Change(name, None, "x", 0, 1),), Actor()
+        for n in range(20_000):
+            journal.note("write", changes, actor)
+            if journal._alone_after:  # taking turns with a process that is not there
+                taken.append(n)
+                return
+
+    threads = [threading.Thread(target=write, args=(f"{k}.txt",)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    journal.close()
+    assert taken == []
+    assert 0 < statements.count("COMMIT") <= 40_000 // 32  # in groups
 
 
 def test_a_forked_child_never_inherits_an_open_journal_group(tmp_path: Path) -> None:

@@ -150,6 +150,9 @@ class HostJournal(Journal):
         self._busy_fd = os.open(self._busy, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
         """Held open: ``fstat`` after each entry costs a third of a ``stat`` of the path."""
         self._busy_seen = os.fstat(self._busy_fd).st_mtime_ns
+        self._touch_lock = threading.Lock()
+        """Held from this process's touch of ``journal.busy`` until ``_busy_seen`` records it: another thread
+        reading the file in between would take the touch for another process's (and commit row by row)."""
         self._alone_after = float("inf") if _FORKED or parent_process() is not None else 0.0
         """Before this moment (monotonic) entries are written at once. Always in a forked process or a
         ``multiprocessing`` child: it may end by ``os._exit``, and no exit hook would write what waits."""
@@ -180,6 +183,7 @@ class HostJournal(Journal):
         self._lock = threading.Lock()
         self._waiting_lock = threading.Lock()
         self._wake = threading.Condition(self._waiting_lock)
+        self._touch_lock = threading.Lock()
         self._committer = False
         self._waiting.clear()  # the parent writes what waited (noted after it wrote, by another of its threads)
         self._watch_lock = threading.Lock()
@@ -248,7 +252,7 @@ class HostJournal(Journal):
         """Touch ``journal.busy`` (this process's own touch is not news to it): another process writing the root
         then writes each entry at once for a while, and so does this one when it sees that process's touches,
         so two processes' ids follow the order of their changes instead of their groups'."""
-        with contextlib.suppress(OSError):
+        with self._touch_lock, contextlib.suppress(OSError):
             os.utime(self._busy_fd)
             self._busy_seen = os.fstat(self._busy_fd).st_mtime_ns
 
@@ -309,9 +313,16 @@ class HostJournal(Journal):
             touched = os.fstat(self._busy_fd).st_mtime_ns
         except OSError:
             return False
-        if touched == self._busy_seen:
+        if touched == self._busy_seen:  # the common case, without a lock
             return False
-        self._busy_seen = touched
+        with self._touch_lock:  # a touch of this process's may be under way: look again once it is recorded
+            try:
+                touched = os.fstat(self._busy_fd).st_mtime_ns
+            except OSError:
+                return False
+            if touched == self._busy_seen:
+                return False
+            self._busy_seen = touched
         self._alone_after = now + _TAKE_TURNS_SECONDS
         return True
 
