@@ -629,3 +629,85 @@ def test_retention_keeps_a_blob_another_process_kept_after_the_listing(buckets: 
     pruner.prune_history(keep=0)  # once old, what only the dropped entries kept goes
     s3: Any = buckets.filesystem()
     assert not s3.exists(pruner._store.blob_key(content_id_of(b"x")))
+
+
+def test_a_retention_pass_below_the_threshold_reads_no_entry_another_process_wrote(buckets: S3Server) -> None:
+    """Review-3 finding 5: ``_retain`` fetched every entry body to leave tombstones out of its count, even when the listing
+    alone shows the journal is below the threshold: a new process's first pass (after 256 changes by default)
+    reads the whole journal, up to 11,250 ``GET`` requests, to prune nothing."""
+    root = fresh_root()
+    writer, other = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    for index in range(100):
+        writer.write(f"f{index}.txt", "x")
+    journal = other._changes
+    journal.retain_every = 1  # the pass comes at this process's first change (else at its 256th)
+    get, fetched = other._client.get, []
+
+    def counting(key: str, *args: Any, **options: Any) -> Any:
+        if "/journal/" in key:
+            fetched.append(key)
+        return get(key, *args, **options)
+
+    other._client.get = counting  # type: ignore[method-assign]
+    other.write("mine.txt", "y")
+    assert len(list(journal._ids())) == 101  # far below max_entries (10,000): nothing to prune
+    assert len(fetched) <= 1, len(fetched)
+
+
+def test_retention_keeps_an_old_blob_a_tree_delete_in_another_process_kept_after_the_listing(
+    buckets: S3Server,
+) -> None:
+    """Review-3 finding 2: ``prune`` spares a released blob only if its object is younger than ``tombstone_age`` (``_fresh``: "a keep
+    copies the blob, so its time is new"). A recursive delete keeps its files by ``_keep_content``, which copies
+    only the blobs the store lacks: a blob an old entry kept is left as it is, old, so a prune whose listing came
+    before that delete's entry releases it, and the new entry's undo has lost its content."""
+    root = fresh_root()
+    pruner, writer = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    pruner.write("d/a.txt", "old")
+    pruner.write("d/a.txt", "x")  # its entry keeps the blob of "old"
+    time.sleep(2.2)  # the blob of "old" is older than the newest entry by more than the tombstone age below
+    pruner.write("d/a.txt", "old")  # its entry keeps the blob of "x"; the newest entry the prune lists
+    journal = pruner._changes
+    journal.tombstone_age = writer._changes.tombstone_age = timedelta(seconds=1)  # one constant in every process
+    snapshot_refs = journal._snapshot_refs
+
+    def meanwhile() -> Any:
+        writer.delete("d", recursive=True)  # keeps "old" again, for an entry the prune has not listed
+        return snapshot_refs()
+
+    journal._snapshot_refs = meanwhile  # type: ignore[method-assign]
+    pruner.prune_history(keep=0)
+    deleted = writer.history(limit=1)[0]
+    assert deleted.operation == "delete"
+    writer.undo(deleted.entry_id)
+    assert writer.read_bytes("d/a.txt").content == b"old"
+
+
+def test_retention_keeps_an_old_blob_a_snapshot_in_another_process_named_after_the_listing(
+    buckets: S3Server,
+) -> None:
+    """Review-3 finding 1, the same for a snapshot: ``_capture`` keeps the files by ``_keep_content`` (no copy where the blob is
+    there), so a snapshot taken in another process after the prune read the snapshots' refs, naming an old blob
+    a dropped entry kept, loses that content to the prune: restoring the snapshot fails."""
+    root = fresh_root()
+    pruner, writer = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    pruner.write("a.txt", "old")
+    pruner.write("a.txt", "x")  # its entry keeps the blob of "old"
+    time.sleep(2.2)  # the blob of "old" is older than the newest entry by more than the tombstone age below
+    pruner.write("a.txt", "old")  # the newest entry the prune lists
+    journal = pruner._changes
+    journal.tombstone_age = writer._changes.tombstone_age = timedelta(seconds=1)  # one constant in every process
+    fresh, taken = journal._fresh, []
+
+    def meanwhile(refs: Any, since: Any) -> Any:
+        taken.append(writer.snapshot())  # names the blob of "old" (already there: not copied)
+        return fresh(refs, since)
+
+    journal._fresh = meanwhile  # type: ignore[method-assign]
+    pruner.prune_history(keep=0)
+    assert taken
+    # changed where nothing keeps the old content again (a writer without history: an undo-keeping write would
+    # copy the blob back and hide the loss)
+    ObjectStoreFilesystem(buckets.filesystem(), root, history=False).write("a.txt", "changed")
+    writer.restore(taken[0])
+    assert writer.read_bytes("a.txt").content == b"old"

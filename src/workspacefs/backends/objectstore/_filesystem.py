@@ -120,7 +120,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
         self._targets = Targets(self._client, self._layout, self._parallel)
         self._ids: dict[tuple[str, str], str] = {}
         self._ids_lock = threading.Lock()
-        self._blobs_seen = set()
+        self._blobs_seen = {}
         self._blobs_lock = threading.Lock()
         self._versioned = versioned
         if history_entries < 0:

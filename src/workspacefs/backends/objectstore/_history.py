@@ -12,17 +12,27 @@ stored again before each primitive adds to it. Settling judges a step by what it
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from workspacefs.backends._history import Scope
 from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed
 from workspacefs.backends._snapshotting import SnapshotMixin
-from workspacefs.backends.objectstore._journal import CARRIED, NOTHING_LATER, Draft, ObjectJournal, Record, Ref, Step
+from workspacefs.backends.objectstore._journal import (
+    CARRIED,
+    NOTHING_LATER,
+    Draft,
+    ObjectJournal,
+    Record,
+    Ref,
+    Step,
+    _uptime,
+)
 from workspacefs.backends.objectstore._layout import Layout, Tree
 from workspacefs.backends.objectstore._manifests import ManifestStore
 from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, AroundCommit, ObjectReader
@@ -55,7 +65,8 @@ class ObjectHistory(SnapshotMixin):
     _client: ObjectClient
     _layout: Layout
     _store: ManifestStore
-    _blobs_seen: set[str]
+    _blobs_seen: dict[str, float]
+    """Content ids whose blob this process made fresh, and when (:func:`_uptime`)."""
     """Content ids this process knows the store holds (so a snapshot asks only about new content)."""
     _blobs_lock: threading.Lock
     _history_on: bool
@@ -355,18 +366,25 @@ class ObjectHistory(SnapshotMixin):
         return [item for item in self._client.list(prefix, recursive=True) if isinstance(item, ObjectInfo)]
 
     def _keep_content(self, infos: Sequence[ObjectInfo], ids: Sequence[str], *, trust_seen: bool = True) -> None:
-        """Make sure the store holds one copy of every content id, copying only what it lacks (without
-        ``trust_seen``, asking about what this process has seen there too)."""
+        """Make sure the store holds a fresh copy of every content id: copied where it lacks one or where its
+        copy is older than half the journal's ``tombstone_age`` (a prune in another process spares only young
+        blobs: one whose listing came before the entry or snapshot now naming it would release an old blob).
+        With ``trust_seen``, a blob this process made fresh within that time is not asked about again."""
+        window = self._changes.tombstone_age / 2
         seen, lock = self._blobs_seen, self._blobs_lock
         sources: dict[str, ObjectInfo] = {}
         for info, content_id in zip(infos, ids, strict=True):
             sources.setdefault(content_id, info)
+        now = _uptime()
         with lock:
-            unknown = sorted(set(sources) - seen) if trust_seen else sorted(sources)
+            unknown = sorted(
+                c for c in sources if not trust_seen or now - seen.get(c, -math.inf) >= window.total_seconds()
+            )
         if not unknown:
             return
         found, _ = self._client.probe([self._store.blob_key(content_id) for content_id in unknown], [])
-        missing = [content_id for content_id, info in zip(unknown, found, strict=True) if info is None]
+        stale = datetime.now(UTC) - window
+        copies = [c for c, info in zip(unknown, found, strict=True) if info is None or info.modified < stale]
 
         def keep(content_id: str) -> None:
             try:
@@ -374,9 +392,9 @@ class ObjectHistory(SnapshotMixin):
             except PreconditionFailed:
                 raise _Changed from None
 
-        self._parallel(keep, missing)
+        self._parallel(keep, copies)
         with lock:
-            seen.update(unknown)
+            seen.update(dict.fromkeys(unknown, now))
 
     def _history_content(self, entry: JournalEntry, index: int) -> ByteReader:
         step = self._changes.record_of(entry.entry_id).steps[index]
@@ -435,7 +453,8 @@ class ObjectHistory(SnapshotMixin):
         """Delete blobs and versions retention dropped (a version that is current again is left alone)."""
         blobs = {ref[1] for ref in refs if ref[0] == "blob"}
         with self._blobs_lock:
-            self._blobs_seen.difference_update(blobs)
+            for blob in blobs:
+                self._blobs_seen.pop(blob, None)
             self._store.collect(blobs)
         versions = sorted((ref[1], ref[2]) for ref in refs if ref[0] == "version")
         if versions:

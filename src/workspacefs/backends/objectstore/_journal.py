@@ -416,9 +416,12 @@ class ObjectJournal(Journal):
     def _retain(self) -> None:
         """Retention's periodic pass: when the journal holds an eighth more than ``max_entries`` (tombstones not
         counted: they stay a while whatever is pruned), prune."""
+        threshold = self.max_entries + self.max_entries // 8
         listed = dict(self._listing())
+        if len(listed) <= threshold:  # under it with the tombstones counted: no entry needs reading
+            return
         records = self._load(list(listed), {entry_id: info.etag for entry_id, info in listed.items()})
-        if sum(1 for r in records if r is None or r.state != "dropped") > self.max_entries + self.max_entries // 8:
+        if sum(1 for r in records if r is None or r.state != "dropped") > threshold:
             self.prune(keep=self.max_entries)
 
     # --- reading --------------------------------------------------------------------------------------

@@ -202,7 +202,8 @@ class ObjectSnapshots(ObjectHistory):
         blobs -= {ref[1] for ref in journaled if ref[0] == "blob"}
         seen, lock = self._blobs_seen, self._blobs_lock
         with lock:
-            seen.difference_update(blobs)
+            for blob in blobs:
+                seen.pop(blob, None)
             fs._store.collect(blobs)
         if any(entry.version is not None for entry in held.files.values()):
             self._prune_versions(kept, {(ref[1], ref[2]) for ref in journaled if ref[0] == "version"})
