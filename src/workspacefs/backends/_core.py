@@ -238,6 +238,9 @@ class FilesystemCore(ABC):
         """Called after something replaced the files wholesale (a restore, a command): forget what was
         counted about them."""
 
+    def _check_restore(self, snapshot: FilesystemSnapshot) -> None:
+        """Called before a restore of ``snapshot`` changes anything: raise to refuse it (the quota does)."""
+
     def _norm(self, path: str) -> str:
         if type(path) is str:  # the hot path skips normalize_path's type handling
             return normalize_cached(path, self._mount_point)

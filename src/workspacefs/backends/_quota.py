@@ -16,7 +16,7 @@ from workspacefs.backends._core import FilesystemCore
 from workspacefs.errors import FileTooLargeError, QuotaExceededError
 from workspacefs.protocol import ByteWriter
 from workspacefs.quota import Quota, Usage
-from workspacefs.results import FileStat, WriteMode
+from workspacefs.results import FileStat, FilesystemSnapshot, WriteMode
 from workspacefs.streams import StreamWriter
 
 __all__ = ["QuotaMixin", "QuotaWriter"]
@@ -66,6 +66,13 @@ class QuotaMixin(FilesystemCore):
         """Count again on next use: something replaced the files wholesale (a restore, a command)."""
         self._usage_cache = None
         super()._state_replaced()
+
+    def _check_restore(self, snapshot: FilesystemSnapshot) -> None:
+        """Refuse a restore that would grow past a limit (a merge's result can hold more than either side)."""
+        if self._quota is not None:
+            now = self._current_usage()
+            self._check("/", bytes_delta=snapshot.total_bytes - now.bytes, files_delta=snapshot.file_count - now.files)
+        super()._check_restore(snapshot)
 
     def _apply(self, bytes_delta: int, files_delta: int) -> None:
         """Keep a counted usage current after a change succeeded (live usage needs nothing)."""

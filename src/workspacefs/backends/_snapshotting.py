@@ -68,9 +68,11 @@ class SnapshotMixin(HistoryMixin):
             SnapshotIncompatibleError: taken by another kind of filesystem.
             SnapshotNotFoundError: the snapshot was deleted (or belongs to another workspace).
             ReadOnlyError: the filesystem is read-only.
+            QuotaExceededError: the snapshot holds more than the quota allows (and more than now).
         """
         self._check_compatible(snapshot)
         self._writable("/")
+        self._check_restore(snapshot)
         try:
             with self._journaled("restore", detail=str(snapshot.snapshot_id)):
                 self._restore_state(snapshot)

@@ -124,3 +124,24 @@ class QuotaSuite(SuiteBase):
         assert self.usage(fs) == Usage(80, 1)
         with pytest.raises(QuotaExceededError):
             fs.write_bytes("c.bin", b"c" * 21)
+
+    def test_a_restore_that_would_pass_the_quota_changes_nothing(self) -> None:
+        """A merge's result can hold more than either side: restoring it is held to the quota like a write."""
+        fs = self.limited(max_bytes=100)
+        if not fs.capabilities.merge:
+            return
+        merging: Any = fs
+        base = merging.snapshot()
+        fs.write_bytes("a.bin", b"a" * 80)
+        ours = merging.snapshot()
+        fs.delete("a.bin")
+        fs.write_bytes("b.bin", b"b" * 90)
+        theirs = merging.snapshot()
+        result = merging.merge(base, ours, theirs)
+        assert not result.conflicts
+        with pytest.raises(QuotaExceededError):
+            merging.restore(result.snapshot)
+        assert not fs.exists("a.bin") and fs.read_bytes("b.bin").content == b"b" * 90
+        assert self.usage(fs) == Usage(90, 1)
+        merging.restore(ours)  # within the quota: allowed
+        assert self.usage(fs) == Usage(80, 1)
