@@ -474,3 +474,26 @@ def test_a_watcher_puts_no_autocommit_connection_back_into_the_pool(postgres_url
             connection.exec_driver_sql("SAVEPOINT checked")
     assert seen == [False] * 6
     store.close()
+
+
+def test_a_watcher_listens_again_after_its_connection_is_lost(postgres_url: str) -> None:
+    """Review-3: the PostgreSQL ``LISTEN`` thread died with its connection (a server restart, a terminated
+    backend) and was never made again: the watchers stayed open and heard nothing more, silently."""
+    session = f"relisten-{os.getpid()}"
+    watching, writing = SqlStore(postgres_url), SqlStore(postgres_url)  # two stores: only LISTEN links them
+    fs, other = SqlFilesystem(watching, session), SqlFilesystem(writing, session)
+    with fs.watch("/") as events:
+        other.write("before.txt", "b")
+        assert [e.path for e in [events.next_event(10)] if e is not None] == ["before.txt"]
+        with writing.engine.connect() as connection:
+            ended = connection.exec_driver_sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE query = 'LISTEN wsfs_journal' AND pid <> pg_backend_pid()"
+            ).all()
+        assert ended and all(row[0] for row in ended)
+        other.write("after.txt", "a")  # committed while the watcher may have no connection: caught up later
+        other.write("later.txt", "l")
+        heard = [events.next_event(15), events.next_event(15)]
+        assert [e.path if e is not None else None for e in heard] == ["after.txt", "later.txt"]
+    watching.close()
+    writing.close()

@@ -46,6 +46,11 @@ _PEERS_LOCK = threading.Lock()
 _TRAIL = 64
 """Published rows a catch-up reaches back past: a transaction may commit behind this many later ones."""
 
+_RELISTEN_FIRST = 0.1
+"""Seconds before the first attempt to LISTEN again after the connection was lost (doubling to the max)."""
+_RELISTEN_MAX = 5.0
+
+
 __all__ = [
     "JournalTag",
     "SqlJournal",
@@ -371,13 +376,35 @@ class SqlJournal(Journal):
                 listener.join(5)
 
     def _listen(self, ready: threading.Event) -> None:
-        """``LISTEN wsfs_journal`` on a connection of its own; publish the session's new entries."""
+        """``LISTEN wsfs_journal`` on a connection of its own; publish the session's new entries. A lost
+        connection (the server restarted, the backend was terminated) is made again, with growing waits, and
+        what was committed meanwhile is published then: the watchers never silently stop hearing."""
+        import psycopg  # noqa: PLC0415 - only a PostgreSQL store listens
+
+        delay = _RELISTEN_FIRST
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._listen_once(ready)
+                    return  # stopped
+                except (psycopg.Error, sa.exc.DBAPIError, OSError):  # the connection failed: make it again
+                    ready.set()  # a watch() waiting for the first LISTEN goes on (it catches up later)
+                if self._stop.wait(delay):
+                    return
+                delay = min(delay * 2, _RELISTEN_MAX)
+        finally:
+            ready.set()
+
+    def _listen_once(self, ready: threading.Event) -> None:
+        """One connection's life: LISTEN, publish what came since the last one, then each notification."""
         proxy = self._store.engine.raw_connection()
         connection: Any = proxy.driver_connection
         proxy.detach()  # never back into the pool: in autocommit, the pool's next writer would commit per statement
         try:
             connection.autocommit = True
             connection.execute("LISTEN wsfs_journal")
+            if ready.is_set():  # made again: what was committed while no one listened
+                self._catch_up()
             ready.set()
             while not self._stop.is_set():
                 for note in connection.notifies(timeout=0.2, stop_after=100):
@@ -385,7 +412,6 @@ class SqlJournal(Journal):
                     if session == self._session:  # at once: after the loop is 0.2 s (or 100 notes) later
                         self._catch_up()
         finally:
-            ready.set()
             with contextlib.suppress(Exception):
                 connection.close()
 
