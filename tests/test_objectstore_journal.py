@@ -711,3 +711,17 @@ def test_retention_keeps_an_old_blob_a_snapshot_in_another_process_named_after_t
     ObjectStoreFilesystem(buckets.filesystem(), root, history=False).write("a.txt", "changed")
     writer.restore(taken[0])
     assert writer.read_bytes("a.txt").content == b"old"
+
+
+def test_a_reader_keeps_a_bounded_cache_of_settled_entries(buckets: S3Server) -> None:
+    """Settled records are cached per process (read once); a long-lived reader must not keep every entry it
+    ever saw: past twice ``max_entries`` (and 100) the oldest go, to be read again if asked for."""
+    root = fresh_root()
+    writer, reader = (ObjectStoreFilesystem(buckets.filesystem(), root) for _ in range(2))
+    reader._changes.max_entries = 10  # a cache of at most 120 records
+    for index in range(130):
+        writer.write(f"f{index}.txt", "x")
+    assert len(reader.history(limit=None)) == 130
+    assert 0 < len(reader._changes._settled) <= 120
+    oldest = writer.history(limit=None)[-1]
+    assert reader.history_entry(oldest.entry_id) == oldest  # read again

@@ -289,6 +289,16 @@ class ObjectJournal(Journal):
         self._recorded = 0
         self._store_versioned: bool | None = None
 
+    def _remember(self, entry_id: int, record: Record) -> None:
+        """Cache a settled record (the caller holds ``_lock``): past twice ``max_entries`` (and 100), the
+        oldest quarter goes, so a long-lived process never keeps every entry it ever saw (they are read again
+        if asked for)."""
+        self._settled[entry_id] = record
+        limit = 2 * self.max_entries + 100
+        if len(self._settled) > limit:
+            for old in sorted(self._settled)[: len(self._settled) - limit * 3 // 4]:
+                del self._settled[old]
+
     def key(self, entry_id: int) -> str:
         return self._prefix + _key_part(entry_id)
 
@@ -402,7 +412,7 @@ class ObjectJournal(Journal):
         with self._lock:
             self._writing.discard(record.entry_id)
             self._failed.discard(record.entry_id)
-            self._settled[record.entry_id] = record
+            self._remember(record.entry_id, record)
             self._recorded += 1
             retain = self._recorded % self.retain_every == 0
         if record.state != "done":
@@ -476,7 +486,7 @@ class ObjectJournal(Journal):
             for entry_id, record in zip(missing, fetched, strict=True):
                 known[entry_id] = record
                 if record is not None and record.state != "pending":
-                    self._settled[entry_id] = record
+                    self._remember(entry_id, record)
         return [known[entry_id] for entry_id in ids]
 
     def _records(
@@ -538,7 +548,7 @@ class ObjectJournal(Journal):
             else:
                 settled = replace(settled, etag=info.etag)
             with self._lock:
-                self._settled[record.entry_id] = settled
+                self._remember(record.entry_id, settled)
                 self._failed.discard(record.entry_id)
         return settled if settled.state == "done" else None
 
@@ -610,7 +620,7 @@ class ObjectJournal(Journal):
                 record = None if held[0] else self._settle(record, newer)
             elif record is not None:
                 with self._lock:
-                    self._settled[entry_id] = record
+                    self._remember(entry_id, record)
         if record is None or record.state != "done":
             raise HistoryEntryNotFoundError(f"No journal entry {entry_id}")
         return record
@@ -668,7 +678,7 @@ class ObjectJournal(Journal):
         tombstones = [replace(r, state="dropped") for r in records if r.entry_id in doomed & young]
         for record, info in zip(tombstones, self._parallel(self._bury, tombstones), strict=True):
             with self._lock:  # this process reads it as a tombstone from now on; the others by its new ETag
-                self._settled[record.entry_id] = replace(record, etag=info.etag)
+                self._remember(record.entry_id, replace(record, etag=info.etag))
         self._delete_entries(sorted(deletable))
         with self._lock:
             for entry_id in deletable:
