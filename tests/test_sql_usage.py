@@ -144,3 +144,17 @@ def test_a_deleted_session_gets_no_row(stores: Callable[[], SqlStore]) -> None:
     with store.engine.connect() as connection:
         rows = connection.exec_driver_sql("SELECT count(*) FROM wsfs_session_usage").scalar_one()
     assert rows == 0  # it went with its session
+
+
+def test_a_read_only_filesystem_counts_without_writing(stores: Callable[[], SqlStore]) -> None:
+    """Review 3: a read-only filesystem made the usage row in a write transaction (a database it may only read,
+    or a writer holding the lock, stopped its ``usage()``). It counts in a read transaction and keeps nothing."""
+    store = stores()
+    SqlFilesystem(store, "ro").write_bytes("a.txt", b"abc")
+    viewer = SqlFilesystem(store, "ro", read_only=True)
+    with store.engine.connect() as connection:
+        before = connection.exec_driver_sql("SELECT count(*) FROM wsfs_session_usage").scalar_one()
+    assert viewer.usage() == Usage(3, 1)
+    with store.engine.connect() as connection:
+        after = connection.exec_driver_sql("SELECT count(*) FROM wsfs_session_usage").scalar_one()
+    assert (before, after) == (0, 0)

@@ -830,16 +830,20 @@ class SqlFilesystem(BaseFilesystem):
         if kept is not None:
             return Usage(int(kept[0]), int(kept[1]))
         row = sa.select(session_usage.c.bytes, session_usage.c.files).where(session_usage.c.session_id == self._session)
+        counted = sa.select(
+            sa.literal(self._session),
+            sa.func.coalesce(sa.func.sum(session_files.c.size_bytes), 0),
+            sa.func.count(),
+        ).where(
+            session_files.c.session_id == self._session,
+            sa.not_(session_files.c.is_directory),
+        )
+        if self.read_only:  # changes nothing, so takes no write lock: counted, not kept
+            with self._store.read() as connection:
+                _, total, files = connection.execute(counted).one()
+            return Usage(int(total), int(files))
         with self._store.write() as connection:
             versions.take_mark(connection, self._session)
-            counted = sa.select(
-                sa.literal(self._session),
-                sa.func.coalesce(sa.func.sum(session_files.c.size_bytes), 0),
-                sa.func.count(),
-            ).where(
-                session_files.c.session_id == self._session,
-                sa.not_(session_files.c.is_directory),
-            )
             made = (
                 self._store.insert(session_usage)
                 .from_select(["session_id", "bytes", "files"], counted)
