@@ -26,6 +26,7 @@ from workspacefs.backends.sql._store import engine_url, migration_config
 from workspacefs.protocol import Filesystem
 from workspacefs.quota import Quota
 from workspacefs.testing import FilesystemValidationSuite
+from workspacefs.testing._postgres import create_database
 from workspacefs.testing._s3 import S3Server
 
 BUCKET = "wsfs-tests"
@@ -56,12 +57,7 @@ def chunk_rows(store: SqlStore) -> dict[str, tuple[str, int]]:
 def fresh_postgres(server_url: str) -> str:
     """A new, empty database on the test server. One database has one content store: sharing the session's
     database would let these chunks (kept in objects) meet stores opened without a content store."""
-    name = f"wsfs_content_{os.getpid()}_{next(_ids)}"
-    engine = sa.create_engine(engine_url(server_url)[0], isolation_level="AUTOCOMMIT")
-    with engine.connect() as connection:
-        connection.exec_driver_sql(f"CREATE DATABASE {name}")
-    engine.dispose()
-    return sa.engine.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    return create_database(server_url, f"wsfs_content_{os.getpid()}_{next(_ids)}")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

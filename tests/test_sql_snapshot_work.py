@@ -22,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 
 from workspacefs import SqlFilesystem, SqlStore
-from workspacefs.backends.sql._store import engine_url
+from workspacefs.testing._postgres import create_database
 
 _ids = itertools.count()
 
@@ -100,13 +100,7 @@ def stores(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[Callable[
         if request.param == "sqlite":
             url = f"sqlite:///{fast_tmp / f'work-{next(_ids)}.db'}"
         else:
-            server = request.getfixturevalue("postgres_url")
-            name = f"wsfs_work_{os.getpid()}_{next(_ids)}"
-            engine = sa.create_engine(engine_url(server)[0], isolation_level="AUTOCOMMIT")
-            with engine.connect() as connection:
-                connection.exec_driver_sql(f"CREATE DATABASE {name}")
-            engine.dispose()
-            url = sa.engine.make_url(server).set(database=name).render_as_string(hide_password=False)
+            url = create_database(request.getfixturevalue("postgres_url"), f"wsfs_work_{os.getpid()}_{next(_ids)}")
         opened.append(SqlStore(url))
         return opened[-1]
 

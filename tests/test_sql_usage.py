@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from workspacefs import Quota, QuotaExceededError, SqlFilesystem, SqlStore, Usage
-from workspacefs.backends.sql._store import engine_url
+from workspacefs.testing._postgres import create_database
 
 _ids = itertools.count()
 
@@ -28,13 +28,7 @@ def url(request: pytest.FixtureRequest, fast_tmp: Path) -> str:
     """A database of its own."""
     if request.param == "sqlite":
         return f"sqlite:///{fast_tmp / f'usage-{next(_ids)}.db'}"
-    server = request.getfixturevalue("postgres_url")
-    name = f"wsfs_usage_{os.getpid()}_{next(_ids)}"
-    engine = sa.create_engine(engine_url(server)[0], isolation_level="AUTOCOMMIT")
-    with engine.connect() as connection:
-        connection.exec_driver_sql(f"CREATE DATABASE {name}")
-    engine.dispose()
-    return sa.engine.make_url(server).set(database=name).render_as_string(hide_password=False)
+    return create_database(request.getfixturevalue("postgres_url"), f"wsfs_usage_{os.getpid()}_{next(_ids)}")
 
 
 @pytest.fixture
