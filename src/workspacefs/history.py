@@ -149,7 +149,11 @@ class ActingAs:
 @dataclass(frozen=True, slots=True)
 class Change:
     """One path an entry changed: content id ``before`` and ``after`` (``None``: nothing there;
-    :data:`DIRECTORY`: a directory), the size each had, and for a move the path it came ``from_path``."""
+    :data:`DIRECTORY`: a directory), the size each had, and for a move the path it came ``from_path``.
+
+    Where a backend has a per-file read-only flag (``capabilities.file_read_only``) and the change set it,
+    ``read_only_before``/``read_only_after`` say what it was and became (``None``: the flag was not changed);
+    a flag-only change has the same content id on both sides."""
 
     path: str
     before: str | None
@@ -157,6 +161,8 @@ class Change:
     size_before: int = 0
     size_after: int = 0
     from_path: str | None = None
+    read_only_before: bool | None = None
+    read_only_after: bool | None = None
 
     @property
     def kind(self) -> EventKind:

@@ -52,6 +52,8 @@ def change_json(change: Change) -> dict[str, Any]:
         "before": change.before,
         "after": change.after,
         "size_delta": change.size_delta,
+        "read_only_before": change.read_only_before,
+        "read_only_after": change.read_only_after,
     }
 
 
@@ -76,6 +78,8 @@ def _print_entry(entry: JournalEntry) -> None:
     click.echo(f"Who:   {entry.actor.label}")
     for change in entry.changes:
         moved = f" (from {change.from_path})" if change.from_path else ""
+        if change.read_only_after is not None:
+            moved += " (made read-only)" if change.read_only_after else " (made writable)"
         sign = "+" if change.size_delta >= 0 else ""
         click.echo(
             f"  {change.kind:<8} {change.path}{moved}  {_side(change.before)} -> {_side(change.after)}  "

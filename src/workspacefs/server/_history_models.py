@@ -55,6 +55,10 @@ class ChangeModel(BaseModel):
     size_before: int
     size_after: int
     size_delta: int
+    read_only_before: bool | None = Field(
+        default=None, description="The file's read-only flag before, where the change set it (null: left alone)"
+    )
+    read_only_after: bool | None = Field(default=None, description="The flag the change set (null: left alone)")
 
 
 class HistoryEntryModel(BaseModel):
@@ -139,6 +143,8 @@ def _change_model(change: Change) -> ChangeModel:
         size_before=change.size_before,
         size_after=change.size_after,
         size_delta=change.size_delta,
+        read_only_before=change.read_only_before,
+        read_only_after=change.read_only_after,
     )
 
 

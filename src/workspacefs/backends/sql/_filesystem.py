@@ -240,6 +240,30 @@ class SqlFilesystem(BaseFilesystem):
     def _scope_entry(self, scope: Scope) -> JournalEntry | None:
         return self._history.entry_of_key(scope.key)
 
+    def _put_back(self, entry: JournalEntry, index: int) -> None:
+        """As every backend, and where the change set the file's read-only flag, the flag too: in the same step as
+        the content (a write that made the file read-only is undone although the file is read-only now)."""
+        change = entry.changes[index]
+        flag = change.read_only_before
+        if change.read_only_after is None or flag is None:
+            super()._put_back(entry, index)  # the flag untouched, or the file did not exist before
+            return
+        now = self._version_now(change.path)
+        if now is None or now == DIRECTORY:  # gone or replaced since (an undo forced): as the content says
+            super()._put_back(entry, index)
+            return
+        if now == change.before:  # the content is as it was: the flag alone
+            self._set_flag(change.path, flag, expect=None)
+            return
+        content = self._history_content(entry, index)
+        if isinstance(content, bytes):
+            self._check_write(change.path, len(content), "overwrite")
+            self._write_content(change.path, content, "overwrite", read_only=flag)
+            return
+        uploader = self._uploader(change.path, "overwrite", NO_BASE, None, flag)
+        with content, self._quota_writer(change.path, "overwrite", uploader) as writer:
+            writer.write_all(content)
+
     def _history_content(self, entry: JournalEntry, index: int) -> bytes | ByteReader:
         change = entry.changes[index]
         blob_id = str(change.before)
@@ -312,14 +336,18 @@ class SqlFilesystem(BaseFilesystem):
                 if mode == "create":
                     raise errors.file_exists(path)
                 raise _Raced  # another writer created it first: run the write again
-            self._journal_changes(connection, tag, Change(path, None, blob_id, 0, size))
+            flags: tuple[bool | None, bool | None] = (None, True) if read_only else (None, None)
+            self._journal_changes(connection, tag, Change(path, None, blob_id, 0, size, None, *flags))
             return
-        self._journal_changes(connection, tag, Change(path, existing.blob_id, blob_id, existing.size_bytes, size))
+        flag_set = read_only is not None and read_only != existing.is_readonly
+        flags = (bool(existing.is_readonly), read_only) if flag_set else (None, None)
+        change = Change(path, existing.blob_id, blob_id, existing.size_bytes, size, None, *flags)
+        self._journal_changes(connection, tag, change)
         connection.execute(
             _SET_CONTENT,
             {"b_session": self._session, "b_path": path, "blob": blob_id, "size": size, "now": datetime.now(UTC)},
         )
-        if read_only is not None and read_only != existing.is_readonly:
+        if flag_set:
             connection.execute(_SET_FLAG, {"b_session": self._session, "b_path": path, "flag": read_only})
         if existing.blob_id != blob_id:
             self._store.release(connection, [existing.blob_id])
@@ -485,8 +513,8 @@ class SqlFilesystem(BaseFilesystem):
     def _write_content(
         self, path: str, data: bytes, mode: WriteMode, *, expect: str | None = None, read_only: bool | None = None
     ) -> None:
-        if mode != "append" and self._store.inline(len(data)):
-            self._write_small(path, data, mode, expect, read_only)
+        if mode != "append" and self._store.inline(len(data)) and not _may_set_flag(mode, read_only):
+            self._write_small(path, data, mode, expect, None if mode == "create" else read_only)
             return
         tag = self._tag("write")
         for attempt in range(_RETRIES):
@@ -792,10 +820,28 @@ class SqlFilesystem(BaseFilesystem):
 
     def set_read_only_if(self, path: str, read_only: bool, *, expect: str) -> None:
         """As :meth:`BaseFilesystem.set_read_only_if`: the check and the flag are one transaction."""
-        with self._conditional_target(path) as norm, self._store.write() as connection:
-            row = self._row(connection, norm, lock=True)
-            _check_expected(row, norm, expect)
-            connection.execute(_SET_FLAG, {"b_session": self._session, "b_path": norm, "flag": bool(read_only)})
+        with self._conditional_target(path) as norm:
+            self._set_flag(norm, bool(read_only), expect=expect)
+
+    def _set_flag(self, path: str, read_only: bool, *, expect: str | None) -> None:
+        """Set a file's flag (over content id ``expect``, where given), journaled as ``set_read_only`` when it
+        changes: an entry that undo can put back."""
+        tag = self._tag("set_read_only")
+        with self._store.write() as connection:
+            row = self._row(connection, path, lock=True)
+            _check_expected(row, path, expect)
+            if row is None:
+                raise errors.file_not_found(path)
+            if row.is_directory:
+                raise errors.is_a_directory(path, "Only files can be marked read-only")
+            if bool(row.is_readonly) == read_only:
+                return
+            connection.execute(_SET_FLAG, {"b_session": self._session, "b_path": path, "flag": read_only})
+            size = row.size_bytes
+            self._journal_changes(
+                connection, tag, Change(path, row.blob_id, row.blob_id, size, size, None, not read_only, read_only)
+            )
+        self._committed(tag)
 
     def create_bytes(self, path: str, content: BytesLike, *, read_only: bool = False) -> WriteResult:
         """As :meth:`BaseFilesystem.create_bytes`: the file's row, flag included, is inserted in one transaction."""
@@ -860,13 +906,8 @@ class SqlFilesystem(BaseFilesystem):
         """Mark a file read-only (its content cannot change; it can still be deleted) or writable again."""
         norm = self._norm(path)
         self._writable(path)
-        with caller_paths({norm: path}), self._store.write() as connection:
-            row = self._row(connection, norm, lock=True)
-            if row is None:
-                raise errors.file_not_found(norm)
-            if row.is_directory:
-                raise errors.is_a_directory(norm, "Only files can be marked read-only")
-            connection.execute(sa.update(F).where(self._where(norm)).values(is_readonly=bool(read_only)))
+        with caller_paths({norm: path}):
+            self._set_flag(norm, bool(read_only), expect=None)
 
     def delete_session(self) -> None:
         """Delete this session with all its files and snapshots."""
@@ -1286,7 +1327,8 @@ def _check_expected(row: Row[Any] | Checked | None, path: str, expect: str | Non
 @dataclasses.dataclass
 class _RestorePlan:
     """What restoring a session's changed paths to their versions does: rows to delete, update and insert, content
-    to release, and the journal's changes (paths whose kind or content changes; times alone are no change)."""
+    to release, and the journal's changes (paths whose kind, content or read-only flag changes; times alone are no
+    change)."""
 
     session: str
     deletes: list[str] = dataclasses.field(default_factory=list)
@@ -1299,8 +1341,13 @@ class _RestorePlan:
     def add(self, path: str, then: Any, now: Any) -> None:
         """Bring ``path`` from its row ``now`` (``None``: no row) back to its version ``then``."""
         theirs = _kind(then) if then.existed else None
-        if now is not None and theirs != _kind(now):
-            self.gone.append(Change(path, _kind(now), theirs, now.size_bytes, then.size_bytes if then.existed else 0))
+        flags: tuple[bool | None, bool | None] = (None, None)
+        files = now is not None and then.existed and not (now.is_directory or then.is_directory)
+        if files and bool(now.is_readonly) != bool(then.is_readonly):  # a flag alone is a change (undo puts it back)
+            flags = (bool(now.is_readonly), bool(then.is_readonly))
+        if now is not None and (theirs != _kind(now) or flags[0] is not None):
+            size_then = then.size_bytes if then.existed else 0
+            self.gone.append(Change(path, _kind(now), theirs, now.size_bytes, size_then, None, *flags))
         elif now is None and then.existed:
             self.back.append(Change(path, None, theirs, 0, then.size_bytes))
         if now is not None and then.existed and bool(now.is_directory) == bool(then.is_directory):
@@ -1333,3 +1380,9 @@ def _prefixed(values: Mapping[str, Any]) -> dict[str, Any]:
 
 def _utc(stamp: datetime) -> datetime:
     return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+
+
+def _may_set_flag(mode: WriteMode, read_only: bool | None) -> bool:
+    """Whether a write may change the file's read-only flag: it then takes the path that journals the flag (the
+    small write's hot path writes content only; a new file made writable is no flag change)."""
+    return read_only is True or (read_only is False and mode != "create")

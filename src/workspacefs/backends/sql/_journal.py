@@ -171,7 +171,17 @@ def insert_changes(connection: Any, tag: JournalTag, session: str, changes: Sequ
     """Write the rows of ``changes`` in ``connection``'s transaction."""
     if changes:
         at = datetime.now(UTC)
-        connection.execute(sa.insert(J), [dict(zip(_COLUMNS, tag.row(session, at, c), strict=True)) for c in changes])
+        connection.execute(
+            sa.insert(J),
+            [
+                dict(
+                    zip(_COLUMNS, tag.row(session, at, c), strict=True),
+                    read_only_before=c.read_only_before,
+                    read_only_after=c.read_only_after,
+                )
+                for c in changes
+            ],
+        )
 
 
 class SqlJournal(Journal):
@@ -437,9 +447,7 @@ class SqlJournal(Journal):
                 self.last_seen = max(self.last_seen, int(row.seq))
         events = []
         for row in rows:
-            change = Change(
-                row.path, row.before_id, row.after_id, int(row.size_before), int(row.size_after), row.from_path
-            )
+            change = _change(row)
             at = row.at if row.at.tzinfo is not None else row.at.replace(tzinfo=UTC)
             actor = Actor(row.actor_name, row.actor_session, row.actor_call, row.actor_via)
             events.append(
@@ -465,9 +473,21 @@ def _entry(rows: Sequence[Any]) -> JournalEntry:
         at,
         Actor(first.actor_name, first.actor_session, first.actor_call, first.actor_via),
         first.operation,
-        tuple(
-            Change(r.path, r.before_id, r.after_id, int(r.size_before), int(r.size_after), r.from_path) for r in rows
-        ),
+        tuple(_change(r) for r in rows),
         None if first.undoes is None else int(first.undoes),
         first.detail,
+    )
+
+
+def _change(row: Any) -> Change:
+    """The change one journal row records (with the read-only flag where it set it: migration ``0010``)."""
+    return Change(
+        row.path,
+        row.before_id,
+        row.after_id,
+        int(row.size_before),
+        int(row.size_after),
+        row.from_path,
+        None if row.read_only_before is None else bool(row.read_only_before),
+        None if row.read_only_after is None else bool(row.read_only_after),
     )

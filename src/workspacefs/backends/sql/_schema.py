@@ -214,6 +214,8 @@ journal = sa.Table(
     sa.Column("size_after", sa.BigInteger, nullable=False),
     sa.Column("undoes", sa.BigInteger, nullable=True),
     sa.Column("detail", sa.Text, nullable=True),
+    sa.Column("read_only_before", sa.Boolean, nullable=True),
+    sa.Column("read_only_after", sa.Boolean, nullable=True),
     sa.Index("wsfs_journal_session", "session_id", "seq"),
     sa.Index("wsfs_journal_path", "session_id", "path"),
     sa.Index(
@@ -232,5 +234,7 @@ journal = sa.Table(
 """One row per path a change touched, written in the change's own transaction (migration ``0006``). The rows of
 one operation share ``op_key`` and form one entry whose id is their lowest ``seq``; a one-row entry has no key.
 ``before_id``/``after_id`` hold a content id (a blob's id), ``'directory'`` or NULL; a blob named by ``before_id``
-is kept (undo writes it back) until retention drops the row. Its inserts notify ``wsfs_journal`` on PostgreSQL
-(a trigger), so every process serving the session can publish the change to its watchers."""
+is kept (undo writes it back) until retention drops the row. ``read_only_before``/``read_only_after`` (migration
+``0010``) hold the file's read-only flag where the change set it (NULL: left alone). Its inserts notify
+``wsfs_journal`` on PostgreSQL (a trigger), so every process serving the session can publish the change to its
+watchers."""

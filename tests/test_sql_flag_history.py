@@ -1,0 +1,100 @@
+"""A file's read-only flag is part of history on SQL (migration ``0010``): setting it is an entry, a write that
+sets it records it, and undo puts it back — with the content, although the file is read-only now."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from workspacefs import SqlFilesystem, SqlStore
+from workspacefs.backends.sql._schema import CHUNK_SIZE
+from workspacefs.cli._history import entry_json
+
+
+@pytest.fixture
+def fs(service_url: str) -> SqlFilesystem:
+    """A fresh session on SQLite or the real PostgreSQL."""
+    return SqlFilesystem(SqlStore(service_url), f"flags-{uuid.uuid4().hex}")
+
+
+def _flags(fs: SqlFilesystem) -> list[tuple[str, bool | None, bool | None]]:
+    newest = fs.history(limit=1)[0]
+    return [(newest.operation, c.read_only_before, c.read_only_after) for c in newest.changes]
+
+
+def test_setting_the_flag_is_an_entry_and_undo_clears_it(fs: SqlFilesystem) -> None:
+    fs.write_bytes("a.txt", b"one")
+    fs.set_read_only("a.txt")
+    assert _flags(fs) == [("set_read_only", False, True)]
+    entry = fs.history(limit=1)[0]
+    assert entry.changes[0].before == entry.changes[0].after  # the content is untouched
+    entries = len(fs.history())
+    fs.set_read_only("a.txt")  # no change: no entry
+    assert len(fs.history()) == entries
+
+    [undone] = fs.undo(entry.entry_id)
+    assert fs.stat("a.txt").read_only is False
+    assert [(c.read_only_before, c.read_only_after) for c in undone.changes] == [(True, False)]
+    fs.undo(undone.entry_id)  # the undo is undoable too
+    assert fs.stat("a.txt").read_only is True
+
+
+def test_a_conditional_flag_change_is_an_entry(fs: SqlFilesystem) -> None:
+    fs.write_bytes("a.txt", b"one")
+    fs.set_read_only_if("a.txt", True, expect="*")
+    assert _flags(fs) == [("set_read_only", False, True)]
+
+
+@pytest.mark.parametrize("size", [3, CHUNK_SIZE + 10], ids=["inline", "chunked"])
+def test_undoing_a_write_that_made_the_file_read_only_puts_content_and_flag_back(fs: SqlFilesystem, size: int) -> None:
+    old, new = b"o" * size, b"n" * size
+    fs.write_bytes("a.txt", old)
+    fs.write_bytes_if("a.txt", new, expect="*", read_only=True)
+    assert _flags(fs) == [("write", False, True)]
+    entry = fs.history(limit=1)[0]
+
+    fs.undo(entry.entry_id)  # refused with ReadOnlyFileError before: the file the write left is read-only
+
+    assert fs.read_bytes("a.txt").content == old
+    assert fs.stat("a.txt").read_only is False
+
+
+def test_undoing_a_write_that_unlocked_the_file_makes_it_read_only_again(fs: SqlFilesystem) -> None:
+    fs.create_bytes("a.txt", b"one", read_only=True)
+    fs.write_bytes_if("a.txt", b"two", expect="*", read_only=False)
+    assert _flags(fs) == [("write", True, False)]
+
+    fs.undo(fs.history(limit=1)[0].entry_id)
+
+    assert fs.read_bytes("a.txt").content == b"one"
+    assert fs.stat("a.txt").read_only is True
+
+
+def test_a_streamed_write_that_sets_the_flag_records_it(fs: SqlFilesystem) -> None:
+    fs.write_bytes("a.txt", b"one")
+    with fs.open_write_if("a.txt", expect="*", read_only=True) as writer:
+        writer.write(b"x" * (CHUNK_SIZE + 1))
+    assert _flags(fs) == [("write", False, True)]
+    fs.undo(fs.history(limit=1)[0].entry_id)
+    assert (fs.read_bytes("a.txt").content, fs.stat("a.txt").read_only) == (b"one", False)
+
+
+def test_restoring_a_snapshot_that_differs_only_in_a_flag_is_an_entry_that_undo_reverses(fs: SqlFilesystem) -> None:
+    fs.write_bytes("a.txt", b"one")
+    snapshot = fs.snapshot()
+    fs.set_read_only("a.txt")
+
+    fs.restore(snapshot)
+
+    assert fs.stat("a.txt").read_only is False
+    assert _flags(fs) == [("restore", True, False)]
+    fs.undo(fs.history(limit=1)[0].entry_id)
+    assert fs.stat("a.txt").read_only is True
+
+
+def test_the_cli_json_names_the_flag(fs: SqlFilesystem) -> None:
+    fs.write_bytes("a.txt", b"one")
+    fs.set_read_only("a.txt")
+    [change] = entry_json(fs.history(limit=1)[0])["changes"]
+    assert (change["read_only_before"], change["read_only_after"]) == (False, True)
