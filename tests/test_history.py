@@ -14,6 +14,8 @@ import textwrap
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -399,4 +401,82 @@ def test_host_retention_collects_only_what_the_dropped_entries_kept(tmp_path: Pa
     assert {item.name for item in objects.iterdir()} == (kept & named) | {"orphan"}
     fs.prune_history(keep=3)  # an explicit prune sweeps: the orphan goes too
     assert {item.name for item in objects.iterdir()} == named
+    fs.close()
+
+
+def _vm_steps(db: sqlite3.Connection, work: Callable[[], object]) -> int:
+    """SQLite virtual-machine steps ``work`` ran on ``db`` (a count of work, not a time)."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    db.set_progress_handler(count, 1)
+    try:
+        work()
+    finally:
+        db.set_progress_handler(None, 1)
+    return steps[0]
+
+
+def test_host_retention_reads_what_it_drops_not_the_whole_journal(tmp_path: Path) -> None:
+    """A retention pass over a journal of 3,000 entries (every one an overwrite) of which the oldest 10 are past
+    the age limit reads about those 10 rows: it scanned every row for their age, and every row again for the
+    content they named (no index on ``before_id``)."""
+    (tmp_path / "root").mkdir()
+    fs = HostFilesystem(tmp_path / "root", snapshot_dir=tmp_path / "snaps", durable=False)
+    journal = fs._changes
+    assert journal is not None
+    for version in range(3000):
+        fs.write("a.txt", f"version {version}")
+    journal.flush()
+    journal._db.execute("UPDATE journal SET at = 0 WHERE seq <= 10")  # the oldest ten are very old
+    journal.max_age = timedelta(hours=1)
+
+    steps = _vm_steps(journal._db, journal._retain)
+
+    assert len(fs.history(limit=None)) == 3000 - 10
+    assert steps < 3000  # 721 here (54,409 before): the scans cost 10 or more per row of the journal
+    fs.close()
+
+
+def test_host_retention_cuts_back_a_full_journal_in_batches(tmp_path: Path) -> None:
+    """The newest ``max_entries`` stay; the cut runs once the journal passes the limit by an eighth, so finding it
+    (which reads ``max_entries`` index entries) is paid once per eighth of the limit, not every 256 entries."""
+    (tmp_path / "root").mkdir()
+    fs = HostFilesystem(tmp_path / "root", snapshot_dir=tmp_path / "snaps", durable=False)
+    journal = fs._changes
+    assert journal is not None
+    journal.max_entries = 240
+    for index in range(256):  # retention's first look: 256 entries, within 240 and an eighth
+        fs.write(f"f{index}.txt", "x")
+    assert len(fs.history(limit=None)) == 256
+    for index in range(256):  # its second look: 512 entries, past it: cut back to 240
+        fs.write(f"g{index}.txt", "x")
+    assert len(fs.history(limit=None)) == 240
+    fs.close()
+
+
+def test_a_journaled_write_of_a_new_file_opens_nothing_to_keep(tmp_path: Path) -> None:
+    """What a whole write replaces is looked at (and kept) only when a file is there: a new file's write makes no
+    open of its name beside the write's own (it cost a failed ``openat`` per new file)."""
+    (tmp_path / "root").mkdir()
+    fs = HostFilesystem(tmp_path / "root", snapshot_dir=tmp_path / "snaps", durable=False)
+    looked: list[str] = []
+    observe = fs._observe_at
+
+    def counted(dir_fd: int, name: str) -> tuple[str | None, int]:
+        looked.append(name)
+        return observe(dir_fd, name)
+
+    fs._observe_at = counted  # type: ignore[method-assign]
+    fs.write("new.txt", "one")
+    assert looked == []
+    fs.write("new.txt", "two")
+    assert looked == ["new.txt"]
+    [newest, first] = fs.history(limit=None)
+    assert (first.changes[0].before, newest.changes[0].before) == (None, first.changes[0].after)
+    fs.undo(newest.entry_id)
+    assert fs.read_bytes("new.txt").content == b"one"
     fs.close()

@@ -272,11 +272,18 @@ class HostFilesystem(HostHistoryMixin):
         try:
             if mode == "create":
                 self._tree.check_target(dir_fd, name, path, mode)  # fail before writing; the link re-checks
-            before = self._observe_at(dir_fd, name) if self._changes is not None else (None, 0)
-            self._tree.write_new(dir_fd, fill, name=name, path=path, mode=mode)
+            if self._changes is None:
+                self._tree.write_new(dir_fd, fill, name=name, path=path, mode=mode)
+                return None, 0
+            seen: list[Seen] = []  # looked at only when a file is there to replace: a new file costs no open
+
+            def replacing() -> None:
+                seen.append(self._observe_at(dir_fd, name))
+
+            self._tree.write_new(dir_fd, fill, name=name, path=path, mode=mode, replacing=replacing)
         finally:
             os.close(dir_fd)
-        return before
+        return seen[-1] if seen else (None, 0)
 
     def _make_dir(self, path: str) -> None:
         with self._recording("mkdir", path, after=(DIRECTORY, 0)):

@@ -61,6 +61,7 @@ CREATE TABLE IF NOT EXISTS journal (
 );
 CREATE INDEX IF NOT EXISTS journal_entry ON journal (entry);
 CREATE INDEX IF NOT EXISTS journal_path ON journal (path);
+CREATE INDEX IF NOT EXISTS journal_before ON journal (before_id) WHERE before_id IS NOT NULL;
 """
 _NEXT_ENTRY = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'journal'), 0) + 1"
 """The id the entry's first row will get (AUTOINCREMENT never reuses one, even after pruning all)."""
@@ -90,7 +91,14 @@ def _insert_for(empty: tuple[bool, ...]) -> tuple[str, Callable[[tuple[Any, ...]
 
 
 _OLDER_THAN_NEWEST = "SELECT DISTINCT entry FROM journal ORDER BY entry DESC LIMIT -1 OFFSET ?"
-_OLDER_THAN_TIME = "SELECT DISTINCT entry FROM journal WHERE at < ?"
+_OLDER_THAN_TIME = (
+    "SELECT DISTINCT entry FROM journal NOT INDEXED WHERE seq < coalesce("
+    "(SELECT seq FROM journal WHERE at >= ? ORDER BY seq LIMIT 1), (SELECT max(seq) + 1 FROM journal))"
+)
+"""The entries before the first row young enough to stay: read from the oldest up, so a pass costs what it drops
+(a scan of ``at`` read every row of a full journal every 256 entries)."""
+_ENTRY_SPAN = "SELECT (SELECT max(entry) FROM journal) - (SELECT min(entry) FROM journal) + 1"
+"""At least the number of entries (ids are never reused; an entry of several rows leaves gaps): two index reads."""
 _KEPT_CONTENT = "SELECT DISTINCT before_id FROM journal WHERE before_id IS NOT NULL"
 _CONTENT_OF = "SELECT DISTINCT before_id FROM journal WHERE before_id IS NOT NULL AND entry IN ({})"
 _STILL_NAMED = "SELECT DISTINCT before_id FROM journal WHERE before_id IN ({})"
@@ -436,9 +444,16 @@ class HostJournal(Journal):
             self._retain()
 
     def _retain(self) -> None:
-        """Keep the newest ``max_entries`` entries, none older than ``max_age``."""
+        """Keep the newest ``max_entries`` entries, none older than ``max_age``. The count is cut back only
+        once it passes the limit by an eighth: finding the cut reads ``max_entries`` index entries, which cost
+        more than the writes when it ran every 256 entries of a full journal."""
         before = None if self.max_age is None else datetime.now(UTC) - self.max_age
-        self._prune(before, self.max_entries, sweep=False)
+        keep = self.max_entries
+        with self._lock:
+            span = self._db.execute(_ENTRY_SPAN).fetchone()[0]
+        over = span is not None and span > keep + keep // 8
+        if over or before is not None:
+            self._prune(before, keep if over else None, sweep=False)
 
     def _recorded_one(self, entry: int) -> int:
         """After an entry is written: now and then apply retention; tell the watchers."""

@@ -277,9 +277,18 @@ class HostTree:
             raise fail(exc, path) from None
 
     def finish_temp(
-        self, temp: TempFile, dir_fd: int, *, name: str, path: str, mode: WriteMode, keep_mode: bool = True
+        self,
+        temp: TempFile,
+        dir_fd: int,
+        *,
+        name: str,
+        path: str,
+        mode: WriteMode,
+        keep_mode: bool = True,
+        replacing: Callable[[], object] | None = None,
     ) -> None:
-        """Flush the temporary file and put it in place: rename for overwrite, link for create.
+        """Flush the temporary file and put it in place: rename for overwrite, link for create. ``replacing`` runs
+        just before a file there is replaced (the journal keeps it), never when the name was free.
 
         Always consumes ``temp``: on any failure nothing of it is left.
         """
@@ -295,6 +304,8 @@ class HostTree:
                 with contextlib.suppress(FileExistsError):
                     temp.publish(dir_fd, name, replace=False)
                     return
+            if replacing is not None and mode != "create":
+                replacing()
             temp.publish(dir_fd, name, replace=mode != "create")
         except OSError as exc:
             if exc.filename != path:
@@ -304,17 +315,25 @@ class HostTree:
             temp.discard(dir_fd)
 
     def write_new(
-        self, dir_fd: int, fill: Callable[[int], None], *, name: str, path: str, mode: WriteMode, keep_mode: bool = True
+        self,
+        dir_fd: int,
+        fill: Callable[[int], None],
+        *,
+        name: str,
+        path: str,
+        mode: WriteMode,
+        keep_mode: bool = True,
+        replacing: Callable[[], object] | None = None,
     ) -> None:
         """Write a file of ``dir_fd`` atomically: ``fill`` writes the content into a temporary file, which then
-        takes the name (see :meth:`finish_temp`); errors of ``fill`` propagate as raised."""
+        takes the name (see :meth:`finish_temp`, and its ``replacing``); errors of ``fill`` propagate as raised."""
         temp = self.make_temp(dir_fd, path)
         try:
             fill(temp.fd)
         except BaseException:
             temp.discard(dir_fd)
             raise
-        self.finish_temp(temp, dir_fd, name=name, path=path, mode=mode, keep_mode=keep_mode)
+        self.finish_temp(temp, dir_fd, name=name, path=path, mode=mode, keep_mode=keep_mode, replacing=replacing)
 
     def open_for_append(self, path: str) -> int:
         try:
