@@ -395,6 +395,15 @@ class HostJournal(Journal):
             os.close(handle)
         os.replace(temp, target)
 
+    def hold(self, content_id: str) -> bool:
+        """Whether content ``content_id`` is kept, refreshing its time so a collection leaves it for the entry
+        about to name it (a collection under way makes this ``False``: it is treated as not kept)."""
+        try:
+            os.utime(content_id, dir_fd=self._objects_fd)
+        except (FileNotFoundError, ValueError):
+            return False
+        return True
+
     def content(self, content_id: str, path: str) -> ByteReader:
         """A reader of kept content ``content_id`` (``FileNotFoundError`` if it is not kept)."""
         if not content_id or "/" in content_id or content_id.startswith("."):
