@@ -11,11 +11,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import missing
+from fastapi.testclient import TestClient
 
 from workspacefs import ToolContext, UndoConflictError, UndoContentNotKeptError, dispatch
 from workspacefs.backends.container import CommandBudget, ContainerFilesystem, ContainerSandbox
+from workspacefs.backends.sql import SqlStore
 from workspacefs.cli import main
 from workspacefs.history import DIRECTORY, NOT_KEPT, Actor, JournalEntry, acting_as
+from workspacefs.server import create_app
 from workspacefs.testing._containers import busybox_image, podman_available
 
 
@@ -187,3 +190,28 @@ def test_the_cli_log_shows_the_command(sandbox: ContainerSandbox, tmp_path: Path
     assert "created  logged.txt" in shown.output
     entries = json.loads(CliRunner().invoke(main, ["log", "--json", "--fs", url]).output)
     assert (entries[0]["operation"], entries[0]["detail"]) == ("exec", "echo x > logged.txt")
+
+
+def test_the_service_history_shows_a_command_run_in_the_sessions_directory(image: str, tmp_path: Path) -> None:
+    root = tmp_path / "agents"
+    store = SqlStore(f"sqlite:///{tmp_path}/service.db")
+    try:
+        with TestClient(create_app(store, auth=False, sessions_root=f"file://{root}")) as client:
+            base = "/v1/agents/alice/sessions/s1"
+            assert client.post("/v1/agents/alice/sessions", json={"id": "s1"}).status_code == 201
+            assert client.post(f"{base}/fs/a.txt", json={"content": "one\n"}).status_code == 201
+            workspace, journal = root / "alice" / "s1", root / ".snapshots" / "alice" / "s1"
+            with ContainerSandbox(image, host_dir=workspace, snapshot_dir=journal) as sandbox, acting_as("builder"):
+                assert sandbox.exec("echo two >> a.txt").exit_code == 0
+            newest = client.get(f"{base}/history").json()["data"][0]
+            assert (newest["operation"], newest["detail"], newest["actor"]["name"]) == (
+                "exec",
+                "echo two >> a.txt",
+                "builder",
+            )
+            assert [(c["path"], c["kind"]) for c in newest["changes"]] == [("/a.txt", "modified")]
+            undone = client.post(f"{base}/undo", json={"entry_id": newest["entry_id"]})
+            assert undone.status_code == 200, undone.text
+            assert client.get(f"{base}/fs/a.txt").json()["content"] == "one\n"
+    finally:
+        store.close()
