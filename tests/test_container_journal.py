@@ -95,6 +95,23 @@ def test_undo_of_a_command_puts_every_path_back_as_one_entry(sandbox: ContainerS
     assert not fs.exists("new")
 
 
+def test_a_second_command_reuses_what_the_first_kept_and_is_undone_alike(
+    sandbox: ContainerSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # files written a moment ago are "racy" for 2 s (read again each time); without the window the second
+    # command reuses what the first kept, reading nothing
+    monkeypatch.setattr("workspacefs.backends.host._commands.RACY_WINDOW_NS", 0)
+    fs = sandbox.filesystem
+    _seed(fs)
+    assert sandbox.exec("echo first > first.txt").exit_code == 0
+    assert sandbox.exec("echo changed > gone.txt; echo more >> keep.txt").exit_code == 0
+    second = _newest(fs)
+    assert sorted((c.path, c.kind) for c in second.changes) == [("gone.txt", "modified"), ("keep.txt", "modified")]
+    fs.undo(second.entry_id)
+    assert (fs.read("gone.txt").content, fs.read("keep.txt").content) == ("bye\n", "one\n")
+    assert fs.read("first.txt").content == "first\n"
+
+
 def test_a_later_write_makes_the_undo_refuse_unless_forced(sandbox: ContainerSandbox) -> None:
     fs = sandbox.filesystem
     _seed(fs)

@@ -12,8 +12,9 @@ must be kept before the command runs, without knowing which files it will touch.
 - Content kept by an earlier command is reused without a read: a cache, per filesystem, of path -> (stat
   fingerprint, content id) for content the journal's ``objects/`` holds. A file whose fingerprint is unchanged
   holds the same bytes (every write changes ``ctime``; an entry is cached only when its ``ctime`` is older than
-  the racy window, so a write within the same timestamp tick cannot hide behind an equal fingerprint). At the
-  journal's use the object is touched, which also proves it is still there (retention may have collected it).
+  the racy window, so a write within the same timestamp tick cannot hide behind an equal fingerprint). The
+  cache is dropped when the journal has collected kept files since (``prune_history``, retention); at the
+  entry's use each object is touched, which also proves it is still there (another process may have pruned).
 - Every other file is kept (``HostJournal.keep``: read and hashed, written into ``objects/`` only when new) while
   what that costs stays within a :class:`CommandBudget` (by default 64 MiB and 10,000 files per command). A file
   workspacefs wrote gets a new inode, so it is read at the next command: each command reads what changed since the
@@ -110,10 +111,15 @@ class CommandRecorder:
         self.budget = budget
         self._cache: dict[str, tuple[Fingerprint, str]] = {}
         """path -> (fingerprint, content id in ``objects/``) from the last command's walk."""
+        self._collected = 0
+        """The journal's count of collected files when the cache was made (another collection may have taken a
+        cached file: the cache is dropped rather than each file checked)."""
 
     def before(self, tree: HostTree, journal: HostJournal) -> Taken:
         """Walk the tree; keep each file's content not kept already, if the budget allows (see the module)."""
         racy_since = time.time_ns() - RACY_WINDOW_NS
+        if journal.collected != self._collected:
+            self._cache = {}
         entries: dict[str, _Before] = {}
         unknown: list[str] = []
         wanted = 0
@@ -138,6 +144,7 @@ class CommandRecorder:
                     del entries[path]  # gone (or no longer a file) before the command started
                 else:
                     entries[path] = known
+        self._collected = journal.collected
         self._cache = {
             path: (entry.fingerprint, entry.content_id)
             for path, entry in entries.items()

@@ -168,6 +168,8 @@ class HostJournal(Journal):
             self._peers = _PEERS.setdefault(os.path.realpath(directory), weakref.WeakSet())
             self._peers.add(self)
         self._recorded = 0
+        self.collected = 0
+        """How many kept files this journal has collected (a cache of kept content is stale once it grows)."""
         self.max_entries = max_entries
         self.max_age = max_age
         """Entries older than this go too (the snapshot retention policy's ``max_age_hours``)."""
@@ -582,6 +584,7 @@ class HostJournal(Journal):
         if os.stat(aside, dir_fd=fd).st_mtime >= young:  # touched just before the move: it stays
             with contextlib.suppress(FileExistsError):
                 os.link(aside, name, src_dir_fd=fd, dst_dir_fd=fd)  # unless keep wrote it anew already
+        self.collected += 1
         os.unlink(aside, dir_fd=fd)
 
 
