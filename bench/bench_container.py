@@ -5,10 +5,14 @@ against a plain ``HostFilesystem``, and snapshot + restore of a 10,000-file work
   prologue) against ``podman exec NAME true`` run as a subprocess — the floor any sandbox pays.
 - files: 2,000 small writes and reads through ``sandbox.filesystem`` against ``HostFilesystem`` on a plain
   directory on the same disk (target: at most 1.05 times).
+- exec journal: what journaling a command costs (the stat-manifest walk before and after it, and keeping the
+  files' content the first time) in workspaces of 1,000 and 10,000 files: µs per file, and a journaled exec of
+  ``true`` against the same exec unjournaled.
 - snapshots: take one snapshot of 10,000 files, change 20 of them from inside the container, restore;
   for ``copy``, ``overlay``, ``container_commit``, and ``reflink`` on a loop-mounted XFS image (root).
 
-Run: ``python bench/bench_container.py [--execs 200] [--files 2000] [--snapshot-files 10000]``.
+Run: ``python bench/bench_container.py [--execs 200] [--files 2000] [--snapshot-files 10000]
+[--journal-files 1000 10000] [--only exec_journal]``.
 """
 
 from __future__ import annotations
@@ -53,6 +57,50 @@ def bench_exec(image: str, count: int) -> None:
     print(_row("podman exec (subprocess)", bare))
     print(_row("ContainerSandbox.exec", ours))
     print(f"{'ratio (median)':<28}{statistics.median(ours) / statistics.median(bare):10.2f}\n")
+
+
+def _journal_case(image: str, count: int, place: Path, execs: int) -> None:
+    """One workspace of ``count`` small files: the first journaled exec (keeps every file), then the steady state."""
+    workspace = place / f"journal-{count}"
+    workspace.mkdir()
+    _fill(workspace, count)
+    time.sleep(2.1)  # past the racy window: files this fresh are hashed again after every command
+    with ContainerSandbox(image, host_dir=workspace, snapshot_dir=place / f"journal-{count}-s") as sandbox:
+        fs = sandbox.filesystem
+
+        def plain_true() -> object:
+            return sandbox._run(["true"], workdir=sandbox.workdir, timeout=120, env=None, stdin=None, max_output=2048)
+
+        plain_true()  # a container's first exec is slower: not the journal's cost
+        started = time.perf_counter()
+        sandbox.exec(["true"])
+        first = time.perf_counter() - started
+        assert fs._commands is not None
+        assert fs._changes is not None
+        recorder, journal = fs._commands, fs._changes
+        walks = _latencies(lambda: recorder.changes(fs._tree, journal, recorder.before(fs._tree, journal), *_NONE), 20)
+        read = recorder.before(fs._tree, journal).read
+        plain, ours = [], []
+        for _ in range(execs):  # interleaved: a busy machine slows both alike
+            plain += _latencies(plain_true, 1)
+            ours += _latencies(lambda: sandbox.exec(["true"]), 1)
+    walk = statistics.median(walks)
+    print(f"{count:>6} files: first exec of `true` (keeps every file) {first * 1000:8.1f} ms")
+    print(f"{'':14}manifests before+after {walk * 1000:8.1f} ms, {walk / count * 1e6:6.1f} µs/file, files read: {read}")
+    print(f"{'':14}exec `true` plain {statistics.median(plain) * 1000:8.1f} ms, journaled ", end="")
+    print(f"{statistics.median(ours) * 1000:8.1f} ms, ratio {statistics.median(ours) / statistics.median(plain):5.2f}")
+
+
+_NONE = (lambda _: (None, 0), {})
+"""A stand-in ``observe`` and no concurrent writes: the walk's cost alone (nothing changed, nothing is read)."""
+
+
+def bench_exec_journal(image: str, sizes: list[int], execs: int) -> None:
+    print(f"exec journal (median of 20 walks, {execs} execs)")
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as place:
+        for count in sizes:
+            _journal_case(image, count, Path(place), execs)
+    print()
 
 
 def _files(fs: HostFilesystem, count: int) -> tuple[float, float]:
@@ -147,11 +195,19 @@ def main() -> None:
     parser.add_argument("--execs", type=int, default=200)
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--snapshot-files", type=int, default=10_000)
+    parser.add_argument("--journal-files", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument("--only", choices=("exec", "files", "exec_journal", "snapshots"))
     arguments = parser.parse_args()
     image = busybox_image()
-    bench_exec(image, arguments.execs)
-    bench_files(image, arguments.files)
-    bench_snapshots(image, arguments.snapshot_files)
+    wanted = {arguments.only} if arguments.only else {"exec", "files", "exec_journal", "snapshots"}
+    if "exec" in wanted:
+        bench_exec(image, arguments.execs)
+    if "files" in wanted:
+        bench_files(image, arguments.files)
+    if "exec_journal" in wanted:
+        bench_exec_journal(image, arguments.journal_files, min(arguments.execs, 50))
+    if "snapshots" in wanted:
+        bench_snapshots(image, arguments.snapshot_files)
 
 
 if __name__ == "__main__":

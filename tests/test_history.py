@@ -343,9 +343,19 @@ def test_a_container_watcher_sees_what_a_command_inside_changed(tmp_path: Path) 
     with ContainerSandbox(busybox_image(), snapshot_dir=tmp_path / "snapshots") as sandbox:
         fs = sandbox.filesystem
         with fs.watch() as watcher:
-            assert sandbox.exec("echo built > /workspace/out.txt").exit_code == 0
+            with acting_as("builder"):
+                assert sandbox.exec("echo built > /workspace/out.txt").exit_code == 0
             event = watcher.next_event(30)
-            assert event is not None and (event.kind, event.path, event.actor.via) == ("created", "out.txt", "outside")
+            entry = fs.history(limit=1)[0]
+            assert event is not None and (event.kind, event.path, event.actor.name) == ("created", "out.txt", "builder")
+            assert (entry.operation, event.entry_id) == ("exec", entry.entry_id)  # the command's entry explains it
+            Path(sandbox.host_dir, "direct.txt").write_text("not through workspacefs\n")
+            later = watcher.next_event(30)  # no second, "outside" event for out.txt comes before this one
+            assert later is not None and (later.path, later.actor.via, later.entry_id) == (
+                "direct.txt",
+                "outside",
+                None,
+            )
 
 
 def test_sqlite_watchers_hear_every_filesystem_object_of_their_session(fast_tmp: Path) -> None:

@@ -14,6 +14,7 @@ EXPECTED = {
     "HistoryFilesystem",
     "JournalEntry",
     "UndoConflictError",
+    "UndoContentNotKeptError",
     "acting_as",
     "current_actor",
     "ConflictHunk",

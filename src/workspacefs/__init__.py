@@ -51,6 +51,7 @@ from workspacefs.errors import (
     SpecialFileError,
     SymlinkRefusedError,
     UndoConflictError,
+    UndoContentNotKeptError,
     UnsafeNameError,
     UnsupportedOperationError,
 )
@@ -294,6 +295,7 @@ __all__ = [
     "ToolContext",
     "ToolResult",
     "UndoConflictError",
+    "UndoContentNotKeptError",
     "UnsafeArchiveError",
     "UnsafeNameError",
     "UnsupportedOperationError",

@@ -12,6 +12,7 @@ Shared by the host backend and by ``InMemoryFilesystem.hydrate_from_host`` (so i
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -237,6 +238,44 @@ class HostResolver:
         except OSError:
             return
         yield from _walk(fd, base)
+
+    def walk_stat(self, base: str) -> Iterator[tuple[str, os.stat_result]]:
+        """``(path, lstat)`` of every regular file and directory below ``base``, parents first; symlinks and
+        special files are skipped, never followed (what a command in a sandbox may have changed)."""
+        try:
+            fd = self.open_dir(base, DIR_FLAGS)
+        except OSError:
+            return
+        yield from _walk_stat(fd, base)
+
+
+def _walk_stat(fd: int, prefix: str) -> Iterator[tuple[str, os.stat_result]]:
+    """As :func:`_walk`, with each entry's ``lstat`` (one ``fstatat`` per entry, by the directory's descriptor)."""
+    depth = prefix.count("/") + 1 if prefix else 0
+    entries: list[tuple[str, os.stat_result]] = []
+    try:
+        with os.scandir(fd) as listing:
+            for entry in listing:
+                if is_listable_name(entry.name) and depth < MAX_PATH_DEPTH:
+                    with contextlib.suppress(OSError):  # removed since the directory was read
+                        entries.append((entry.name, entry.stat(follow_symlinks=False)))
+    except OSError:
+        os.close(fd)
+        return
+    try:
+        for name, info in entries:
+            path = join(prefix, name)
+            if stat.S_ISREG(info.st_mode):
+                yield path, info
+            elif stat.S_ISDIR(info.st_mode):
+                yield path, info
+                try:
+                    child = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+                except OSError:
+                    continue  # vanished, or swapped for a symlink since the listing: skip it
+                yield from _walk_stat(child, path)
+    finally:
+        os.close(fd)
 
 
 def _walk(fd: int, prefix: str) -> Iterator[tuple[str, bool]]:

@@ -55,6 +55,7 @@ __all__ = [
     "SpecialFileError",
     "SymlinkRefusedError",
     "UndoConflictError",
+    "UndoContentNotKeptError",
     "UnsafeNameError",
     "UnsupportedOperationError",
     "WorkspaceError",
@@ -254,6 +255,14 @@ class UndoConflictError(_PathOSError):
         """The ids of the later journal entries that touched the path (empty: changed outside workspacefs)."""
 
 
+class UndoContentNotKeptError(UndoConflictError):
+    """An undo of an entry whose prior content the journal did not keep (a command run in a sandbox over a
+    workspace too large to copy first); nothing was changed, and ``force`` cannot help: restore a snapshot."""
+
+    errno_code = errno.ENODATA
+    reason = "What this path held before the command was not kept, so it cannot be undone; restore a snapshot"
+
+
 # --- invalid input (ValueError) -----------------------------------------------------------------------
 
 
@@ -365,6 +374,7 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     PreconditionFailedError: "precondition_failed",
     ConcurrentChangeError: "conflict",
     UndoConflictError: "undo_conflict",
+    UndoContentNotKeptError: "undo_not_kept",
     QuotaExceededError: "quota_exceeded",
     FileTooLargeError: "file_too_large",
     OSError: "os_error",

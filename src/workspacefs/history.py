@@ -29,6 +29,7 @@ from workspacefs.paths import ROOT, is_within
 
 __all__ = [
     "DIRECTORY",
+    "NOT_KEPT",
     "Actor",
     "Change",
     "ChangeEvent",
@@ -42,6 +43,10 @@ __all__ = [
 
 DIRECTORY = "directory"
 """What :attr:`Change.before`/:attr:`Change.after` hold for a directory (a file holds its content id)."""
+
+NOT_KEPT = "not-kept"
+"""What :attr:`Change.before` holds for a file whose prior content the journal did not keep (a command run in a
+sandbox changed it, and the workspace was too large to copy first): an undo of its entry is refused."""
 
 EventKind = Literal["created", "modified", "deleted", "moved"]
 
@@ -149,7 +154,8 @@ class ActingAs:
 @dataclass(frozen=True, slots=True)
 class Change:
     """One path an entry changed: content id ``before`` and ``after`` (``None``: nothing there;
-    :data:`DIRECTORY`: a directory), the size each had, and for a move the path it came ``from_path``.
+    :data:`DIRECTORY`: a directory; ``before`` :data:`NOT_KEPT`: a file whose content was not kept), the size
+    each had, and for a move the path it came ``from_path``.
 
     Where a backend has a per-file read-only flag (``capabilities.file_read_only``) and the change set it,
     ``read_only_before``/``read_only_after`` say what it was and became (``None``: the flag was not changed);

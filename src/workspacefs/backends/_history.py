@@ -23,8 +23,13 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar, cast
 
 from workspacefs.backends._core import FilesystemCore
-from workspacefs.errors import HistoryEntryNotFoundError, UndoConflictError, UnsupportedOperationError
-from workspacefs.history import DIRECTORY, Actor, Change, ChangeWatcher, Journal, JournalEntry, current_actor
+from workspacefs.errors import (
+    HistoryEntryNotFoundError,
+    UndoConflictError,
+    UndoContentNotKeptError,
+    UnsupportedOperationError,
+)
+from workspacefs.history import DIRECTORY, NOT_KEPT, Actor, Change, ChangeWatcher, Journal, JournalEntry, current_actor
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import WriteMode, WriteResult
 
@@ -237,6 +242,8 @@ class HistoryMixin(FilesystemCore):
         wanted = change.before if side == "before" else change.after
         if wanted is None or wanted == DIRECTORY:
             raise FileNotFoundError(2, f"No file was there {side} entry {entry_id}", path)
+        if wanted == NOT_KEPT:
+            raise FileNotFoundError(2, f"The content before entry {entry_id} was not kept", path)
         if side == "before":
             return _whole(self._history_content(entry, index))
         for later in reversed(journal.entries(path=norm, since=entry.entry_id, limit=None)):  # oldest first
@@ -295,6 +302,7 @@ class HistoryMixin(FilesystemCore):
 
         Raises:
             HistoryEntryNotFoundError: no such entry.
+            UndoContentNotKeptError: an entry's prior content was not kept (:data:`NOT_KEPT`), even with ``force``.
             UndoConflictError: a path changed again since (only without ``force``).
         """
         journal = self._require_journal()
@@ -308,6 +316,8 @@ class HistoryMixin(FilesystemCore):
             targets = journal.entries(actor=actor, limit=count)
             if not targets:
                 raise HistoryEntryNotFoundError(f"No journal entries by {actor!r}")
+        for target in targets:  # first: content never kept is a refusal that force cannot lift
+            _check_recorded(target)
         if not force:  # every entry is checked before anything changes: all are undone, or none
             self._check_undoable(journal, targets)
         for target in targets:
@@ -331,6 +341,7 @@ class HistoryMixin(FilesystemCore):
 
         Raises:
             HistoryEntryNotFoundError: no such entry.
+            UndoContentNotKeptError: an entry's prior content was not kept, even with ``force``.
             UndoConflictError: a path changed again since (only without ``force``).
         """
         targets = self.check_undo(entry_id, actor=actor, last=last, force=force)
@@ -487,6 +498,17 @@ def without(items: tuple[_T, ...], item: _T) -> tuple[_T, ...]:
 def _ancestors(path: str) -> list[str]:
     parts = path.split("/")
     return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _check_recorded(entry: JournalEntry) -> None:
+    """Raise ``UndoContentNotKeptError`` if the entry changed a file whose prior content it never kept."""
+    for change in entry.changes:
+        if change.before == NOT_KEPT:
+            raise UndoContentNotKeptError(
+                change.path,
+                f"Entry {entry.entry_id} ({entry.operation}) did not keep what this path held before, so it cannot "
+                "be undone (force cannot help); restore a snapshot",
+            )
 
 
 def _later(journal: Journal, target: JournalEntry, path: str) -> tuple[int, ...]:

@@ -13,7 +13,7 @@ import click
 
 from workspacefs.cli._output import EXIT_INVALID, emit, fail, fs_option, json_option, open_fs, writing_fs_option
 from workspacefs.cli._output import reported as _reported
-from workspacefs.history import DIRECTORY, Change, HistoryFilesystem, JournalEntry
+from workspacefs.history import DIRECTORY, NOT_KEPT, Change, HistoryFilesystem, JournalEntry
 from workspacefs.protocol import Filesystem
 
 __all__ = ["entry_json", "register"]
@@ -40,6 +40,8 @@ def _since(value: str | None) -> int | datetime | None:
 def _side(value: str | None) -> str:
     if value is None:
         return "-"
+    if value == NOT_KEPT:
+        return "(not kept)"
     return "dir" if value == DIRECTORY else value[:12]
 
 
@@ -66,6 +68,7 @@ def entry_json(entry: JournalEntry) -> dict[str, Any]:
         "actor": {"name": actor.name, "session": actor.session, "tool_call": actor.tool_call, "via": actor.via},
         "operation": entry.operation,
         "undoes": entry.undoes,
+        "detail": entry.detail,
         "size_delta": entry.size_delta,
         "changes": [change_json(c) for c in entry.changes],
     }
@@ -74,6 +77,8 @@ def entry_json(entry: JournalEntry) -> dict[str, Any]:
 def _print_entry(entry: JournalEntry) -> None:
     undoes = f" (undoes {entry.undoes})" if entry.undoes is not None else ""
     click.echo(f"entry {entry.entry_id}  {entry.operation}{undoes}")
+    if entry.operation == "exec" and entry.detail:  # the command that made the changes
+        click.echo(f"Ran:   {entry.detail}")
     click.echo(f"When:  {entry.time.isoformat(timespec='seconds')}")
     click.echo(f"Who:   {entry.actor.label}")
     for change in entry.changes:

@@ -222,6 +222,7 @@ EXIT_CODES: Mapping[type[BaseException], int] = {
     errors.PreconditionFailedError: EXIT_CONFLICT,
     errors.ConcurrentChangeError: EXIT_CONFLICT,
     errors.UndoConflictError: EXIT_CONFLICT,
+    errors.UndoContentNotKeptError: EXIT_CONFLICT,
     errors.QuotaExceededError: EXIT_DENIED,
     errors.FileTooLargeError: EXIT_DENIED,
     OSError: EXIT_FAILURE,

@@ -136,6 +136,7 @@ HTTP_STATUS: Mapping[type[BaseException], int] = {
     errors.PreconditionFailedError: 412,
     errors.ConcurrentChangeError: 409,
     errors.UndoConflictError: 409,
+    errors.UndoContentNotKeptError: 409,
     errors.QuotaExceededError: 507,
     errors.FileTooLargeError: 413,
     OSError: 500,

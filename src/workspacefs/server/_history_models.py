@@ -1,7 +1,9 @@
 """The JSON of a session's history: journal entries, their changes, undo requests and change events.
 
 Paths are shown as the API shows them (absolute: ``/src/app.py``); a change's ``before``/``after`` is a
-content id (the file's ETag without quotes), ``"directory"``, or ``null`` where nothing was there.
+content id (the file's ETag without quotes), ``"directory"``, or ``null`` where nothing was there; ``before`` is
+``"not-kept"`` for a file a command changed whose prior content was not kept (that entry cannot be undone). An
+``exec`` entry's ``detail`` is the command.
 """
 
 from __future__ import annotations

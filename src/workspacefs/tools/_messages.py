@@ -43,6 +43,7 @@ from workspacefs.errors import (
     SpecialFileError,
     SymlinkRefusedError,
     UndoConflictError,
+    UndoContentNotKeptError,
     UnsafeNameError,
     UnsupportedOperationError,
     error_code,
@@ -215,6 +216,10 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         f"'{w.shown}' was changed again after that entry"
         + (f" (by entries {', '.join(map(str, e.later))})" if e.later else " (from outside workspacefs)")
         + ", so it was not undone and nothing changed. Undo the later entries first, or ask the user to force it."
+    ),
+    UndoContentNotKeptError: lambda _, w: (
+        f"'{w.shown}' cannot be put back: what it held before that command was not kept (the workspace was too "
+        "large to copy first), so nothing was undone and forcing would not help. Restore a snapshot instead."
     ),
     QuotaExceededError: _quota_refusal,
     FileTooLargeError: _quota_refusal,

@@ -2,5 +2,6 @@
 ``HostFilesystem`` serves, so files keep every host sandbox guarantee and commands run inside."""
 
 from workspacefs.backends.container._sandbox import CONTAINER_STRATEGIES, ContainerFilesystem, ContainerSandbox
+from workspacefs.backends.host import CommandBudget
 
-__all__ = ["CONTAINER_STRATEGIES", "ContainerFilesystem", "ContainerSandbox"]
+__all__ = ["CONTAINER_STRATEGIES", "CommandBudget", "ContainerFilesystem", "ContainerSandbox"]

@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import ClassVar, Final, Self
 
 from workspacefs.backends.base import Fingerprint
-from workspacefs.backends.container._exec import run_in_container
+from workspacefs.backends.container._exec import run_in_container, shell_argv
 from workspacefs.backends.container._overlay import OverlayWorkspace
 from workspacefs.backends.container._runtime import (
     Runtime,
@@ -35,7 +35,7 @@ from workspacefs.backends.container._runtime import (
     reap_orphan_workspaces,
     workspace_prefix,
 )
-from workspacefs.backends.host import STRATEGIES, HostFilesystem
+from workspacefs.backends.host import STRATEGIES, CommandBudget, HostFilesystem
 from workspacefs.capabilities import Capabilities
 from workspacefs.errors import (
     SandboxError,
@@ -136,7 +136,9 @@ class ContainerSandbox:
         snapshot_dir: str | os.PathLike[str] | None = None,
         cap_add: Sequence[str] = (),
         quota: Quota | None = None,
+        exec_budget: CommandBudget | None = None,
     ) -> None:
+        """``exec_budget`` bounds what journaling a command may copy before it runs (see ``CommandBudget``)."""
         mount = normalize_mount_point(workdir)
         if mount is None:
             raise ValueError(f"workdir must be an absolute directory other than '/', not {workdir!r}")
@@ -182,6 +184,7 @@ class ContainerSandbox:
                 snapshot_strategy=None if snapshot_strategy in CONTAINER_STRATEGIES else snapshot_strategy,
                 snapshot_dir=self._snapshot_home,
                 quota=quota,
+                exec_budget=exec_budget,
             )
         except BaseException:
             self._finalizer()
@@ -418,6 +421,9 @@ class ContainerFilesystem(HostFilesystem):
     declared_capabilities: ClassVar[Capabilities] = Capabilities(
         host_directory=True, exec=True, history=True, watch=True
     )
+    exec_budget: CommandBudget = CommandBudget()
+    """What journaling a command may copy before it runs (64 MiB, 10,000 files not kept already): past it, the
+    files the command changes are journaled without their prior content, and that entry cannot be undone."""
 
     def __init__(
         self,
@@ -429,8 +435,10 @@ class ContainerFilesystem(HostFilesystem):
         snapshot_dir: str | os.PathLike[str] | None = None,
         read_only: bool = False,
         quota: Quota | None = None,
+        exec_budget: CommandBudget | None = None,
     ) -> None:
-        """The sandbox's workspace at ``root`` (its bind-mounted directory, or one below it)."""
+        """The sandbox's workspace at ``root`` (its bind-mounted directory, or one below it); ``exec_budget``
+        bounds what journaling a command may copy before it runs (default :attr:`exec_budget`)."""
         super().__init__(
             root,
             read_only=read_only,
@@ -439,6 +447,8 @@ class ContainerFilesystem(HostFilesystem):
             snapshot_dir=snapshot_dir,
             quota=quota,
         )
+        if exec_budget is not None:
+            self.exec_budget = exec_budget
         self._sandbox = sandbox
         self._owns_sandbox = False
         below = os.path.relpath(os.path.realpath(root), os.path.realpath(sandbox.host_dir))
@@ -480,6 +490,11 @@ class ContainerFilesystem(HostFilesystem):
         """Run a command in the sandbox, in this workspace's root or ``cwd`` below it (a workspace path; see
         :meth:`ContainerSandbox.exec` for the rest).
 
+        What the command changes in the workspace is one journal entry, operation ``exec`` with the command as
+        its ``detail``, under the caller's actor (also when it fails or times out; none when it changed nothing).
+        Its undo puts every path back, unless the workspace was too large to keep its files first
+        (:attr:`exec_budget`).
+
         Raises:
             ReadOnlyError: a read-only workspace runs no commands.
         """
@@ -490,8 +505,12 @@ class ContainerFilesystem(HostFilesystem):
             if not self.stat(cwd).is_directory:
                 raise NotADirectoryError(f"cwd is not a directory: {cwd!r}")
             where = f"{where}/{norm}" if norm else where
+        shell_argv(cmd)  # an empty command is refused before the tree is walked
         try:
-            return self._sandbox._run(cmd, workdir=where, timeout=timeout, env=env, stdin=stdin, max_output=max_output)
+            with self._journaling_command(cmd, self.exec_budget):
+                return self._sandbox._run(
+                    cmd, workdir=where, timeout=timeout, env=env, stdin=stdin, max_output=max_output
+                )
         finally:
             self._state_replaced()  # the command may have written anything: count usage again
 

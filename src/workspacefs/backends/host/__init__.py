@@ -4,6 +4,7 @@
 ``_snapshots.py`` and ``_strategies.py`` keep snapshots outside the root, ``_ripgrep.py`` narrows grep.
 """
 
+from workspacefs.backends.host._commands import CommandBudget
 from workspacefs.backends.host._filesystem import HostFilesystem
 from workspacefs.backends.host._strategies import (
     STRATEGIES,
@@ -17,6 +18,7 @@ from workspacefs.backends.host._strategies import (
 __all__ = [
     "STRATEGIES",
     "ArchiveStrategy",
+    "CommandBudget",
     "CopyStrategy",
     "GitStrategy",
     "HostFilesystem",

@@ -21,6 +21,7 @@ import errno
 import os
 import shutil
 import stat
+import threading
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -103,6 +104,7 @@ class HostFilesystem(HostHistoryMixin):
         if not os.path.isdir(self._root):
             raise NotADirectoryError(errno.ENOTDIR, "Workspace root is not a directory", self._root)
         self._tree = HostTree(self._root, durable=durable, use_openat2=use_openat2, use_tmpfile=use_tmpfile)
+        self._command_lock = threading.Lock()
         self._snapshots = HostSnapshots(
             self._tree,
             self._root,
@@ -123,7 +125,9 @@ class HostFilesystem(HostHistoryMixin):
         )
         if self._changes is not None and can_watch_outside():
             journal = self._changes
-            journal.follow = lambda: OutsideWatcher(self._root, journal, lambda path: self._observe(path, keep=False))
+            journal.follow = lambda: OutsideWatcher(
+                self._root, journal, lambda path: self._observe(path, keep=False), held=self._command_pending
+            )
         self.reaped = ReapReport() if read_only else self._tree.writers.reap(self._tree.resolver.root_fd)
         """What this open removed of dead writers' temporary files (read-only opens remove nothing)."""
         self._ripgrep = Ripgrep.find() if use_ripgrep is not False else None
@@ -158,6 +162,10 @@ class HostFilesystem(HostHistoryMixin):
     def resolver(self) -> HostResolver:
         """The race-proof resolver (for the snapshot strategies and the container backend)."""
         return self._tree.resolver
+
+    def _command_pending(self) -> bool:
+        """Whether a command runs whose entry is not written yet (what it changes is not news from outside)."""
+        return self._commands_running > 0
 
     def _release_root(self) -> None:
         """Let go of the root's descriptor (before the root is unmounted and mounted again)."""

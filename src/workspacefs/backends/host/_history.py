@@ -10,11 +10,15 @@ new content id from the bytes written, never read back). A difference is a
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from workspacefs.backends.base import BaseFilesystem
+from workspacefs.backends.host._commands import CommandBudget, CommandRecorder, command_detail
 from workspacefs.backends.host._journal import HostJournal
 from workspacefs.backends.host._tree import READ_FLAGS, HostTree, content_id_of_fd
 from workspacefs.history import DIRECTORY, Change, JournalEntry
@@ -33,9 +37,61 @@ class HostHistoryMixin(BaseFilesystem):
 
     _tree: HostTree
     _changes: HostJournal | None
+    _commands: CommandRecorder | None = None
+    _concurrent: tuple[dict[str, str | None], ...] = ()
+    """One map per command running now: what workspacefs itself changed meanwhile (path -> what it left)."""
+    _commands_running: int = 0
+    """Commands under way whose entry is not written yet (a watcher of outside changes waits for it)."""
+    _command_lock: threading.Lock
 
     def _journal(self) -> HostJournal | None:
         return self._changes
+
+    def _note(self, operation: str, changes: Sequence[Any]) -> None:
+        for seen in self._concurrent:  # a command runs: its entry must not record this change a second time
+            for change in changes:
+                seen[change.path] = change.after
+                if change.from_path is not None:
+                    seen[change.from_path] = None
+        super()._note(operation, changes)
+
+    @contextlib.contextmanager
+    def _journaling_command(self, command: str | Iterable[str], budget: CommandBudget) -> Iterator[None]:
+        """Journal what the command run inside the block changes in the tree as one ``exec`` entry (see
+        ``_commands.py``): also when it fails or times out, since its changes stay."""
+        journal = self._changes
+        if journal is None:
+            yield
+            return
+        seen: dict[str, str | None] = {}
+        with self._command_lock:
+            if self._commands is None:
+                self._commands = CommandRecorder(budget)
+            recorder = self._commands
+            recorder.budget = budget
+            self._commands_running += 1
+        try:
+            with self._journaled("exec", detail=command_detail(command)):
+                with self._command_lock:
+                    self._concurrent = (*self._concurrent, seen)
+                try:
+                    taken = recorder.before(self._tree, journal)
+                except BaseException:
+                    self._forget_command(seen)
+                    raise
+                try:
+                    yield
+                finally:
+                    self._forget_command(seen)
+                    observe = functools.partial(self._observe, keep=False)
+                    self._note("exec", recorder.changes(self._tree, journal, taken, observe, seen))
+        finally:
+            with self._command_lock:
+                self._commands_running -= 1
+
+    def _forget_command(self, seen: dict[str, str | None]) -> None:
+        with self._command_lock:
+            self._concurrent = tuple(each for each in self._concurrent if each is not seen)
 
     def _observe(self, path: str, *, keep: bool) -> Seen:
         """What ``path`` holds now; with ``keep``, a file's content is copied into the journal first. One

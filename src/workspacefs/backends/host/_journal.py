@@ -176,6 +176,8 @@ class HostJournal(Journal):
             self._peers = _PEERS.setdefault(os.path.realpath(directory), weakref.WeakSet())
             self._peers.add(self)
         self._recorded = 0
+        self.collected = 0
+        """How many kept files this journal has collected (a cache of kept content is stale once it grows)."""
         self.max_entries = max_entries
         self.max_age = max_age
         """Entries older than this go too (the snapshot retention policy's ``max_age_hours``)."""
@@ -403,6 +405,15 @@ class HostJournal(Journal):
             os.close(handle)
         os.replace(temp, target)
 
+    def hold(self, content_id: str) -> bool:
+        """Whether content ``content_id`` is kept, refreshing its time so a collection leaves it for the entry
+        about to name it (a collection under way makes this ``False``: it is treated as not kept)."""
+        try:
+            os.utime(content_id, dir_fd=self._objects_fd)
+        except (FileNotFoundError, ValueError):
+            return False
+        return True
+
     def content(self, content_id: str, path: str) -> ByteReader:
         """A reader of kept content ``content_id`` (``FileNotFoundError`` if it is not kept)."""
         if not content_id or "/" in content_id or content_id.startswith("."):
@@ -588,6 +599,7 @@ class HostJournal(Journal):
         if os.stat(aside, dir_fd=fd).st_mtime >= young:  # touched just before the move: it stays
             with contextlib.suppress(FileExistsError):
                 os.link(aside, name, src_dir_fd=fd, dst_dir_fd=fd)  # unless keep wrote it anew already
+        self.collected += 1
         os.unlink(aside, dir_fd=fd)
 
 

@@ -37,10 +37,12 @@ def can_watch_outside() -> bool:
 class OutsideWatcher:
     """A thread publishing to ``journal`` the changes inotify sees under ``root`` that no entry explains."""
 
-    def __init__(self, root: str, journal: Journal, observe: Observe) -> None:
+    def __init__(self, root: str, journal: Journal, observe: Observe, *, held: Callable[[], bool] = bool) -> None:
         self._root = os.path.realpath(root)
         self._journal = journal
         self._observe = observe
+        self._held = held
+        """True while a command runs through workspacefs: what it changes waits for its entry, which explains it."""
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wsfs-host-watch", daemon=True)
@@ -59,6 +61,7 @@ class OutsideWatcher:
         import watchfiles  # noqa: PLC0415 - optional: only a watcher of a host directory needs it
 
         kinds = {watchfiles.Change.added: "created", watchfiles.Change.modified: "modified"}
+        seen: dict[str, str] = {}  # one event per path: what it holds when its batch (or those held) is looked at
         with contextlib.suppress(Exception):  # the root going away ends the watch, not the process
             for batch in watchfiles.watch(
                 self._root,
@@ -70,12 +73,14 @@ class OutsideWatcher:
                 raise_interrupt=False,
             ):
                 self._ready.set()
-                seen: dict[str, str] = {}  # one event per path and batch: what it holds at the end
                 for change, absolute in sorted(batch, key=lambda item: item[1]):
                     path = self._relative(absolute)
                     if path is not None:
                         seen[path] = kinds.get(change, "deleted")
+                if self._held():
+                    continue  # an empty batch comes every rust_timeout: these are looked at once the entry is there
                 events = [self._unexplained(kind, path) for path, kind in seen.items()]
+                seen = {}
                 self._journal.publish([event for event in events if event is not None])
         self._ready.set()
 
