@@ -490,3 +490,27 @@ def test_a_journaled_write_of_a_new_file_opens_nothing_to_keep(tmp_path: Path) -
     fs.undo(newest.entry_id)
     assert fs.read_bytes("new.txt").content == b"one"
     fs.close()
+
+
+def test_a_host_undo_whose_kept_content_is_gone_changes_nothing(tmp_path: Path) -> None:
+    """Undo checks that every file its entries replaced is still kept before it changes anything: with one of
+    two kept files removed from ``objects/``, undoing both entries fails whole (it put the first back, then
+    failed on the second)."""
+    (tmp_path / "root").mkdir()
+    fs = HostFilesystem(tmp_path / "root", snapshot_dir=tmp_path / "snaps", durable=False)
+    fs.write("a.txt", "a1")
+    fs.write("b.txt", "b1")
+    fs.write("a.txt", "a2")
+    fs.write("b.txt", "b2")
+    newest_two = fs.history(limit=2)
+    journal = fs._changes
+    assert journal is not None
+    gone = newest_two[1].changes[0].before  # what a.txt held: undone second, after b.txt
+    assert gone is not None
+    (journal.objects / gone).unlink()
+
+    with pytest.raises(FileNotFoundError):
+        fs.undo([e.entry_id for e in newest_two])
+
+    assert (fs.read_bytes("a.txt").content, fs.read_bytes("b.txt").content) == (b"a2", b"b2")
+    fs.close()

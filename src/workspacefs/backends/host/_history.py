@@ -21,7 +21,7 @@ from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host._commands import CommandBudget, CommandRecorder, command_detail
 from workspacefs.backends.host._journal import HostJournal
 from workspacefs.backends.host._tree import READ_FLAGS, HostTree, content_id_of_fd
-from workspacefs.history import DIRECTORY, Change, JournalEntry
+from workspacefs.history import DIRECTORY, NOT_KEPT, Change, JournalEntry
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import FilesystemSnapshot
 from workspacefs.streams import ContentHasher, StreamWriter
@@ -162,6 +162,15 @@ class HostHistoryMixin(BaseFilesystem):
         change = entry.changes[index]
         assert self._changes is not None
         return self._changes.content(str(change.before), change.path)
+
+    def _check_kept(self, entry: JournalEntry) -> None:
+        """Every file the entry replaced is still in ``objects/`` (undo checks each target before it changes
+        anything, so a kept file removed since fails the undo whole, not half-way); each is touched, so a
+        collection running now leaves it."""
+        assert self._changes is not None
+        for change in entry.changes:
+            if change.before not in (None, DIRECTORY, NOT_KEPT) and not self._changes.hold(str(change.before)):
+                raise FileNotFoundError(2, "The content this entry replaced is no longer kept", change.path)
 
     def _journal_restore(self, snapshot: FilesystemSnapshot) -> tuple[list[str], dict[str, Seen]]:
         """Before a restore: the files it will change, each kept for undo."""
