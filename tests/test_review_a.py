@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from workspacefs import HostFilesystem
+import pytest
+
+from workspacefs import HostFilesystem, SqlFilesystem, SqlStore
+from workspacefs.backends.sql._schema import CHUNK_SIZE
 
 
 def test_host_prune_before_drops_an_old_entry_written_after_a_younger_one(tmp_path: Path) -> None:
@@ -27,3 +31,67 @@ def test_host_prune_before_drops_an_old_entry_written_after_a_younger_one(tmp_pa
     assert dropped == 1
     assert [e.changes[0].path for e in fs.history(limit=None)] == [f"f{i}.txt" for i in reversed(range(4))]
     fs.close()
+
+
+@pytest.fixture
+def sql_fs(service_url: str) -> SqlFilesystem:
+    """A fresh session on SQLite or the real PostgreSQL."""
+    return SqlFilesystem(SqlStore(service_url), f"review-a-{uuid.uuid4().hex}")
+
+
+@pytest.mark.parametrize("size", [3, CHUNK_SIZE + 10], ids=["inline", "chunked"])
+def test_undoing_the_delete_of_a_read_only_file_brings_it_back_read_only(sql_fs: SqlFilesystem, size: int) -> None:
+    """The delete recorded no flag, so undo wrote the content back into a writable file: it unlocked it."""
+    sql_fs.create_bytes("a.txt", b"o" * size, read_only=True)
+    sql_fs.delete("a.txt")
+    [change] = sql_fs.history(limit=1)[0].changes
+    assert (change.read_only_before, change.read_only_after) == (True, None)
+
+    [undone] = sql_fs.undo(sql_fs.history(limit=1)[0].entry_id)
+
+    assert (sql_fs.read_bytes("a.txt").content, sql_fs.stat("a.txt").read_only) == (b"o" * size, True)
+    assert [(c.read_only_before, c.read_only_after) for c in undone.changes] == [(None, True)]
+    sql_fs.undo(undone.entry_id)  # the undo's undo deletes it again
+    assert not sql_fs.exists("a.txt")
+
+
+def test_undoing_a_recursive_delete_brings_its_read_only_files_back_read_only(sql_fs: SqlFilesystem) -> None:
+    sql_fs.write_bytes("d/open.txt", b"open")
+    sql_fs.create_bytes("d/e/locked.txt", b"locked", read_only=True)
+    sql_fs.delete("d", recursive=True)
+
+    sql_fs.undo(sql_fs.history(limit=1)[0].entry_id)
+
+    assert sql_fs.stat("d/e/locked.txt").read_only is True
+    assert sql_fs.stat("d/open.txt").read_only is False
+    assert sql_fs.read_bytes("d/e/locked.txt").content == b"locked"
+
+
+def test_undoing_a_restore_that_dropped_a_read_only_file_brings_it_back_read_only(sql_fs: SqlFilesystem) -> None:
+    snapshot = sql_fs.snapshot()
+    sql_fs.create_bytes("a.txt", b"one", read_only=True)
+    sql_fs.restore(snapshot)
+    assert not sql_fs.exists("a.txt")
+
+    sql_fs.undo(sql_fs.history(limit=1)[0].entry_id)
+
+    assert (sql_fs.read_bytes("a.txt").content, sql_fs.stat("a.txt").read_only) == (b"one", True)
+
+
+def test_restoring_a_family_snapshot_journals_the_flag_it_changes(sql_fs: SqlFilesystem) -> None:
+    """A snapshot of a fork is restored set-based: that path changed the flag with no entry, so history did not
+    show it and undo could not put it back."""
+    sql_fs.write_bytes("a.txt", b"one")
+    fork = sql_fs.fork()
+    fork.set_read_only("a.txt")
+    snapshot = fork.snapshot()
+
+    sql_fs.restore(snapshot)
+
+    assert sql_fs.stat("a.txt").read_only is True
+    newest = sql_fs.history(limit=1)[0]
+    assert [(newest.operation, c.read_only_before, c.read_only_after) for c in newest.changes] == [
+        ("restore", False, True)
+    ]
+    sql_fs.undo(newest.entry_id)
+    assert sql_fs.stat("a.txt").read_only is False
