@@ -95,3 +95,18 @@ def test_restoring_a_family_snapshot_journals_the_flag_it_changes(sql_fs: SqlFil
     ]
     sql_fs.undo(newest.entry_id)
     assert sql_fs.stat("a.txt").read_only is False
+
+
+def test_undoing_a_restore_that_put_a_directory_over_a_read_only_file_brings_the_file_back_read_only(
+    sql_fs: SqlFilesystem,
+) -> None:
+    sql_fs.write_bytes("a/inside.txt", b"in")
+    snapshot = sql_fs.snapshot()
+    sql_fs.delete("a", recursive=True)
+    sql_fs.create_bytes("a", b"file", read_only=True)
+    sql_fs.restore(snapshot)
+    assert sql_fs.stat("a").is_directory
+
+    sql_fs.undo(sql_fs.history(limit=1)[0].entry_id)
+
+    assert (sql_fs.read_bytes("a").content, sql_fs.stat("a").read_only) == (b"file", True)
