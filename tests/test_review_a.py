@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from workspacefs import HostFilesystem, SqlFilesystem, SqlStore
 from workspacefs.backends.sql._schema import CHUNK_SIZE
+from workspacefs.cli import main
 
 
 def test_host_prune_before_drops_an_old_entry_written_after_a_younger_one(tmp_path: Path) -> None:
@@ -110,3 +112,16 @@ def test_undoing_a_restore_that_put_a_directory_over_a_read_only_file_brings_the
     sql_fs.undo(sql_fs.history(limit=1)[0].entry_id)
 
     assert (sql_fs.read_bytes("a").content, sql_fs.stat("a").read_only) == (b"file", True)
+
+
+def test_the_cli_log_says_a_deleted_file_was_read_only(fast_tmp: Path) -> None:
+    database = f"sqlite:///{fast_tmp}/cli-{uuid.uuid4().hex}.db"
+    url = f"{database}?session=s"
+    fs = SqlFilesystem(database, "s")
+    fs.create_bytes("a.txt", b"one", read_only=True)
+    fs.delete("a.txt")
+
+    shown = CliRunner().invoke(main, ["log", "-n", "1", "--fs", url])
+
+    assert shown.exit_code == 0, shown.output
+    assert "deleted  a.txt (was read-only)" in shown.output
