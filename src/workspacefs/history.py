@@ -159,7 +159,9 @@ class Change:
 
     Where a backend has a per-file read-only flag (``capabilities.file_read_only``) and the change set it,
     ``read_only_before``/``read_only_after`` say what it was and became (``None``: the flag was not changed);
-    a flag-only change has the same content id on both sides."""
+    a flag-only change has the same content id on both sides. A read-only file that went (deleted, or a
+    directory in its place) has ``read_only_before`` true and ``read_only_after`` ``None``: undo brings it back
+    read-only."""
 
     path: str
     before: str | None

@@ -85,6 +85,8 @@ def _print_entry(entry: JournalEntry) -> None:
         moved = f" (from {change.from_path})" if change.from_path else ""
         if change.read_only_after is not None:
             moved += " (made read-only)" if change.read_only_after else " (made writable)"
+        elif change.read_only_before:  # a read-only file that went: undo brings it back read-only
+            moved += " (was read-only)"
         sign = "+" if change.size_delta >= 0 else ""
         click.echo(
             f"  {change.kind:<8} {change.path}{moved}  {_side(change.before)} -> {_side(change.after)}  "

@@ -58,7 +58,9 @@ class ChangeModel(BaseModel):
     size_after: int
     size_delta: int
     read_only_before: bool | None = Field(
-        default=None, description="The file's read-only flag before, where the change set it (null: left alone)"
+        default=None,
+        description="The file's read-only flag before, where the change set it or a read-only file went (null: left"
+        " alone)",
     )
     read_only_after: bool | None = Field(default=None, description="The flag the change set (null: left alone)")
 

@@ -97,6 +97,9 @@ _OLDER_THAN_TIME = (
 )
 """The entries before the first row young enough to stay: read from the oldest up, so a pass costs what it drops
 (a scan of ``at`` read every row of a full journal every 256 entries)."""
+_OLDER_THAN_TIME_EXACT = "SELECT DISTINCT entry FROM journal WHERE at < ?"
+"""Every entry with a row older than the time, wherever it lies: what an explicit prune drops (rows are not in
+``at`` order when another process wrote a group late, or the clock stepped back)."""
 _ENTRY_SPAN = "SELECT (SELECT max(entry) FROM journal) - (SELECT min(entry) FROM journal) + 1"
 """At least the number of entries (ids are never reused; an entry of several rows leaves gaps): two index reads."""
 _KEPT_CONTENT = "SELECT DISTINCT before_id FROM journal WHERE before_id IS NOT NULL"
@@ -559,7 +562,8 @@ class HostJournal(Journal):
                 rows = self._db.execute(_OLDER_THAN_NEWEST, [keep])
                 doomed.update(r[0] for r in rows)
             if before is not None:
-                doomed.update(r[0] for r in self._db.execute(_OLDER_THAN_TIME, [before.timestamp()]))
+                older = _OLDER_THAN_TIME_EXACT if sweep else _OLDER_THAN_TIME  # retention may leave one for later
+                doomed.update(r[0] for r in self._db.execute(older, [before.timestamp()]))
             if not doomed and not sweep:
                 return 0
             ids = sorted(doomed)

@@ -242,19 +242,35 @@ class SqlFilesystem(BaseFilesystem):
 
     def _put_back(self, entry: JournalEntry, index: int) -> None:
         """As every backend, and where the change set the file's read-only flag, the flag too: in the same step as
-        the content (a write that made the file read-only is undone although the file is read-only now)."""
+        the content (a write that made the file read-only is undone although the file is read-only now). A
+        read-only file the change deleted (or put a directory in place of) comes back read-only."""
         change = entry.changes[index]
         flag = change.read_only_before
-        if change.read_only_after is None or flag is None:
+        gone = change.read_only_after is None  # with a flag before: a read-only file that went
+        if flag is None or (gone and change.after not in {None, DIRECTORY}):
             super()._put_back(entry, index)  # the flag untouched, or the file did not exist before
             return
         now = self._version_now(change.path)
+        if gone:
+            if now != change.after:  # changed since (an undo forced): as the content says
+                super()._put_back(entry, index)
+                return
+            if now == DIRECTORY:
+                self.delete("/" + change.path, recursive=True)
+            self._ensure_parents(change.path)
+            self._write_back(entry, index, flag)
+            return
         if now is None or now == DIRECTORY:  # gone or replaced since (an undo forced): as the content says
             super()._put_back(entry, index)
             return
         if now == change.before:  # the content is as it was: the flag alone
             self._set_flag(change.path, flag, expect=None)
             return
+        self._write_back(entry, index, flag)
+
+    def _write_back(self, entry: JournalEntry, index: int, flag: bool) -> None:
+        """Write the content the entry's ``index``-th change replaced, with read-only flag ``flag``: one step."""
+        change = entry.changes[index]
         content = self._history_content(entry, index)
         if isinstance(content, bytes):
             self._check_write(change.path, len(content), "overwrite")
@@ -638,7 +654,8 @@ class SqlFilesystem(BaseFilesystem):
             if row.is_directory:
                 raise errors.is_a_directory(path)
             connection.execute(_DELETE_ROW, {"b_session": self._session, "b_path": path})
-            self._journal_changes(connection, tag, Change(path, row.blob_id, None, row.size_bytes, 0))
+            locked = True if row.is_readonly else None  # undo brings a read-only file back read-only
+            self._journal_changes(connection, tag, Change(path, row.blob_id, None, row.size_bytes, 0, None, locked))
             self._store.release(connection, [row.blob_id])
         self._committed(tag)
 
@@ -1078,18 +1095,27 @@ class SqlFilesystem(BaseFilesystem):
         self._store.release(connection, [b for b in released if b])
 
     def _journal_restore(self, connection: Connection, tag: JournalTag, entries: Any) -> None:
-        """Journal what restoring ``entries`` changes, before it does: every path whose kind or content
-        differs between the session and the snapshot (metadata alone, such as times, is no change)."""
+        """Journal what restoring ``entries`` changes, before it does: every path whose kind, content or read-only
+        flag differs between the session and the snapshot (times alone are no change)."""
         now, twin = datetime.now(UTC), entries.alias("twin")
         mine = sa.case((F.c.is_directory, sa.literal(DIRECTORY)), else_=F.c.blob_id)
         theirs = sa.case((twin.c.is_directory, sa.literal(DIRECTORY)), else_=twin.c.blob_id)
         at = twin.c.path == F.c.path
         their_kind = sa.select(theirs).where(at).scalar_subquery()
         their_size = sa.select(twin.c.size_bytes).where(at).scalar_subquery()
+        their_flag = sa.select(twin.c.is_readonly).where(at).scalar_subquery()
+        file_now, no_file_then = sa.not_(F.c.is_directory), sa.or_(their_kind.is_(None), their_kind == DIRECTORY)
+        flag_changes = sa.and_(file_now, sa.not_(no_file_then), F.c.is_readonly != their_flag)  # undo puts it back
+        locked_goes = sa.and_(file_now, F.c.is_readonly, no_file_then)  # undo brings it back read-only
+        flags = (
+            sa.case((sa.or_(flag_changes, locked_goes), F.c.is_readonly), else_=sa.null()),
+            sa.case((flag_changes, their_flag), else_=sa.null()),
+        )
+        sizes = (F.c.size_bytes, sa.func.coalesce(their_size, 0))
         changed = (
-            tagged(tag, self._session, now, F.c.path, mine, their_kind, F.c.size_bytes, sa.func.coalesce(their_size, 0))
+            tagged(tag, self._session, now, F.c.path, mine, their_kind, *sizes, flags=flags)
             .where(F.c.session_id == self._session, F.c.path != ROOT)
-            .where(sa.or_(their_kind.is_(None), their_kind != mine))
+            .where(sa.or_(their_kind.is_(None), their_kind != mine, flag_changes))
         )
         present = sa.exists().where(F.c.session_id == self._session, F.c.path == twin.c.path)
         created = (
@@ -1345,6 +1371,8 @@ class _RestorePlan:
         files = now is not None and then.existed and not (now.is_directory or then.is_directory)
         if files and bool(now.is_readonly) != bool(then.is_readonly):  # a flag alone is a change (undo puts it back)
             flags = (bool(now.is_readonly), bool(then.is_readonly))
+        elif now is not None and now.is_readonly and not now.is_directory and theirs in {None, DIRECTORY}:
+            flags = (True, None)  # a read-only file goes: undo brings it back read-only
         if now is not None and (theirs != _kind(now) or flags[0] is not None):
             size_then = then.size_bytes if then.existed else 0
             self.gone.append(Change(path, _kind(now), theirs, now.size_bytes, size_then, None, *flags))

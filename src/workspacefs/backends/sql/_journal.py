@@ -125,9 +125,19 @@ def subtree_of(column: Any, base: str) -> sa.ColumnElement[bool]:
 
 
 def tagged(  # noqa: PLR0917 - one value per column, in the table's order
-    tag: JournalTag, session: str, at: datetime, path: Any, before: Any, after: Any, size_before: Any, size_after: Any
+    tag: JournalTag,
+    session: str,
+    at: datetime,
+    path: Any,
+    before: Any,
+    after: Any,
+    size_before: Any,
+    size_after: Any,
+    flags: tuple[Any, Any] = (None, None),
 ) -> sa.Select[Any]:
-    """A ``SELECT`` of journal rows: the tag's constants around the given path, kinds and sizes."""
+    """A ``SELECT`` of journal rows: the tag's constants around the given path, kinds, sizes and read-only flags
+    (``None``: left alone)."""
+    flag_before, flag_after = (sa.literal(None, type_=sa.Boolean) if f is None else f for f in flags)
     name, actor_session, call, via = tag.actor.fields()
     return sa.select(
         sa.literal(session),
@@ -146,6 +156,8 @@ def tagged(  # noqa: PLR0917 - one value per column, in the table's order
         size_after,
         sa.literal(tag.undoes, type_=sa.BigInteger),
         sa.literal(tag.detail, type_=sa.Text),
+        flag_before,
+        flag_after,
     )
 
 
@@ -156,15 +168,17 @@ def tree_rows(tag: JournalTag, session: str, at: datetime, base: str, *, deletin
     size = sa.case((F.c.is_directory, sa.literal(0)), else_=F.c.size_bytes)
     nothing = sa.literal(None, type_=sa.Text)
     before, after = (kind, nothing) if deleting else (nothing, kind)
-    sizes = (size, sa.literal(0)) if deleting else (sa.literal(0), size)
-    return tagged(tag, session, at, F.c.path, before, after, *sizes).where(
+    sizes: tuple[Any, Any] = (size, sa.literal(0)) if deleting else (sa.literal(0), size)
+    locked = sa.case((sa.and_(F.c.is_readonly, sa.not_(F.c.is_directory)), sa.true()), else_=sa.null())
+    flags = (locked, None) if deleting else (None, locked)  # a read-only file goes, or comes, read-only
+    return tagged(tag, session, at, F.c.path, before, after, *sizes, flags=flags).where(
         F.c.session_id == session, subtree_of(F.c.path, base)
     )
 
 
 def insert_rows(select: sa.Select[Any]) -> sa.Insert:
     """``INSERT INTO wsfs_journal … SELECT``."""
-    return sa.insert(J).from_select(list(_COLUMNS), select)
+    return sa.insert(J).from_select([*_COLUMNS, "read_only_before", "read_only_after"], select)
 
 
 def insert_changes(connection: Any, tag: JournalTag, session: str, changes: Sequence[Change]) -> None:

@@ -235,6 +235,7 @@ journal = sa.Table(
 one operation share ``op_key`` and form one entry whose id is their lowest ``seq``; a one-row entry has no key.
 ``before_id``/``after_id`` hold a content id (a blob's id), ``'directory'`` or NULL; a blob named by ``before_id``
 is kept (undo writes it back) until retention drops the row. ``read_only_before``/``read_only_after`` (migration
-``0010``) hold the file's read-only flag where the change set it (NULL: left alone). Its inserts notify
+``0010``) hold the file's read-only flag where the change set it (NULL: left alone; a read-only file that went
+has ``read_only_before`` true and ``read_only_after`` NULL). Its inserts notify
 ``wsfs_journal`` on PostgreSQL (a trigger), so every process serving the session can publish the change to its
 watchers."""
