@@ -1,4 +1,5 @@
-"""Review of the read-only flag in SQL history and of the host journal's retention: the traps found."""
+"""History of the read-only flag (SQL) and host retention: deleting, restoring and pruning keep the flag and the
+entries right (found reviewing the commits that added them)."""
 
 from __future__ import annotations
 
