@@ -10,6 +10,7 @@ import pytest
 from workspacefs import SqlFilesystem, SqlStore
 from workspacefs.backends.sql._schema import CHUNK_SIZE
 from workspacefs.cli._history import entry_json
+from workspacefs.errors import ReadOnlyFileError
 
 
 @pytest.fixture
@@ -98,3 +99,35 @@ def test_the_cli_json_names_the_flag(fs: SqlFilesystem) -> None:
     fs.set_read_only("a.txt")
     [change] = entry_json(fs.history(limit=1)[0])["changes"]
     assert (change["read_only_before"], change["read_only_after"]) == (False, True)
+
+
+def test_undo_refuses_content_into_a_file_locked_since_and_changes_nothing(fs: SqlFilesystem) -> None:
+    """A restore rewrote a file read-only on both sides; the file is locked now, so its undo cannot write: the check
+    runs before anything changes (undoing two entries undid the first, then failed on the second)."""
+    fs.create_bytes("a.txt", b"one", read_only=True)
+    snapshot = fs.snapshot()
+    fs.write_bytes_if("a.txt", b"two", expect="*", read_only=False)
+    fs.set_read_only("a.txt", True)
+    fs.restore(snapshot)
+    restore_id = fs.history(limit=1)[0].entry_id
+    fs.write_bytes("b.txt", b"b")
+    b_id = fs.history(limit=1)[0].entry_id
+
+    with pytest.raises(ReadOnlyFileError):
+        fs.check_undo([b_id, restore_id])
+    with pytest.raises(ReadOnlyFileError):
+        fs.undo([b_id, restore_id], force=True)
+
+    assert fs.read_bytes("b.txt").content == b"b"
+    assert (fs.read_bytes("a.txt").content, fs.stat("a.txt").read_only) == (b"one", True)
+
+    # the check follows the undo: a lock undone first (newest first) no longer stands in the way
+    fs.write_bytes("c.txt", b"one")
+    fs.write_bytes("c.txt", b"two")
+    write_id = fs.history(limit=1)[0].entry_id
+    fs.set_read_only("c.txt")
+    lock_id = fs.history(limit=1)[0].entry_id
+    with pytest.raises(ReadOnlyFileError):
+        fs.undo(write_id)  # the lock came later: it is not this undo's to lift
+    fs.undo([lock_id, write_id])
+    assert (fs.read_bytes("c.txt").content, fs.stat("c.txt").read_only) == (b"one", False)

@@ -304,6 +304,7 @@ class HistoryMixin(FilesystemCore):
             HistoryEntryNotFoundError: no such entry.
             UndoContentNotKeptError: an entry's prior content was not kept (:data:`NOT_KEPT`), even with ``force``.
             UndoConflictError: a path changed again since (only without ``force``).
+            ReadOnlyFileError: content would go back into a file locked since (its flag must be cleared first).
         """
         journal = self._require_journal()
         self._writable("/")
@@ -322,6 +323,7 @@ class HistoryMixin(FilesystemCore):
             self._check_undoable(journal, targets)
         for target in targets:
             self._check_kept(target)
+        self._check_locks(targets)
         return targets
 
     def undo(
@@ -430,6 +432,11 @@ class HistoryMixin(FilesystemCore):
     def _history_content(self, entry: JournalEntry, index: int) -> bytes | ByteReader:
         """The content the entry's ``index``-th change replaced (what an undo writes back)."""
         raise UnsupportedOperationError(f"{type(self).__name__} keeps no content for undo")
+
+    def _check_locks(self, targets: Sequence[JournalEntry]) -> None:
+        """Raise ``ReadOnlyFileError`` if putting the targets back (newest first) would write content into a file
+        read-only at that point that the entry did not lock itself; a backend without the per-file flag has
+        nothing to check. Even with ``force``: the flag says the content may not change, whoever asks."""
 
     def _check_kept(self, entry: JournalEntry) -> None:
         """Raise ``FileNotFoundError`` if content the entry replaced is no longer kept (undo checks every target

@@ -240,6 +240,38 @@ class SqlFilesystem(BaseFilesystem):
     def _scope_entry(self, scope: Scope) -> JournalEntry | None:
         return self._history.entry_of_key(scope.key)
 
+    def _check_locks(self, targets: Sequence[JournalEntry]) -> None:
+        """Follow the read-only flag through the undo of ``targets`` (newest first, each's changes last first):
+        refuse when content would go back into a file that is read-only then, unless the entry itself locked it
+        (its undo unlocks it in the same step)."""
+        flags: dict[str, bool] = {}
+
+        def locked(path: str) -> bool:
+            if path not in flags:
+                try:
+                    info = self._stat(path)
+                except (FileNotFoundError, NotADirectoryError):
+                    info = None
+                flags[path] = info is not None and info.is_file and bool(info.read_only)
+            return flags[path]
+
+        for target in targets:
+            for change in reversed(target.changes):
+                path = change.path
+                if change.from_path is not None:  # moved back: the file takes its flag with it
+                    flags[change.from_path] = locked(path)
+                    flags[path] = False
+                    continue
+                writes = change.before not in (None, DIRECTORY) and change.before != change.after
+                if writes and locked(path) and change.read_only_after is not True:
+                    raise errors.ReadOnlyFileError(
+                        path, "File is read-only (it was locked after this change): clear its flag to undo"
+                    )
+                if change.before in (None, DIRECTORY):
+                    flags[path] = False
+                elif change.read_only_before is not None:
+                    flags[path] = change.read_only_before
+
     def _put_back(self, entry: JournalEntry, index: int) -> None:
         """As every backend, and where the change set the file's read-only flag, the flag too: in the same step as
         the content (a write that made the file read-only is undone although the file is read-only now). A
