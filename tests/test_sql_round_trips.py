@@ -32,40 +32,64 @@ def pg_store(postgres_url: str) -> Iterator[SqlStore]:
     store.close()
 
 
-def on_the_wire(store: SqlStore, operation: Callable[[], Any], *, transaction: bool = False) -> Wire:
-    """Run ``operation`` on a traced connection (the driver's pool hands back the one just returned):
-    a pipelined one for a ``transaction``, else a plain one (single statements)."""
+def on_the_wire(store: SqlStore, operation: Callable[[], Any]) -> Wire:
+    """Run ``operation`` on traced connections (the driver's pool hands back the ones just returned): a plain one
+    (single statements) and a pipelined one (transactions and batches); their messages are counted together."""
     driver = store.driver
     driver.close()
-    held = driver._checkout(pipelined=transaction)
+    held = [driver._checkout(pipelined=False), driver._checkout(pipelined=True)]
     with tempfile.TemporaryDirectory() as scratch:
-        trace = Path(scratch) / "trace"
-        with open(trace, "w") as sink:
-            held[0].pgconn.trace(sink.fileno())
-            driver._checkin(held)
+        traces = [Path(scratch) / "plain", Path(scratch) / "pipelined"]
+        with open(traces[0], "w") as plain, open(traces[1], "w") as pipelined:
+            for connection, sink in zip(held, (plain, pipelined), strict=True):
+                connection[0].pgconn.trace(sink.fileno())
+                driver._checkin(connection)
             operation()
-            held[0].pgconn.untrace()
-        messages = [line.split("\t")[3].split(" ")[0] for line in trace.read_text().splitlines() if "\tF\t" in line]
-    assert driver._checkout(pipelined=transaction) is held  # the operation used (and returned) the traced one
-    driver._checkin(held)
+            for connection in held:
+                connection[0].pgconn.untrace()
+        messages = [
+            line.split("\t")[3].split(" ")[0]
+            for trace in traces
+            for line in trace.read_text().splitlines()
+            if "\tF\t" in line
+        ]
+    # the operation used (and returned) the traced connections
+    assert [driver._checkout(pipelined=False), driver._checkout(pipelined=True)] == held
+    for connection in held:
+        driver._checkin(connection)
     return Wire(
         round_trips=sum(1 for m in messages if m in ("Sync", "Query")),
         statements=sum(1 for m in messages if m in ("Execute", "Query")),
     )
 
 
-def test_a_small_write_is_two_round_trips_in_one_transaction(pg_store: SqlStore) -> None:
+def test_a_small_write_is_one_round_trip_and_one_transaction(pg_store: SqlStore) -> None:
     fs = SqlFilesystem(pg_store, "round-trips-write")
     fs.write_bytes("dir/a.txt", b"first")
-    new = on_the_wire(pg_store, lambda: fs.write_bytes("dir/b.txt", b"a new file"), transaction=True)
-    overwrite = on_the_wire(
-        pg_store, lambda: fs.write_bytes("dir/a.txt", b"replaced, the old content collected"), transaction=True
-    )
-    assert new.round_trips == 2 and overwrite.round_trips == 2
-    # BEGIN and one statement that stores the content and locks the rows; the file row, its journal row, COMMIT
-    assert new.statements == 5
-    assert overwrite.statements == 5 + 1  # and, after the COMMIT, the collection of the replaced content
-    assert fs.read_bytes("dir/a.txt").content == b"replaced, the old content collected"
+    new = on_the_wire(pg_store, lambda: fs.write_bytes("dir/b.txt", b"a new file"))
+    overwrite = on_the_wire(pg_store, lambda: fs.write_bytes("dir/a.txt", b"replaced, the old content journaled"))
+    # one call of wsfs_write_small: the checks, the content, the file row and its journal row, in its transaction;
+    # the journal row keeps the replaced content, so there is nothing to collect
+    assert new == Wire(round_trips=1, statements=1)
+    assert overwrite == Wire(round_trips=1, statements=1)
+    assert fs.read_bytes("dir/a.txt").content == b"replaced, the old content journaled"
+    assert any(c.before is not None for e in fs.history(path="dir/a.txt") for c in e.changes)
+
+
+def test_without_history_an_overwrite_collects_in_a_second_round_trip(postgres_url: str) -> None:
+    store = SqlStore(postgres_url, history=False)
+    try:
+        fs = SqlFilesystem(store, "round-trips-no-history")
+        fs.write_bytes("a.txt", b"first")
+        before = store.content_stats()["blobs"]
+        new = on_the_wire(store, lambda: fs.write_bytes("b.txt", b"a new file"))
+        overwrite = on_the_wire(store, lambda: fs.write_bytes("a.txt", b"replaced, the old content collected"))
+        assert new == Wire(round_trips=1, statements=1)
+        assert overwrite == Wire(round_trips=2, statements=2)  # the call, then the collection on its own
+        assert store.content_stats()["blobs"] == before + 1  # b.txt's content came, a.txt's first went
+        assert fs.read_bytes("a.txt").content == b"replaced, the old content collected"
+    finally:
+        store.close()
 
 
 def test_reads_stats_and_listings_are_one_round_trip(pg_store: SqlStore) -> None:
@@ -96,7 +120,7 @@ def test_a_failed_write_leaves_the_connection_usable(pg_store: SqlStore) -> None
     with pytest.raises(FileNotFoundError):
         fs.write_bytes("missing/x", b"y", create_parents=False)
     assert fs.read_bytes("file").content == b"x"
-    assert on_the_wire(pg_store, lambda: fs.write_bytes("file", b"w"), transaction=True).round_trips == 2
+    assert on_the_wire(pg_store, lambda: fs.write_bytes("file", b"w")).round_trips == 1
 
 
 def test_the_trace_counts_what_the_server_sees(postgres_url: str) -> None:

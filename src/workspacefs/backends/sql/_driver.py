@@ -4,9 +4,10 @@ SQLAlchemy Core spends 30 to 60 µs compiling, executing and wrapping each state
 ``SELECT 1`` (pre-ping) and isolation changes per checkout: more than SQLite takes to run the statement,
 and several PostgreSQL round trips. So the operations a workspace does thousands of times run prebuilt SQL
 text on the DBAPI connection: SQLite in autocommit mode with explicit ``BEGIN IMMEDIATE``; PostgreSQL
-(psycopg 3) in pipeline mode, so a transaction's statements travel together and only :meth:`Tx.sync`
-waits for the server (a small write is two round trips, a read one). Everything else still goes through
-SQLAlchemy on the same tables.
+(psycopg 3) in autocommit mode for single statements (a read, or a small write, which is one call of a
+function: one round trip each) and in pipeline mode for transactions of several statements, so they travel
+together and only :meth:`Tx.sync` waits for the server (psycopg's pipeline costs more than it saves for one
+statement). Everything else still goes through SQLAlchemy on the same tables.
 """
 
 from __future__ import annotations
@@ -33,12 +34,16 @@ class Tx:
     (SQLite runs each statement at once, so ``sync`` costs nothing there).
     """
 
-    __slots__ = ("_binary", "_connection", "_pending", "_pipeline", "after_commit")
+    __slots__ = ("_binary", "_connection", "_cursors", "_pending", "_pipeline", "after_commit")
 
-    def __init__(self, connection: Any, pipeline: Any, *, postgres: bool) -> None:
+    def __init__(
+        self, connection: Any, pipeline: Any, *, postgres: bool, cursors: tuple[Any, Any] | None = None
+    ) -> None:
         self._connection = connection
         self._pipeline = pipeline
         self._binary = postgres
+        self._cursors = cursors
+        """The connection's own cursors (text, binary) when each statement is read before the next runs."""
         self._pending = False
         self.after_commit: list[tuple[str, Sequence[Any]]] = []
 
@@ -57,6 +62,9 @@ class Tx:
         """Queue (PostgreSQL) or run (SQLite) one statement; its cursor. ``binary``: PostgreSQL sends the
         results in binary (bytea as raw bytes, not hex text to decode)."""
         self._pending = True
+        cursors = self._cursors
+        if cursors is not None:  # no new cursor per statement (psycopg's costs more than a SQLite statement)
+            return cursors[binary and self._binary].execute(sql, params)
         if binary and self._binary:
             return self._connection.execute(sql, params, binary=True)
         return self._connection.execute(sql, params)
@@ -88,6 +96,8 @@ class Driver:
         """Idle connections: pipelined (PostgreSQL transactions, whose statements travel in batches) and
         plain (single autocommit statements: psycopg's pipeline costs more than it saves for one)."""
         self._pipelines: dict[int, Any] = {}
+        self._cursors: dict[int, tuple[Any, Any]] = {}
+        """The reused cursors of each plain connection (text, binary)."""
         self._lock = threading.Lock()
         self._pool_size = pool_size
         self.integrity_error: type[Exception] = engine.dialect.dbapi.IntegrityError  # type: ignore[union-attr]
@@ -140,8 +150,16 @@ class Driver:
                 return
         self._discard(held)
 
+    def cursors(self, connection: Any) -> tuple[Any, Any]:
+        """A plain PostgreSQL connection's two cursors (text results, binary results), made on first use."""
+        found = self._cursors.get(id(connection))
+        if found is None:
+            found = self._cursors[id(connection)] = (connection.cursor(), connection.cursor(binary=True))
+        return found
+
     def _discard(self, held: tuple[Any, Any]) -> None:
         self._pipelines.pop(id(held[0]), None)
+        self._cursors.pop(id(held[0]), None)
         with contextlib.suppress(Exception):  # a broken connection is being thrown away anyway
             held[0].close()
 
@@ -158,6 +176,11 @@ class Driver:
         """``with driver.statement() as tx``: autocommit statements (one statement is atomic and sees one
         snapshot), no BEGIN, no COMMIT."""
         return Scope(self, None)
+
+    def batch(self) -> Scope:
+        """``with driver.batch() as tx``: autocommit statements that travel together (PostgreSQL: pipelined, one
+        round trip; after a failed one the rest are skipped and :meth:`Tx.sync` raises its error)."""
+        return Scope(self, None, pipelined=True)
 
     def _commit(self, tx: Tx) -> None:
         tx.run("COMMIT")
@@ -213,11 +236,12 @@ def _hung_up(connection: Any) -> bool:
 class Scope:
     """A checked-out connection for one ``with`` block (a class, not a generator: this is the hot path)."""
 
-    __slots__ = ("_begin", "_driver", "_held", "_turns", "_tx")
+    __slots__ = ("_begin", "_driver", "_held", "_pipelined", "_turns", "_tx")
 
-    def __init__(self, driver: Driver, begin: str | None) -> None:
+    def __init__(self, driver: Driver, begin: str | None, *, pipelined: bool = False) -> None:
         self._driver = driver
         self._begin = begin
+        self._pipelined = pipelined or begin is not None
         self._turns = driver.writers if begin == "BEGIN IMMEDIATE" else None
 
     def __enter__(self) -> Tx:
@@ -233,11 +257,16 @@ class Scope:
 
     def _enter(self) -> Tx:
         try:
-            self._held = held = self._driver._checkout(pipelined=self._begin is not None)
+            self._held = held = self._driver._checkout(pipelined=self._pipelined)
         except Exception as exc:
             _raise_if_lost(exc, self._driver.where)
             raise
-        self._tx = tx = Tx(held[0], held[1], postgres=self._driver.postgres)
+        driver = self._driver
+        # a plain scope reads each statement's rows before the next runs: its cursors can be reused (PostgreSQL only:
+        # a SQLite cursor not read to its end keeps its statement, and so a read transaction, open)
+        plain = driver.postgres and not self._pipelined
+        cursors = driver.cursors(held[0]) if plain else None
+        self._tx = tx = Tx(held[0], held[1], postgres=driver.postgres, cursors=cursors)
         if self._begin is not None:
             try:
                 tx.run(self._begin)

@@ -10,6 +10,7 @@ seeing the content it opened even if the file is overwritten and collected meanw
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import io
@@ -124,6 +125,8 @@ class _NoParent(Exception):  # noqa: N818 - a signal, not an error anyone sees
 
 
 _RETRIES = 5
+_NO_JOURNAL = (False, None, None, None, None, None, None, None, None)
+"""``wsfs_write_small``'s journal arguments when the store keeps no journal."""
 
 
 _USAGE_ROW = "SELECT bytes, files FROM wsfs_session_usage WHERE session_id = ?"
@@ -609,41 +612,15 @@ class SqlFilesystem(BaseFilesystem):
         read_only: bool | None,
         tag: JournalTag | None,
     ) -> None:
-        """The write in two batches: lock and check the rows while the content is stored inline, then point
-        the file at it, write its journal row, collect what it replaced and commit."""
+        """The write in one transaction, its journal row included: on PostgreSQL one call of ``wsfs_write_small``
+        (one round trip), on SQLite the statements of :meth:`_write_small_sqlite`."""
         driver = self._store.driver
-        session, above, blob_id, now = self._session, parent(path), inline_blob_id(data), driver.now()
-        if driver.postgres:
-            keys: tuple[Any, ...] = (blob_id, len(data), data, session, above, session, path)
-        else:
-            keys = (session, above, session, path)
         for _ in range(_RETRIES):
             try:
-                with driver.transaction(write=True) as tx:
-                    if not driver.postgres:  # PostgreSQL stores the content in the row-locking statement
-                        tx.run(self._sql.put_inline, (blob_id, len(data), data))
-                    found = tx.run(self._sql.rows_for_write, keys)
-                    tx.sync()
-                    rows = {r[0]: r for r in found.fetchall()}
-                    if above not in rows or not rows[above][1]:
-                        raise _NoParent
-                    target = rows.get(path)
-                    row = None if target is None else Checked(path, bool(target[1]), bool(target[2]), target[3])
-                    _check_expected(row, path, expect)
-                    self._check_writable_file(row, path, mode, unlocking=read_only is False)
-                    if row is None or target is None:
-                        values = (session, path, above, basename(path), False, bool(read_only), blob_id, len(data))
-                        tx.run(self._sql.insert_file, (*values, now, now))
-                        self._journal_row(tx, tag, now, Change(path, None, blob_id, 0, len(data)))
-                        return
-                    replaced = row.blob_id if row.blob_id != blob_id else None
-                    if replaced:  # the chunks the replaced content used: read with the rows, before they change
-                        chunks = target[4]
-                        hashes = list(chunks or ()) if driver.postgres else (chunks.split(",") if chunks else [])
-                    tx.run(self._sql.update_file, (blob_id, len(data), now, read_only, session, path))
-                    self._journal_row(tx, tag, now, Change(path, row.blob_id, blob_id, int(target[5]), len(data)))
-                    if replaced:
-                        tx.collect(self._store.release_statements([replaced], hashes))
+                if driver.postgres:
+                    self._write_small_call(path, data, mode, expect, read_only, tag)
+                else:
+                    self._write_small_sqlite(path, data, mode, expect, read_only, tag)
                 return
             except _NoParent:
                 with self._store.read() as connection:
@@ -652,6 +629,77 @@ class SqlFilesystem(BaseFilesystem):
                 if mode == "create":
                     raise errors.file_exists(path) from None
         raise ConcurrentChangeError(path, "Too many concurrent writers; try again")
+
+    def _write_small_call(  # noqa: PLR0917 - the hot path: positional, as _write_small's
+        self,
+        path: str,
+        data: bytes,
+        mode: WriteMode,
+        expect: str | None,
+        read_only: bool | None,
+        tag: JournalTag | None,
+    ) -> None:
+        """PostgreSQL: the whole write as one autocommit call (migration ``0010``); a refused write wrote nothing,
+        and the rows it returns tell which error. Content it replaced is collected after, unless the journal row
+        just written keeps it (then collecting could only find it referenced)."""
+        driver = self._store.driver
+        blob_id = inline_blob_id(data)
+        journal = (True, *tag.fields()) if tag is not None else _NO_JOURNAL
+        params = (
+            *(self._session, path, parent(path), basename(path), blob_id, len(data), data, driver.now()),
+            *(mode == "create", expect is not None, None if expect == ANY_VERSION else expect, read_only),
+            *journal,
+        )
+        with driver.statement() as tx:
+            cursor = tx.run(self._sql.write_small, params)
+            tx.sync()
+            written, parent_dir, directory, readonly, before, chunks = cursor.fetchone()
+        if not written:
+            if not parent_dir:
+                raise _NoParent
+            row = None if directory is None else Checked(path, directory, readonly, before)
+            _check_expected(row, path, expect)
+            self._check_writable_file(row, path, mode, unlocking=read_only is False)
+            raise ConcurrentChangeError(path, "The file changed while it was being written; write it again")
+        if chunks is not None and before is not None:  # no journal: collect now, on its own (see Tx.collect)
+            with contextlib.suppress(driver.integrity_error), driver.batch() as tx:
+                for sql, values in self._store.release_statements([before], chunks):
+                    tx.run(sql, values)
+
+    def _write_small_sqlite(  # noqa: PLR0917 - the hot path: positional, as _write_small's
+        self,
+        path: str,
+        data: bytes,
+        mode: WriteMode,
+        expect: str | None,
+        read_only: bool | None,
+        tag: JournalTag | None,
+    ) -> None:
+        """SQLite: store the content, check the rows, point the file at it, write its journal row and collect
+        what it replaced, in one transaction (the database is locked from its start)."""
+        driver = self._store.driver
+        session, above, blob_id, now = self._session, parent(path), inline_blob_id(data), driver.now()
+        with driver.transaction(write=True) as tx:
+            tx.run(self._sql.put_inline, (blob_id, len(data), data))
+            found = tx.run(self._sql.rows_for_write, (session, above, session, path))
+            rows = {r[0]: r for r in found.fetchall()}
+            if above not in rows or not rows[above][1]:
+                raise _NoParent
+            target = rows.get(path)
+            row = None if target is None else Checked(path, bool(target[1]), bool(target[2]), target[3])
+            _check_expected(row, path, expect)
+            self._check_writable_file(row, path, mode, unlocking=read_only is False)
+            if row is None or target is None:
+                values = (session, path, above, basename(path), False, bool(read_only), blob_id, len(data))
+                tx.run(self._sql.insert_file, (*values, now, now))
+                self._journal_row(tx, tag, now, Change(path, None, blob_id, 0, len(data)))
+                return
+            tx.run(self._sql.update_file, (blob_id, len(data), now, read_only, session, path))
+            self._journal_row(tx, tag, now, Change(path, row.blob_id, blob_id, int(target[5]), len(data)))
+            replaced = row.blob_id
+            if tag is None and replaced is not None and replaced != blob_id:  # a journal row would keep it
+                chunks = target[4]
+                tx.collect(self._store.release_statements([replaced], chunks.split(",") if chunks else []))
 
     def _appended(self, connection: Connection, row: Row[Any], data: bytes) -> tuple[str, int]:
         """The blob of a file's content plus ``data``: only its last, partial chunk is cut again."""

@@ -1,7 +1,8 @@
 """The SQL text of the hot paths (run by :mod:`._driver`), written once with ``?`` placeholders.
 
-Each read is one statement; a small write is one batch that locks the rows it checks and stores the
-content, then one batch that points the file at it, collects what it replaced and commits.
+Each read is one statement. A small write on PostgreSQL is one statement too, a call of ``wsfs_write_small``
+(migration ``0010``); on SQLite, one transaction that locks the database, stores the content, checks the rows,
+points the file at it and journals it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "ROW",
     "ROWS_FOR_WRITE",
     "UPDATE_FILE",
+    "WRITE_SMALL",
     "Checked",
     "Statements",
     "release_statements",
@@ -56,31 +58,25 @@ READ = (
 """A file's row and, when it is at most the given size, its content (inline, or its chunks in order, each with
 its hash, where it is stored and its size: a chunk in the content store has empty ``data``)."""
 
-ROWS_FOR_WRITE = {
-    "sqlite": (  # two lookups by key (an IN list or OR may be planned as a scan); the target's chunks as text
-        "SELECT path, is_directory, is_readonly, blob_id, NULL, size_bytes FROM wsfs_files"
-        " WHERE session_id = ? AND path = ?"
-        " UNION ALL"
-        " SELECT f.path, f.is_directory, f.is_readonly, f.blob_id,"
-        " (SELECT group_concat(chunk_hash, ',') FROM wsfs_blob_chunks WHERE blob_id = f.blob_id), f.size_bytes"
-        " FROM wsfs_files f WHERE f.session_id = ? AND f.path = ?"
-    ),
-    # one statement: store the content (PUT_INLINE), shared-lock the parent (it cannot go while a child is
-    # added), lock the target for update and list the chunks an overwrite may free
-    "postgresql": (
-        "WITH put AS (INSERT INTO wsfs_blobs (id, size, chunk_count, data) VALUES (?, ?, 0, ?)"
-        " ON CONFLICT (id) DO UPDATE SET size = excluded.size RETURNING 1),"
-        " p AS (SELECT path, is_directory, is_readonly, blob_id, NULL::text[] AS chunks, size_bytes FROM wsfs_files"
-        " WHERE session_id = ? AND path = ? FOR SHARE),"
-        " t AS (SELECT f.path, f.is_directory, f.is_readonly, f.blob_id,"
-        " ARRAY(SELECT chunk_hash FROM wsfs_blob_chunks WHERE blob_id = f.blob_id) AS chunks, f.size_bytes"
-        " FROM wsfs_files f WHERE f.session_id = ? AND f.path = ? FOR UPDATE)"
-        " SELECT * FROM p UNION ALL SELECT * FROM t"
-    ),
-}
-"""The parent's and the target's rows (path, is_directory, is_readonly, blob_id, chunks, size_bytes); the chunks
-of the target's content are a PostgreSQL array, SQLite comma-separated hashes, NULL for inline content. PostgreSQL
-stores the new content in the same statement."""
+ROWS_FOR_WRITE = (  # two lookups by key (an IN list or OR may be planned as a scan); the target's chunks as text
+    "SELECT path, is_directory, is_readonly, blob_id, NULL, size_bytes FROM wsfs_files"
+    " WHERE session_id = ? AND path = ?"
+    " UNION ALL"
+    " SELECT f.path, f.is_directory, f.is_readonly, f.blob_id,"
+    " (SELECT group_concat(chunk_hash, ',') FROM wsfs_blob_chunks WHERE blob_id = f.blob_id), f.size_bytes"
+    " FROM wsfs_files f WHERE f.session_id = ? AND f.path = ?"
+)
+"""SQLite: the parent's and the target's rows (path, is_directory, is_readonly, blob_id, chunks, size_bytes); the
+chunks of the target's content as comma-separated hashes, NULL for inline content."""
+
+WRITE_SMALL = (
+    "SELECT * FROM wsfs_write_small("
+    "?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::bytea, ?::timestamptz,"  # the file and its content
+    " ?::boolean, ?::boolean, ?::text, ?::boolean,"  # create, must exist, the expected blob, the read-only flag
+    " ?::boolean, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text)"  # the journal tag
+)
+"""PostgreSQL's whole small write (see migration ``0010``): ``(written, parent is a directory, the target's
+is_directory, is_readonly and blob_id, the chunks to collect)``; nothing is written when it is refused."""
 
 CHUNK_LIST = (
     "SELECT bc.chunk_hash FROM wsfs_files f JOIN wsfs_blob_chunks bc ON bc.blob_id = f.blob_id"
@@ -202,6 +198,8 @@ class Statements:
     insert_file: str
     update_file: str
     insert_journal: str
+    write_small: str
+    """PostgreSQL only (SQLite: empty)."""
 
     @classmethod
     def build(cls, dialect: str, placeholders: Callable[[str], str]) -> Statements:
@@ -210,7 +208,7 @@ class Statements:
             row=placeholders(ROW),
             children=placeholders(CHILDREN),
             read=placeholders(READ),
-            rows_for_write=placeholders(ROWS_FOR_WRITE[dialect]),
+            rows_for_write=placeholders(ROWS_FOR_WRITE),
             chunk_list=placeholders(CHUNK_LIST),
             chunk=placeholders(CHUNK),
             put_inline=placeholders(PUT_INLINE[dialect]),
@@ -219,4 +217,5 @@ class Statements:
             insert_file=placeholders(INSERT_FILE),
             update_file=placeholders(UPDATE_FILE),
             insert_journal=placeholders(INSERT_JOURNAL),
+            write_small=placeholders(WRITE_SMALL) if dialect == "postgresql" else "",
         )

@@ -74,6 +74,11 @@ class JournalTag:
     undoes: int | None
     detail: str | None
 
+    def fields(self) -> tuple[Any, ...]:
+        """What every row of the operation carries, in the table's order: key, operation, actor (four fields),
+        what it undid, its detail (the journal arguments of ``wsfs_write_small``)."""
+        return (self.op_key, self.operation, *self.actor.fields(), self.undoes, self.detail)
+
     def row(self, session: str, at: datetime, change: Change) -> tuple[Any, ...]:
         """The parameters of ``INSERT_JOURNAL`` for one change."""
         name, actor_session, call, via = self.actor.fields()
