@@ -20,7 +20,7 @@ SESSION, PATH, PARENT, BLOB = "plans", "dir/a.txt", "dir", "b" * 64
 
 
 def statements(dialect: str) -> dict[str, tuple[str, tuple[Any, ...]]]:
-    """The hot statements (PostgreSQL's small write is a function of key lookups, see migration 0010)."""
+    """The hot statements (PostgreSQL's small write is a function of key lookups, see migration 0011)."""
     found = {
         "ROW": (hot.ROW, (SESSION, PATH)),
         "CHILDREN": (hot.CHILDREN, (SESSION, PARENT, SESSION, PARENT)),

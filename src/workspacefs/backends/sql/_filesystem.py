@@ -639,7 +639,7 @@ class SqlFilesystem(BaseFilesystem):
         read_only: bool | None,
         tag: JournalTag | None,
     ) -> None:
-        """PostgreSQL: the whole write as one autocommit call (migration ``0010``); a refused write wrote nothing,
+        """PostgreSQL: the whole write as one autocommit call (migration ``0011``); a refused write wrote nothing,
         and the rows it returns tell which error. Content it replaced is collected after, unless the journal row
         just written keeps it (then collecting could only find it referenced)."""
         driver = self._store.driver

@@ -1,7 +1,7 @@
 """The SQL text of the hot paths (run by :mod:`._driver`), written once with ``?`` placeholders.
 
 Each read is one statement. A small write on PostgreSQL is one statement too, a call of ``wsfs_write_small``
-(migration ``0010``); on SQLite, one transaction that locks the database, stores the content, checks the rows,
+(migration ``0011``); on SQLite, one transaction that locks the database, stores the content, checks the rows,
 points the file at it and journals it.
 """
 
@@ -75,7 +75,7 @@ WRITE_SMALL = (
     " ?::boolean, ?::boolean, ?::text, ?::boolean,"  # create, must exist, the expected blob, the read-only flag
     " ?::boolean, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text)"  # the journal tag
 )
-"""PostgreSQL's whole small write (see migration ``0010``): ``(written, parent is a directory, the target's
+"""PostgreSQL's whole small write (see migration ``0011``): ``(written, parent is a directory, the target's
 is_directory, is_readonly and blob_id, the chunks to collect)``; nothing is written when it is refused."""
 
 CHUNK_LIST = (

@@ -10,16 +10,16 @@ concurrent writer created the file) rolls the whole call back, as it did the tra
 
 SQLite runs the steps from Python as before (its statements cost no round trip): nothing changes there.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 """
 
 from __future__ import annotations
 
 from alembic import op
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
