@@ -3,8 +3,9 @@
 A small write was two pipelined batches (store the content and lock the rows; point the file at it, journal,
 commit): five statements, two round trips, and psycopg's pipeline bookkeeping on each, which cost more than
 the server's work. This function does the same steps, in the same order of locks, inside the one autocommit
-transaction of its call: lock the parent (shared) and the target, refuse what the checks refuse (nothing is
-written then), store the content inline, insert or update the file's row and write its journal row. The
+transaction of its call: lock the target (and, for a new file, the parent against its delete), refuse what
+the checks refuse (nothing is written then), store the content inline, insert or update the file's row and
+write its journal row. The
 caller tells the errors apart from the rows returned, with the same checks as before; a unique violation (a
 concurrent writer created the file) rolls the whole call back, as it did the transaction.
 
@@ -36,21 +37,22 @@ DECLARE
     t_size bigint;
 BEGIN
     o_written := false;
-    -- the parent cannot go while a child is added to it
-    SELECT f.is_directory INTO o_parent_dir FROM wsfs_files f
-        WHERE f.session_id = p_session AND f.path = p_parent FOR SHARE;
-    IF o_parent_dir IS NOT TRUE THEN
-        RETURN;
-    END IF;
     SELECT f.is_directory, f.is_readonly, f.blob_id, f.size_bytes INTO o_directory, o_readonly, o_blob, t_size
         FROM wsfs_files f WHERE f.session_id = p_session AND f.path = p_path FOR UPDATE;
-    IF FOUND THEN
+    IF FOUND THEN  -- its parent is a directory that cannot go while this row is locked (its delete cascades here)
+        o_parent_dir := true;
         IF o_directory OR p_create OR (o_readonly AND p_read_only IS DISTINCT FROM false)
                 OR (p_expect IS NOT NULL AND p_expect IS DISTINCT FROM o_blob) THEN
             RETURN;  -- refused: the caller's checks say why
         END IF;
-    ELSIF p_must_exist THEN
-        RETURN;
+    ELSE
+        -- a new file: its parent must be a directory and stay one (the lock the row's foreign key check takes
+        -- anyway; a row's kind is never changed in place)
+        SELECT f.is_directory INTO o_parent_dir FROM wsfs_files f
+            WHERE f.session_id = p_session AND f.path = p_parent FOR KEY SHARE;
+        IF o_parent_dir IS NOT TRUE OR p_must_exist THEN
+            RETURN;
+        END IF;
     END IF;
     -- touching an existing blob row locks it: a concurrent collection of it waits, then fails (and keeps it)
     INSERT INTO wsfs_blobs (id, size, chunk_count, data) VALUES (p_blob, p_size, 0, p_data)
