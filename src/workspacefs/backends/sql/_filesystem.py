@@ -472,7 +472,25 @@ class SqlFilesystem(BaseFilesystem):
         return content
 
     def _read_small(self, path: str, limit: int) -> tuple[Sequence[Any], bytes | None]:
-        """A file's row and, if it is at most ``limit`` bytes, its content: one statement."""
+        """A file's row and, if it is at most ``limit`` bytes, its content: one statement (:data:`_hot.READ_ROW`);
+        content kept in chunks (a chunk or more) takes a second one that reads the row again with them."""
+        with self._store.driver.statement() as tx:
+            cursor = tx.run(self._sql.read_row, (self._session, path), binary=True)
+            tx.sync()
+            row = cursor.fetchone()
+        if row is None:
+            raise errors.file_not_found(path)
+        if row[1]:
+            raise errors.is_a_directory(path)
+        if row[4] > limit:
+            return row, None
+        if row[7] is not None:  # inline
+            return row, bytes(row[7])
+        return self._read_chunked(path, limit)
+
+    def _read_chunked(self, path: str, limit: int) -> tuple[Sequence[Any], bytes | None]:
+        """As :meth:`_read_small`, the row and its chunks from one statement (:data:`_hot.READ`: the file may have
+        changed since the row was read, and this statement's answer is consistent in itself)."""
         with self._store.driver.statement() as tx:
             cursor = tx.run(self._sql.read, (limit, self._session, path), binary=True)
             tx.sync()
@@ -496,7 +514,7 @@ class SqlFilesystem(BaseFilesystem):
         scope = driver.snapshot()
         tx = scope.__enter__()
         try:
-            found = tx.run(self._sql.read, (-1, self._session, path), binary=True)  # the row and any inline content
+            found = tx.run(self._sql.read_row, (self._session, path), binary=True)  # the row and any inline content
             listed = tx.run(self._sql.chunk_list, (self._session, path))
             tx.sync()
             row = found.fetchone()
