@@ -131,12 +131,12 @@ def test_an_authenticated_write_is_the_write_plus_two(served: tuple[TestClient, 
     client.put(file, headers=auth, json={"content": "warm"})
     counted = tracer.count(lambda: client.put(file, headers=auth, json={"content": "new"}).raise_for_status())
     if tracer.store.dialect == "sqlite":
-        # access; BEGIN IMMEDIATE, content, rows (with the chunks the old content used), file row, journal row,
-        # collect the replaced content, COMMIT; the answer's read
-        assert counted.statements == 1 + 7 + 1, counted.text
+        # access; BEGIN IMMEDIATE, content, rows, file row, journal row (which keeps the replaced content: nothing
+        # to collect), COMMIT; the answer's read
+        assert counted.statements == 1 + 6 + 1, counted.text
     else:
-        # access; the write's two round trips (tests/test_sql_round_trips.py); the answer's read
-        assert counted.round_trips == 1 + 2 + 1, counted.text
+        # access; the write's one round trip (tests/test_sql_round_trips.py); the answer's read
+        assert counted.round_trips == 1 + 1 + 1, counted.text
     assert client.get(file, headers=auth).json()["content"] == "new"
 
 
