@@ -10,7 +10,7 @@ import pytest
 from workspacefs import SqlFilesystem, SqlStore
 from workspacefs.backends.sql._schema import CHUNK_SIZE
 from workspacefs.cli._history import entry_json
-from workspacefs.errors import ReadOnlyFileError
+from workspacefs.errors import PreconditionFailedError, ReadOnlyFileError
 
 
 @pytest.fixture
@@ -131,3 +131,12 @@ def test_undo_refuses_content_into_a_file_locked_since_and_changes_nothing(fs: S
         fs.undo(write_id)  # the lock came later: it is not this undo's to lift
     fs.undo([lock_id, write_id])
     assert (fs.read_bytes("c.txt").content, fs.stat("c.txt").read_only) == (b"one", False)
+
+
+def test_a_version_no_content_can_have_is_a_failed_precondition(fs: SqlFilesystem) -> None:
+    """The service turns a weak ETag into an id no content has (it holds a NUL); PostgreSQL's one-call small write
+    sent it as text and failed with ``DataError`` (a 500) instead of a failed precondition (412)."""
+    fs.write_bytes("a.txt", b"one")
+    with pytest.raises(PreconditionFailedError):
+        fs.write_bytes_if("a.txt", b"two", expect="\x00never")
+    assert fs.read_bytes("a.txt").content == b"one"

@@ -663,9 +663,12 @@ class SqlFilesystem(BaseFilesystem):
         driver = self._store.driver
         blob_id = inline_blob_id(data)
         journal = (True, *tag.fields()) if tag is not None else _NO_JOURNAL
+        wanted = None if expect == ANY_VERSION else expect
+        if wanted is not None and "\x00" in wanted:  # PostgreSQL text holds no NUL, nor does any content id:
+            wanted = ""  # one that never matches either (the service's weak-ETag sentinel is such a value)
         params = (
             *(self._session, path, parent(path), basename(path), blob_id, len(data), data, driver.now()),
-            *(mode == "create", expect is not None, None if expect == ANY_VERSION else expect, read_only),
+            *(mode == "create", expect is not None, wanted, read_only),
             *journal,
         )
         with driver.statement() as tx:
