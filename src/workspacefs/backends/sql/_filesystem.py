@@ -27,6 +27,7 @@ from workspacefs import errors
 from workspacefs.backends._core import too_big
 from workspacefs.backends._history import Scope, operation_key
 from workspacefs.backends._merging import Written
+from workspacefs.backends._quota import over_quota
 from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
 from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql import _versions as versions
@@ -62,6 +63,7 @@ from workspacefs.capabilities import Capabilities
 from workspacefs.errors import (
     ConcurrentChangeError,
     PreconditionFailedError,
+    QuotaExceededError,
     ReadOnlyFileError,
     SnapshotNotFoundError,
     caller_paths,
@@ -101,6 +103,7 @@ _SET_CONTENT = (
 )
 _SET_FLAG = sa.update(F).where(F.c.session_id == _SESSION, F.c.path == _PATH).values(is_readonly=sa.bindparam("flag"))
 _DELETE_ROW = sa.delete(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
+_USAGE_NOW = sa.select(session_usage.c.bytes, session_usage.c.files).where(session_usage.c.session_id == _SESSION)
 _SET_ROW = (
     sa.update(F)
     .where(F.c.session_id == _SESSION, F.c.path == _PATH)
@@ -478,6 +481,7 @@ class SqlFilesystem(BaseFilesystem):
                 )
             except _Raced:
                 raise ConcurrentChangeError(path, "Another writer created the file meanwhile; write it again") from None
+            self._hold_to_quota(connection, path, _growth(row, upload.size))
             # the content may already have been stored inline: then the chunks just uploaded are unused
             self._store.drop_unused_chunks(connection, upload.hashes)
         self._committed(tag)
@@ -503,6 +507,7 @@ class SqlFilesystem(BaseFilesystem):
                     self._put_file(
                         connection, path, blob_id, size, existing=row, mode=mode, tag=tag, read_only=read_only
                     )
+                    self._hold_to_quota(connection, path, _growth(row, size))
                 self._committed(tag)
                 return
             except _Raced:
@@ -559,6 +564,8 @@ class SqlFilesystem(BaseFilesystem):
                         values = (session, path, above, basename(path), False, bool(read_only), blob_id, len(data))
                         tx.run(self._sql.insert_file, (*values, now, now))
                         self._journal_row(tx, tag, now, Change(path, None, blob_id, 0, len(data)))
+                        grew = (len(data), 1)
+                        self._guard_small_write(tx, path, grew)
                         return
                     replaced = row.blob_id if row.blob_id != blob_id else None
                     if replaced:  # the chunks the replaced content used: read with the rows, before they change
@@ -566,6 +573,8 @@ class SqlFilesystem(BaseFilesystem):
                         hashes = list(chunks or ()) if driver.postgres else (chunks.split(",") if chunks else [])
                     tx.run(self._sql.update_file, (blob_id, len(data), now, read_only, session, path))
                     self._journal_row(tx, tag, now, Change(path, row.blob_id, blob_id, int(target[5]), len(data)))
+                    grew = (len(data) - int(target[5]), 0)
+                    self._guard_small_write(tx, path, grew)
                     if replaced:
                         tx.collect(self._store.release_statements([replaced], hashes))
                 return
@@ -649,8 +658,8 @@ class SqlFilesystem(BaseFilesystem):
             self._store.release(connection, released)
         self._committed(tag)
 
-    def _graft(self, connection: Connection, src: str, dst: str, *, keep_times: bool) -> None:
-        """Insert a copy of the ``src`` subtree at ``dst`` (parents first): metadata only."""
+    def _graft(self, connection: Connection, src: str, dst: str, *, keep_times: bool) -> Usage:
+        """Insert a copy of the ``src`` subtree at ``dst`` (parents first): metadata only. What its files hold."""
         rows = connection.execute(
             sa.select(F)
             .where(F.c.session_id == self._session, sa.or_(F.c.path == src, _subtree(src)))
@@ -672,6 +681,8 @@ class SqlFilesystem(BaseFilesystem):
             )
         for value in values:  # one by one, parents before children, so each parent key is satisfied
             connection.execute(sa.insert(F).values(value))
+        files = [row for row in rows if not row.is_directory]
+        return Usage(sum(int(row.size_bytes) for row in files), len(files))
 
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         tag = self._tag("move")
@@ -711,6 +722,7 @@ class SqlFilesystem(BaseFilesystem):
                 )
             except _Raced:
                 raise errors.file_exists(dst) from None
+            self._hold_to_quota(connection, dst, _growth(existing, source.size_bytes))
         self._committed(tag)
 
     def _copy_tree(self, src: str, dst: str) -> None:
@@ -721,10 +733,11 @@ class SqlFilesystem(BaseFilesystem):
             self._parent_dir(connection, dst)
             if self._row(connection, dst) is not None:
                 raise errors.file_exists(dst)
-            self._graft(connection, src, dst, keep_times=False)
+            grafted = self._graft(connection, src, dst, keep_times=False)
             if tag is not None:
                 rows = tree_rows(tag, self._session, datetime.now(UTC), dst, deleting=False)
                 connection.execute(insert_rows(rows.order_by(F.c.path)))
+            self._hold_to_quota(connection, dst, grafted)
         self._committed(tag)
 
     def _iter_files(self, base: str) -> Iterator[str]:
@@ -774,7 +787,8 @@ class SqlFilesystem(BaseFilesystem):
         with self._conditional_target(path) as norm:
             if len(data) > MAX_CONVENIENCE_BYTES:
                 raise too_big("Writing", path)
-            self._check_write(norm, len(data), "overwrite")
+            with self._quota_step() as step:  # checked again in the write's transaction
+                self._check_write(norm, len(data), "overwrite", step)
             self._write_content(norm, data, "overwrite", expect=expect, read_only=read_only)
         return WriteResult(norm, len(data), "overwrite")
 
@@ -807,7 +821,8 @@ class SqlFilesystem(BaseFilesystem):
                 raise errors.is_a_directory(norm)
             if len(data) > MAX_CONVENIENCE_BYTES:
                 raise too_big("Writing", path)
-            self._check_write(norm, len(data), "create")
+            with self._quota_step() as step:  # checked again in the write's transaction
+                self._check_write(norm, len(data), "create", step)
             try:
                 self._write_content(norm, data, "create", read_only=read_only)
             except FileNotFoundError:  # the parent usually exists: make it only when the write says it is missing
@@ -853,6 +868,44 @@ class SqlFilesystem(BaseFilesystem):
                 connection.execute(made)  # (a deleted session gets no row)
             found = connection.execute(row).first()
         return Usage(0, 0) if found is None else Usage(int(found.bytes), int(found.files))
+
+    def _usage_in(self, connection: Connection) -> Usage | None:
+        """The session's usage row as ``connection``'s transaction sees it (``None``: not made yet)."""
+        row = connection.execute(_USAGE_NOW, {"b_session": self._session}).first()
+        return None if row is None else Usage(int(row.bytes), int(row.files))
+
+    def _hold_to_quota(self, connection: Connection, path: str, grew: Usage) -> None:
+        """The quota's guarantee, in a growing change's own transaction after its statements (the check before
+        it gives the early error; writers checked at the same moment all pass that one). The change's triggers
+        have just updated the usage row, so on PostgreSQL the row's lock has ordered it after every concurrent
+        writer: the row read here holds all of them committed, and this change (SQLite runs one writer at a
+        time). Past a limit this change grew toward, ``QuotaExceededError`` rolls it all back."""
+        quota = self._quota
+        if quota is None or not _grows_toward(quota, grew):
+            return
+        now = self._usage_in(connection)
+        refused = None if now is None else over_quota(path, quota, now, grew.bytes, grew.files)
+        if refused is not None:
+            raise refused
+
+    def _guard_small_write(self, tx: Any, path: str, grew: tuple[int, int]) -> None:
+        """:meth:`_hold_to_quota` for the small write's driver transaction: one statement in its last batch (none
+        without a quota)."""
+        quota = self._quota
+        if quota is None or not _grows_toward(quota, Usage(*grew)):
+            return
+        limits = (
+            quota.max_bytes if grew[0] > 0 else None,
+            quota.max_files if grew[1] > 0 else None,
+            self._session,
+        )
+        cursor = tx.run(self._sql.quota_guard, limits)
+        tx.sync()  # PostgreSQL: a round trip before the COMMIT (failing the statement instead broke psycopg's
+        # prepared statements: a pipeline aborted by an error left it naming statements the server no longer had)
+        row = cursor.fetchone()
+        if row is not None and row[2]:
+            refused = over_quota(path, quota, Usage(int(row[0]), int(row[1])), *grew)
+            raise refused or QuotaExceededError(path, "Workspace quota exceeded")
 
     # --- per-file read-only flag ------------------------------------------------------------------------
 
@@ -966,10 +1019,14 @@ class SqlFilesystem(BaseFilesystem):
         tag = self._tag("restore", rows=True)
         with self._store.write() as connection:
             row = self._own_snapshot(connection, snapshot)
+            before = self._usage_in(connection) if self._quota is not None else None
             if self._marked(row):
                 self._restore_versions(connection, tag, int(row.mark))
             else:
                 self._restore_entries(connection, tag, versions.entries(row))
+            if before is not None:
+                after = self._usage_in(connection) or before
+                self._hold_to_quota(connection, "/", Usage(after.bytes - before.bytes, after.files - before.files))
         self._committed(tag)
 
     def _restore_versions(self, connection: Connection, tag: JournalTag | None, mark: int) -> None:
@@ -1266,6 +1323,16 @@ class SqlFilesystem(BaseFilesystem):
     def __repr__(self) -> str:
         flags = ", read_only=True" if self._read_only else ""
         return f"SqlFilesystem({self._store.dialect}, session={self._session!r}{flags})"
+
+
+def _growth(row: Row[Any] | None, size: int) -> Usage:
+    """What writing ``size`` bytes over ``row`` (``None``: no file there) adds to the session."""
+    return Usage(size, 1) if row is None else Usage(size - int(row.size_bytes), 0)
+
+
+def _grows_toward(quota: Quota, grew: Usage) -> bool:
+    """Whether a change that adds ``grew`` can pass one of ``quota``'s totals (only then is it checked again)."""
+    return (grew.bytes > 0 and quota.max_bytes is not None) or (grew.files > 0 and quota.max_files is not None)
 
 
 def _check_session_id(session_id: object) -> None:

@@ -21,6 +21,7 @@ __all__ = [
     "INSERT_FILE",
     "PUT_CHUNK",
     "PUT_INLINE",
+    "QUOTA_GUARD",
     "READ",
     "ROW",
     "ROWS_FOR_WRITE",
@@ -124,6 +125,10 @@ UPDATE_FILE = (
     " WHERE session_id = ? AND path = ?"
 )
 
+QUOTA_GUARD = "SELECT bytes, files, (bytes > ? OR files > ?) FROM wsfs_session_usage WHERE session_id = ?"
+"""A quota'd write's check in its own transaction, after its statements: the session's usage row (bytes, files)
+and whether it passes the limits the write grew toward (``NULL`` for a limit not checked)."""
+
 DELETE_BLOB = (
     "DELETE FROM wsfs_blobs WHERE id = ?"
     " AND NOT EXISTS (SELECT 1 FROM wsfs_files WHERE blob_id = ?)"
@@ -202,6 +207,7 @@ class Statements:
     insert_file: str
     update_file: str
     insert_journal: str
+    quota_guard: str
 
     @classmethod
     def build(cls, dialect: str, placeholders: Callable[[str], str]) -> Statements:
@@ -219,4 +225,5 @@ class Statements:
             insert_file=placeholders(INSERT_FILE),
             update_file=placeholders(UPDATE_FILE),
             insert_journal=placeholders(INSERT_JOURNAL),
+            quota_guard=placeholders(QUOTA_GUARD),
         )

@@ -1,0 +1,140 @@
+"""Two stores on one SQL session (two processes, as far as the database can tell) racing for its quota.
+
+The check before a change reads the session's usage, and a writer of another store can commit between that
+check and the change: each growing change checks again inside its own transaction, after its statements.
+Here one writer stops right after its check passed (a hook of a test subclass; the database and both stores are
+real) while the other commits; then the first must be refused, and nothing of it may land.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workspacefs import FileStat, Quota, QuotaExceededError, SqlFilesystem, SqlStore, Usage
+from workspacefs.testing._base import HANG_BUDGET_SECONDS
+from workspacefs.testing._postgres import create_database
+
+_ids = itertools.count()
+BIG = 400_000
+"""More than one chunk: written through the chunked path, not the small write's."""
+
+
+class PausingFilesystem(SqlFilesystem):
+    """Stops once, after its next quota check of a growing change passed, until the test lets it go on."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.armed = False
+        self.checked = threading.Event()
+        self.go_on = threading.Event()
+
+    def _check(
+        self, path: str, *, bytes_delta: int, files_delta: int, largest: int = 0, usage: Usage | None = None
+    ) -> None:
+        super()._check(path, bytes_delta=bytes_delta, files_delta=files_delta, largest=largest, usage=usage)
+        if self.armed and usage is None and (bytes_delta > 0 or files_delta > 0):  # not a stream's chunk
+            self.armed = False
+            self.checked.set()
+            assert self.go_on.wait(HANG_BUDGET_SECONDS)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, fast_tmp: Path) -> str:
+    """A database of its own."""
+    if request.param == "sqlite":
+        return f"sqlite:///{fast_tmp / f'quota-race-{next(_ids)}.db'}"
+    return create_database(request.getfixturevalue("postgres_url"), f"wsfs_quota_race_{os.getpid()}_{next(_ids)}")
+
+
+@pytest.fixture
+def stores(url: str) -> Iterator[tuple[SqlStore, SqlStore]]:
+    first, second = SqlStore(url), SqlStore(url)
+    yield first, second
+    first.close()
+    second.close()
+
+
+def race(
+    slow: PausingFilesystem, change: Callable[[], object], meanwhile: Callable[[], object]
+) -> BaseException | None:
+    """Run ``change`` on ``slow`` and, while it waits after its check, ``meanwhile``; what ``change`` raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            change()
+        except QuotaExceededError as exc:
+            raised.append(exc)
+
+    slow.armed = True
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert slow.checked.wait(HANG_BUDGET_SECONDS), "the change never reached its check"
+        meanwhile()
+    finally:
+        slow.go_on.set()
+        thread.join(HANG_BUDGET_SECONDS)
+    assert not thread.is_alive()
+    return raised[0] if raised else None
+
+
+def pair(stores: tuple[SqlStore, SqlStore], quota: Quota) -> tuple[PausingFilesystem, SqlFilesystem]:
+    """The slow writer and, on the other store, a writer of the same session."""
+    session = f"race-{next(_ids)}"
+    return PausingFilesystem(stores[0], session, quota=quota), SqlFilesystem(stores[1], session, quota=quota)
+
+
+def stream(fs: SqlFilesystem, path: str, data: bytes) -> None:
+    with fs.open_write(path) as writer:
+        writer.write(data)
+
+
+def test_a_small_write_checked_before_another_commits_is_refused(stores: tuple[SqlStore, SqlStore]) -> None:
+    slow, other = pair(stores, Quota(max_bytes=100))
+    refused = race(slow, lambda: slow.write_bytes("a.bin", b"a" * 60), lambda: other.write_bytes("b.bin", b"b" * 60))
+    assert isinstance(refused, QuotaExceededError)
+    assert not slow.exists("a.bin") and slow.usage() == Usage(60, 1)
+    slow.write_bytes("c.bin", b"c" * 40)  # the session is usable, and exactly full is allowed
+    assert other.usage() == Usage(100, 2)
+
+
+def test_the_file_count_is_checked_in_the_transaction_too(stores: tuple[SqlStore, SqlStore]) -> None:
+    slow, other = pair(stores, Quota(max_files=1))
+    refused = race(slow, lambda: slow.write_bytes("a.txt", b"a"), lambda: other.write_bytes("b.txt", b"b"))
+    assert isinstance(refused, QuotaExceededError)
+    assert not slow.exists("a.txt") and slow.usage() == Usage(1, 1)
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["big write", "stream", "append", "conditional write", "create", "copy", "copy of a tree"],
+)
+def test_every_growing_path_is_checked_again_in_its_transaction(stores: tuple[SqlStore, SqlStore], how: str) -> None:
+    big = how == "big write"
+    slow, other = pair(stores, Quota(max_bytes=3 * BIG if big else 100))
+    slow.write_bytes("seed/s.bin", b"s" * 30)
+    before: dict[str, FileStat] = {e.path: slow.stat(e.path) for e in slow.walk()}
+    changes: dict[str, Callable[[], object]] = {
+        "big write": lambda: slow.write_bytes("new.bin", b"n" * 2 * BIG),
+        "stream": lambda: stream(slow, "new.bin", b"n" * 50),
+        "append": lambda: slow.write_bytes("seed/s.bin", b"+" * 40, mode="append"),
+        "conditional write": lambda: slow.write_bytes_if("seed/s.bin", b"c" * 70, expect=slow.content_id("seed/s.bin")),
+        "create": lambda: slow.create_bytes("new.bin", b"n" * 50),
+        "copy": lambda: slow.copy("seed/s.bin", "new.bin"),
+        "copy of a tree": lambda: slow.copy("seed", "new"),
+    }
+    filler = b"o" * (BIG if big else 50)
+    refused = race(slow, changes[how], lambda: other.write_bytes("other.bin", filler))
+    assert isinstance(refused, QuotaExceededError), how
+    after = {e.path: slow.stat(e.path) for e in slow.walk() if e.path != "other.bin"}
+    assert after == before  # nothing of the refused change landed
+    assert slow.read_bytes("seed/s.bin").content == b"s" * 30
+    assert slow.usage() == Usage(30 + len(filler), 2)
