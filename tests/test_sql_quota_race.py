@@ -138,3 +138,65 @@ def test_every_growing_path_is_checked_again_in_its_transaction(stores: tuple[Sq
     assert after == before  # nothing of the refused change landed
     assert slow.read_bytes("seed/s.bin").content == b"s" * 30
     assert slow.usage() == Usage(30 + len(filler), 2)
+
+
+class PausingInside(SqlFilesystem):
+    """Stops once inside a write transaction, right after locking and checking the file's row (before it changes
+    anything), until the test lets it go on: at the ``calls``-th row check from now (a stream checks the row
+    when it opens, in a read transaction, then again in its commit's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+        self.checked = threading.Event()
+        self.go_on = threading.Event()
+
+    def _check_writable_file(self, row: Any, path: str, mode: Any, *, unlocking: bool = False) -> None:
+        super()._check_writable_file(row, path, mode, unlocking=unlocking)
+        if self.calls:
+            self.calls -= 1
+            if not self.calls:
+                self.checked.set()
+                assert self.go_on.wait(HANG_BUDGET_SECONDS)
+
+
+@pytest.mark.parametrize("how", ["small write", "big write", "stream", "copy"])
+def test_on_postgres_a_writer_held_inside_its_transaction_is_refused(postgres_url: str, how: str) -> None:
+    """PostgreSQL lets another writer commit while this one's transaction is open (SQLite holds the database):
+    the row read after this one's statements counts the other's change."""
+    url = create_database(postgres_url, f"wsfs_quota_inside_{os.getpid()}_{next(_ids)}")
+    first, second = SqlStore(url), SqlStore(url)
+    try:
+        big = how == "big write"
+        quota = Quota(max_bytes=3 * BIG if big else 100)
+        slow, other = PausingInside(first, "held", quota=quota), SqlFilesystem(second, "held", quota=quota)
+        slow.write_bytes("seed.bin", b"s" * 30)
+        changes: dict[str, Callable[[], object]] = {
+            "small write": lambda: slow.write_bytes("new.bin", b"n" * 50),
+            "big write": lambda: slow.write_bytes("new.bin", b"n" * 2 * BIG),
+            "stream": lambda: stream(slow, "new.bin", b"n" * 50),
+            "copy": lambda: slow.copy("seed.bin", "new.bin"),
+        }
+        filler = b"o" * (BIG if big else 50)
+        raised: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                changes[how]()
+            except QuotaExceededError as exc:
+                raised.append(exc)
+
+        slow.calls = 2 if how == "stream" else 1
+        thread = threading.Thread(target=run)
+        thread.start()
+        try:
+            assert slow.checked.wait(HANG_BUDGET_SECONDS), "the change never reached its transaction"
+            other.write_bytes("other.bin", filler)  # commits while the slow writer's transaction is open
+        finally:
+            slow.go_on.set()
+            thread.join(HANG_BUDGET_SECONDS)
+        assert len(raised) == 1 and isinstance(raised[0], QuotaExceededError), how
+        assert not slow.exists("new.bin") and slow.usage() == Usage(30 + len(filler), 2)
+    finally:
+        first.close()
+        second.close()

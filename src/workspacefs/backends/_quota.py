@@ -64,7 +64,7 @@ class QuotaStep:
 
     def __init__(self, fs: QuotaMixin) -> None:
         self._fs = fs
-        self._hold = fs._quota_hold()
+        self._hold = fs._quota_hold() if fs._quota is not None else nullcontext()  # no quota: nothing to hold
         self.change = Usage()
         """The change admitted: bytes and files it adds (negative: frees); counted usage takes it at the end."""
         self.reserved = Usage()
