@@ -542,6 +542,7 @@ class SqlFilesystem(BaseFilesystem):
         the file at it, write its journal row, collect what it replaced and commit."""
         driver = self._store.driver
         session, above, blob_id, now = self._session, parent(path), inline_blob_id(data), driver.now()
+        grew = (0, 0)
         if driver.postgres:
             keys: tuple[Any, ...] = (blob_id, len(data), data, session, above, session, path)
         else:
@@ -578,6 +579,8 @@ class SqlFilesystem(BaseFilesystem):
                     if replaced:
                         tx.collect(self._store.release_statements([replaced], hashes))
                 return
+            except driver.quota_refused:  # PostgreSQL: the check in the transaction refused it, all rolled back
+                raise self._refusal(path, grew) from None
             except _NoParent:
                 with self._store.read() as connection:
                     self._parent_dir(connection, path)  # raises the error that fits (or the parent is back)
@@ -900,12 +903,20 @@ class SqlFilesystem(BaseFilesystem):
             self._session,
         )
         cursor = tx.run(self._sql.quota_guard, limits)
-        tx.sync()  # PostgreSQL: a round trip before the COMMIT (failing the statement instead broke psycopg's
-        # prepared statements: a pipeline aborted by an error left it naming statements the server no longer had)
+        if self._store.driver.postgres:
+            return  # it fails at the COMMIT's round trip instead (see QUOTA_GUARD); _write_small_rows says why
         row = cursor.fetchone()
         if row is not None and row[2]:
             refused = over_quota(path, quota, Usage(int(row[0]), int(row[1])), *grew)
             raise refused or QuotaExceededError(path, "Workspace quota exceeded")
+
+    def _refusal(self, path: str, grew: tuple[int, int]) -> QuotaExceededError:
+        """The error for a write its transaction's check refused on PostgreSQL, worded from the usage now."""
+        assert self._quota is not None
+        now = self._usage()
+        after = Usage(now.bytes + max(grew[0], 0), now.files + max(grew[1], 0))
+        refused = over_quota(path, self._quota, after, *grew)
+        return refused or QuotaExceededError(path, "Workspace quota exceeded by writers at the same moment")
 
     # --- per-file read-only flag ------------------------------------------------------------------------
 

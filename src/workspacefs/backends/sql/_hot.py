@@ -125,9 +125,18 @@ UPDATE_FILE = (
     " WHERE session_id = ? AND path = ?"
 )
 
-QUOTA_GUARD = "SELECT bytes, files, (bytes > ? OR files > ?) FROM wsfs_session_usage WHERE session_id = ?"
-"""A quota'd write's check in its own transaction, after its statements: the session's usage row (bytes, files)
-and whether it passes the limits the write grew toward (``NULL`` for a limit not checked)."""
+QUOTA_GUARD = {
+    "sqlite": "SELECT bytes, files, (bytes > ? OR files > ?) FROM wsfs_session_usage WHERE session_id = ?",
+    # travels in the last batch with the COMMIT: past a limit it fails (the divisor depends on the row, so the
+    # planner cannot fold it), the COMMIT is skipped and the write rolls back, without a round trip to read first
+    "postgresql": (
+        "SELECT bytes, files, 1 / (CASE WHEN bytes > ? OR files > ? THEN 0 ELSE 1 END)"
+        " FROM wsfs_session_usage WHERE session_id = ?"
+    ),
+}
+"""A quota'd write's check in its own transaction, after its statements: the session's usage row against the
+limits the write grew toward (``NULL`` for a limit not checked). SQLite answers whether it is over; PostgreSQL
+raises ``division_by_zero`` when it is."""
 
 DELETE_BLOB = (
     "DELETE FROM wsfs_blobs WHERE id = ?"
@@ -225,5 +234,5 @@ class Statements:
             insert_file=placeholders(INSERT_FILE),
             update_file=placeholders(UPDATE_FILE),
             insert_journal=placeholders(INSERT_JOURNAL),
-            quota_guard=placeholders(QUOTA_GUARD),
+            quota_guard=placeholders(QUOTA_GUARD[dialect]),
         )
