@@ -200,3 +200,29 @@ def test_on_postgres_a_writer_held_inside_its_transaction_is_refused(postgres_ur
     finally:
         first.close()
         second.close()
+
+
+class UncheckedBefore(SqlFilesystem):
+    """Skips the check before each change, so only the one inside the transaction can refuse it."""
+
+    def _check(
+        self, path: str, *, bytes_delta: int, files_delta: int, largest: int = 0, usage: Usage | None = None
+    ) -> None:
+        return
+
+
+def test_refusals_in_the_transaction_leave_the_store_usable(stores: tuple[SqlStore, SqlStore]) -> None:
+    """Many refusals in a row, each followed by ordinary writes on the same connections: on PostgreSQL a refused
+    write's batch fails at the COMMIT, and a connection reused after that once named prepared statements the
+    server no longer had (psycopg prepares a statement after five runs)."""
+    fs = UncheckedBefore(stores[0], "refused", quota=Quota(max_bytes=100))
+    filler = SqlFilesystem(stores[0], "refused")
+    fs.write_bytes("a.bin", b"a" * 10)
+    assert fs.usage() == Usage(10, 1)  # the usage row is made when first asked for (the skipped check asks)
+    for index in range(12):
+        filler.write_bytes("fill.bin", b"f" * 85)
+        with pytest.raises(QuotaExceededError):
+            fs.write_bytes(f"new-{index}.bin", b"n" * 10)
+        filler.delete("fill.bin")
+        fs.write_bytes(f"kept-{index % 3}.bin", b"k")
+    assert fs.usage() == Usage(13, 4) and not any(fs.exists(f"new-{index}.bin") for index in range(12))
