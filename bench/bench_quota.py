@@ -3,7 +3,9 @@
 A quota asks for the session's usage before every growing change. Each backend writes 200 new 100-byte files
 into a session of 1,000 and then of 20,000 files, with and without a quota, in one run; µs per write, minimum of
 ``--reps`` repetitions. Before migration ``0009`` usage was an aggregate over every file row (SQLite: 2.4 ms at
-1,000 files, 43 ms at 20,000); now it is one row kept by triggers.
+1,000 files, 43 ms at 20,000); now it is one row kept by triggers. A quota'd write that grows the session also
+reads that row again inside its own transaction, after its statements (concurrent writers all pass the check
+before it): one indexed statement, sent on PostgreSQL in the batch of the ``COMMIT`` (no round trip more).
 
 Run: ``python bench/bench_quota.py [--reps R] [--no-postgres]``.
 """

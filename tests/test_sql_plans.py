@@ -29,6 +29,7 @@ def statements(dialect: str) -> dict[str, tuple[str, tuple[Any, ...]]]:
         "CHUNK_LIST": (hot.CHUNK_LIST, (SESSION, PATH)),
         "CHUNK": (hot.CHUNK, (BLOB,)),
         "UPDATE_FILE": (hot.UPDATE_FILE, (BLOB, 1, None, None, SESSION, PATH)),
+        "QUOTA_GUARD": (hot.QUOTA_GUARD[dialect], (100, None, SESSION)),
         "DELETE_BLOB": (hot.DELETE_BLOB, (BLOB, BLOB, BLOB, BLOB, BLOB)),
         "DELETE_BLOBS": (hot.release_statements([BLOB, BLOB + "2"], [])[0][0], (BLOB, BLOB + "2")),
         "DELETE_CHUNKS": (hot.release_statements([], [BLOB])[0][0], (BLOB,)),

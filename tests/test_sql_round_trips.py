@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from workspacefs import SqlFilesystem, SqlStore
+from workspacefs import Quota, SqlFilesystem, SqlStore
 from workspacefs.backends.sql._driver import _hung_up
 
 
@@ -89,6 +89,19 @@ def test_without_history_an_overwrite_collects_in_a_second_round_trip(postgres_u
         assert fs.read_bytes("a.txt").content == b"replaced, the old content collected"
     finally:
         store.close()
+
+
+def test_a_quota_costs_a_small_write_one_statement_and_no_round_trip(pg_store: SqlStore) -> None:
+    """The quota is checked again inside the write's transaction (concurrent writers all pass the check before
+    it): ``wsfs_write_small`` reads the session's usage row after its changes, given the limits (it fails past
+    one the write grew toward): no statement and no round trip more than the check before it (the file's size,
+    then the usage row where the write grows; the early, clear error)."""
+    fs = SqlFilesystem(pg_store, "round-trips-quota", quota=Quota(max_bytes=10**9))
+    fs.write_bytes("dir/a.txt", b"first")
+    new = on_the_wire(pg_store, lambda: fs.write_bytes("dir/b.txt", b"a new file"))
+    assert (new.round_trips, new.statements) == (2 + 1, 2 + 1)
+    shrinking = on_the_wire(pg_store, lambda: fs.write_bytes("dir/b.txt", b"less"))
+    assert (shrinking.round_trips, shrinking.statements) == (1 + 1, 1 + 1)  # nothing grew: no usage read before
 
 
 def test_reads_stats_and_listings_are_one_round_trip(pg_store: SqlStore) -> None:

@@ -186,12 +186,10 @@ class ConditionalWritesMixin(QuotaMixin):
         with self._conditional_target(path) as norm:
             if len(data) > MAX_CONVENIENCE_BYTES:
                 raise too_big("Writing", path)
-            with self._compare_lock(norm):
+            with self._compare_lock(norm), self._quota_step() as step:
                 self._check_expected(norm, expect)
-                change = self._check_write(norm, len(data), "overwrite")
+                self._check_write(norm, len(data), "overwrite", step)
                 self._write_content(norm, data, "overwrite")
-                if change is not None:
-                    self._apply(*change)
         return WriteResult(norm, len(data), "overwrite")
 
     def open_write_if(self, path: str, *, expect: str, read_only: bool | None = None) -> ByteWriter:

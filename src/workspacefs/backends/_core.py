@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import ClassVar
 from uuid import UUID
 
@@ -238,8 +239,10 @@ class FilesystemCore(ABC):
         """Called after something replaced the files wholesale (a restore, a command): forget what was
         counted about them."""
 
-    def _check_restore(self, snapshot: FilesystemSnapshot) -> None:
-        """Called before a restore of ``snapshot`` changes anything: raise to refuse it (the quota does)."""
+    def _restore_guard(self, snapshot: FilesystemSnapshot) -> AbstractContextManager[object]:
+        """Held around a restore of ``snapshot``: raise on entry to refuse it before anything changes (the quota
+        does, and keeps what the restore may add admitted until it ends)."""
+        return nullcontext()
 
     def _norm(self, path: str) -> str:
         if type(path) is str:  # the hot path skips normalize_path's type handling

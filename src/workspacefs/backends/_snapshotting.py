@@ -72,12 +72,12 @@ class SnapshotMixin(HistoryMixin):
         """
         self._check_compatible(snapshot)
         self._writable("/")
-        self._check_restore(snapshot)
-        try:
-            with self._journaled("restore", detail=str(snapshot.snapshot_id)):
-                self._restore_state(snapshot)
-        finally:
-            self._state_replaced()
+        with self._restore_guard(snapshot):
+            try:
+                with self._journaled("restore", detail=str(snapshot.snapshot_id)):
+                    self._restore_state(snapshot)
+            finally:
+                self._state_replaced()
         self._current_snapshot_id = self._head = snapshot.snapshot_id
 
     def diff(self, base: FilesystemSnapshot, target: FilesystemSnapshot | None = None) -> FilesystemDiff:

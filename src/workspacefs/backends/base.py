@@ -21,6 +21,7 @@ from workspacefs import errors
 from workspacefs.backends._conditional import ANY_VERSION, ConditionalWritesMixin
 from workspacefs.backends._core import Fingerprint, lines_window, too_big, total_lines
 from workspacefs.backends._merging import MergeMixin
+from workspacefs.backends._quota import QuotaStep
 from workspacefs.errors import (
     MoveIntoSelfError,
     PathTooDeepError,
@@ -265,13 +266,15 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
         if len(data) > MAX_CONVENIENCE_BYTES:
             raise too_big("Writing", path)
         try:
-            change = self._check_write(norm, len(data), mode) if self._quota is not None else None
-            self._write_with_parents(norm, data, mode, create_parents)
+            if self._quota is None:
+                self._write_with_parents(norm, data, mode, create_parents)
+            else:
+                with self._quota_step() as step:  # checked and written as one step (see _quota.py)
+                    self._check_write(norm, len(data), mode, step)
+                    self._write_with_parents(norm, data, mode, create_parents)
         except OSError as exc:
             name_caller_path(exc, norm, path)
             raise
-        if change is not None:
-            self._apply(*change)
         return WriteResult(norm, len(data), mode)
 
     def _write_with_parents(self, path: str, data: bytes, mode: WriteMode, create_parents: bool) -> None:
@@ -452,10 +455,10 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
                     raise
 
     def _prepare_transfer(
-        self, src: str, dst: str, overwrite: bool, verb: str
+        self, src: str, dst: str, overwrite: bool, verb: str, step: QuotaStep | None = None
     ) -> tuple[str, str, FileStat, tuple[int, int] | None]:
-        """Shared checks of move/copy: the normalised paths, the source's metadata, and the usage change to
-        apply once the transfer succeeds (checked against the quota before anything is touched)."""
+        """Shared checks of move/copy: the normalised paths, the source's metadata, and what a move over a file
+        gives back (to count once it succeeds). A copy is admitted into ``step`` before anything is touched."""
         src_norm, dst_norm = self._norm(src), self._norm(dst)
         self._writable(dst)
         if ROOT in (src_norm, dst_norm):
@@ -469,9 +472,10 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
             try:
                 target = self._stat(dst_norm)
             except FileNotFoundError:
-                change = self._check_copy(src_norm, source, dst_norm) if verb == "copy" else None
+                if step is not None:
+                    self._check_copy(src_norm, source, dst_norm, step)
                 self._ensure_parents(dst_norm)
-                return src_norm, dst_norm, source, change
+                return src_norm, dst_norm, source, None
             if not overwrite:
                 raise errors.file_exists(dst_norm)
             if is_within(src_norm, dst_norm):
@@ -480,9 +484,11 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
                 raise errors.not_a_directory(dst_norm)
             if target.is_directory and not source.is_directory:
                 raise errors.is_a_directory(dst_norm)
-            change = (
-                self._check_copy(src_norm, source, dst_norm) if verb == "copy" else self._released(dst_norm, target)
-            )
+            change = None
+            if step is not None:
+                self._check_copy(src_norm, source, dst_norm, step)
+            else:
+                change = self._released(dst_norm, target)
             if target.is_directory:
                 self._remove_tree(dst_norm)
         return src_norm, dst_norm, source, change
@@ -521,15 +527,13 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
 
         Raises: as :meth:`move`, and ``QuotaExceededError``/``FileTooLargeError`` (before anything is copied).
         """
-        with self._journaled("copy"):
-            src_norm, dst_norm, source, change = self._prepare_transfer(src, dst, overwrite, "copy")
+        with self._journaled("copy"), self._quota_step() as step:
+            src_norm, dst_norm, source, _ = self._prepare_transfer(src, dst, overwrite, "copy", step)
             with caller_paths({src_norm: src, dst_norm: dst}):
                 if source.is_directory:
                     self._copy_tree(src_norm, dst_norm)
                 else:
                     self._copy_file(src_norm, dst_norm)
-        if change is not None:
-            self._apply(*change)
 
     # --- per-file flags --------------------------------------------------------------------------------
 

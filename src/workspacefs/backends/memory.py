@@ -316,6 +316,9 @@ class InMemoryFilesystem(BaseFilesystem):
         with self._lock:
             return Usage(self._total_bytes, self._file_count)
 
+    def _quota_hold(self) -> threading.RLock:
+        return self._lock  # a quota'd change is checked and made under it: no other writer comes between
+
     # --- helpers ---------------------------------------------------------------------------------
 
     def _capture_state(self) -> _State:

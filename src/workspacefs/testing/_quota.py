@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import pytest
@@ -9,9 +13,45 @@ import pytest
 from workspacefs.errors import FileTooLargeError, QuotaExceededError
 from workspacefs.protocol import ConditionalWrites, Filesystem, SnapshotableFilesystem
 from workspacefs.quota import Quota, Usage
-from workspacefs.testing._base import SuiteBase
+from workspacefs.testing._base import SuiteBase, finishes
 
 __all__ = ["QuotaSuite"]
+
+_WRITERS = 10
+_ROUNDS = 40
+_SIZE = 30
+_LIMIT = 100  # room for three writers of _SIZE bytes, never four
+
+
+@contextmanager
+def _switching_often() -> Iterator[None]:
+    """Threads switch every microsecond, so a check and its change are interleaved with other writers'."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def _race(writers: list[Callable[[], object]]) -> list[BaseException | None]:
+    """Run every writer at once (lined up by a barrier); what each raised (``None``: it succeeded)."""
+    barrier = threading.Barrier(len(writers))
+    outcome: list[BaseException | None] = [None] * len(writers)
+
+    def run(index: int) -> None:
+        barrier.wait()
+        try:
+            writers[index]()
+        except (QuotaExceededError, FileTooLargeError) as exc:
+            outcome[index] = exc
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(writers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcome
 
 
 class QuotaSuite(SuiteBase):
@@ -145,3 +185,45 @@ class QuotaSuite(SuiteBase):
         assert self.usage(fs) == Usage(90, 1)
         merging.restore(ours)  # within the quota: allowed
         assert self.usage(fs) == Usage(80, 1)
+
+    def test_concurrent_writers_never_pass_the_quota_together(self) -> None:
+        """A model issuing parallel tool calls: writers checked at once must not all be admitted. Each round
+        ten writers (whole writes and streams) race for room for three; the files that landed, and usage, stay
+        within the limit, and every refused writer left nothing."""
+        fs = self.limited(max_bytes=_LIMIT)
+
+        def whole(path: str) -> Callable[[], object]:
+            return lambda: fs.write_bytes(path, b"w" * _SIZE)
+
+        def streamed(path: str) -> Callable[[], object]:
+            def write() -> None:
+                with fs.open_write(path) as writer:
+                    writer.write(b"s" * _SIZE)
+
+            return write
+
+        def round_of_writers(number: int) -> None:
+            paths = [f"r{number}/f{index}.bin" for index in range(_WRITERS)]
+            fs.mkdir(f"r{number}")
+            outcome = _race([(whole if index % 2 else streamed)(path) for index, path in enumerate(paths)])
+            landed = {path for path in paths if fs.exists(path)}
+            assert landed == {path for path, failed in zip(paths, outcome, strict=True) if failed is None}
+            assert 1 <= len(landed) <= _LIMIT // _SIZE, f"round {number}: {len(landed)} writers of {_SIZE} bytes"
+            assert sum(fs.stat(path).size_bytes for path in landed) <= _LIMIT
+            assert self.usage(fs).bytes <= _LIMIT
+            fs.delete(f"r{number}", recursive=True)
+
+        with _switching_often():
+            for number in range(_ROUNDS):
+                finishes(lambda number=number: round_of_writers(number))  # type: ignore[misc]
+        assert self.usage(fs) == Usage(0, 0)
+
+    def test_usage_without_a_quota_follows_every_change(self) -> None:
+        """Without a quota nothing keeps a count current, so ``usage()`` is counted when asked (a host, object
+        store or composite once kept its first answer for good)."""
+        fs = self.make({"a.bin": b"a" * 10})
+        assert self.usage(fs) == Usage(10, 1)
+        fs.write_bytes("b.bin", b"b" * 5)
+        assert self.usage(fs) == Usage(15, 2)
+        fs.delete("a.bin")
+        assert self.usage(fs) == Usage(5, 1)

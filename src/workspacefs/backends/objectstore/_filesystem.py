@@ -591,16 +591,15 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             if len(data) > MAX_CONVENIENCE_BYTES:
                 raise too_big("Writing", path)
             current = self._expected_version(norm, expect)
-            change = self._check_write(norm, len(data), "overwrite")
-            content_id = content_id_of(data)
-            steps = self._written(norm, current, content_id, len(data)) if self._history_on else []
-            with self._recording("write", steps):
-                try:
-                    self._client.put(current.key, data, content_id=content_id, if_match=current.etag)
-                except PreconditionFailed:
-                    raise PreconditionFailedError(norm) from None
-            if change is not None:
-                self._apply(*change)
+            with self._quota_step() as step:
+                self._check_write(norm, len(data), "overwrite", step)
+                content_id = content_id_of(data)
+                steps = self._written(norm, current, content_id, len(data)) if self._history_on else []
+                with self._recording("write", steps):
+                    try:
+                        self._client.put(current.key, data, content_id=content_id, if_match=current.etag)
+                    except PreconditionFailed:
+                        raise PreconditionFailedError(norm) from None
         return WriteResult(norm, len(data), "overwrite")
 
     def open_write_if(self, path: str, *, expect: str, read_only: bool | None = None) -> ByteWriter:

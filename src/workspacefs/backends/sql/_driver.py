@@ -77,6 +77,10 @@ class Tx:
             self._pipeline.sync()
 
 
+class _NeverRaised(Exception):  # noqa: N818 - a stand-in, never raised
+    """An error SQLite never raises (its quota check answers instead of failing)."""
+
+
 class Driver:
     """DBAPI connections of a store's engine, pooled here, handing out :class:`Tx` objects.
 
@@ -102,6 +106,12 @@ class Driver:
         self._pool_size = pool_size
         self.integrity_error: type[Exception] = engine.dialect.dbapi.IntegrityError  # type: ignore[union-attr]
         """The driver's ``IntegrityError`` (a constraint refused a statement)."""
+        self.quota_refused: type[Exception] = (
+            engine.dialect.dbapi.errors.DivisionByZero  # type: ignore[union-attr]
+            if self.postgres
+            else _NeverRaised
+        )
+        """What PostgreSQL raises when a write's check in its transaction (``_hot.QUOTA_GUARD``) refuses it."""
 
     def sql(self, text: str) -> str:
         """``text`` with the driver's placeholder style (``?`` for sqlite3, ``%s`` for psycopg)."""
@@ -195,8 +205,8 @@ class Driver:
             with contextlib.suppress(Exception):
                 tx.sync(force=True)
 
-    def _recover(self, held: tuple[Any, Any], tx: Tx) -> None:
-        """Roll back after a failure and keep the connection if it is healthy, else close it."""
+    def _recover(self, held: tuple[Any, Any], tx: Tx, *, keep: bool = True) -> None:
+        """Roll back after a failure and keep the connection if it is healthy (and ``keep``), else close it."""
         connection, pipeline = held
         try:
             if pipeline is not None:
@@ -213,7 +223,10 @@ class Driver:
         except Exception:  # no way back: drop the connection
             self._discard(held)
             return
-        self._checkin(held)
+        if keep:
+            self._checkin(held)
+        else:
+            self._discard(held)
 
     def close(self) -> None:
         """Close every idle connection."""
@@ -294,6 +307,12 @@ class Scope:
                     tx.sync()
                 else:
                     driver._commit(tx)
+        except driver.quota_refused:
+            # a connection whose pipeline a refused write aborted goes: psycopg (3.3) then named auto-prepared
+            # statements the server no longer had ("prepared statement does not exist" on the next writes).
+            # A refusal here is rare (the check before the transaction refuses the rest): a new connection is cheap
+            driver._recover(held, tx, keep=False)
+            raise
         except BaseException as exc:
             driver._recover(held, tx)
             _raise_if_lost(exc, driver.where)

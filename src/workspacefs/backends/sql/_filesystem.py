@@ -28,6 +28,7 @@ from workspacefs import errors
 from workspacefs.backends._core import too_big
 from workspacefs.backends._history import Scope, operation_key
 from workspacefs.backends._merging import Written
+from workspacefs.backends._quota import over_quota
 from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
 from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql import _versions as versions
@@ -63,6 +64,7 @@ from workspacefs.capabilities import Capabilities
 from workspacefs.errors import (
     ConcurrentChangeError,
     PreconditionFailedError,
+    QuotaExceededError,
     ReadOnlyFileError,
     SnapshotNotFoundError,
     caller_paths,
@@ -102,6 +104,7 @@ _SET_CONTENT = (
 )
 _SET_FLAG = sa.update(F).where(F.c.session_id == _SESSION, F.c.path == _PATH).values(is_readonly=sa.bindparam("flag"))
 _DELETE_ROW = sa.delete(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
+_USAGE_NOW = sa.select(session_usage.c.bytes, session_usage.c.files).where(session_usage.c.session_id == _SESSION)
 _SET_ROW = (
     sa.update(F)
     .where(F.c.session_id == _SESSION, F.c.path == _PATH)
@@ -308,7 +311,8 @@ class SqlFilesystem(BaseFilesystem):
         change = entry.changes[index]
         content = self._history_content(entry, index)
         if isinstance(content, bytes):
-            self._check_write(change.path, len(content), "overwrite")
+            with self._quota_step() as step:  # checked again in the write's transaction
+                self._check_write(change.path, len(content), "overwrite", step)
             self._write_content(change.path, content, "overwrite", read_only=flag)
             return
         uploader = self._uploader(change.path, "overwrite", NO_BASE, None, flag)
@@ -575,6 +579,7 @@ class SqlFilesystem(BaseFilesystem):
                 )
             except _Raced:
                 raise ConcurrentChangeError(path, "Another writer created the file meanwhile; write it again") from None
+            self._hold_to_quota(connection, path, _growth(row, upload.size))
             # the content may already have been stored inline: then the chunks just uploaded are unused
             self._store.drop_unused_chunks(connection, upload.hashes)
         self._committed(tag)
@@ -600,6 +605,7 @@ class SqlFilesystem(BaseFilesystem):
                     self._put_file(
                         connection, path, blob_id, size, existing=row, mode=mode, tag=tag, read_only=read_only
                     )
+                    self._hold_to_quota(connection, path, _growth(row, size))
                 self._committed(tag)
                 return
             except _Raced:
@@ -633,6 +639,7 @@ class SqlFilesystem(BaseFilesystem):
         """The write in one transaction, its journal row included: on PostgreSQL one call of ``wsfs_write_small``
         (one round trip), on SQLite the statements of :meth:`_write_small_sqlite`."""
         driver = self._store.driver
+        grew = (len(data), 1)  # at most (a refusal's message is worded from the usage then)
         for _ in range(_RETRIES):
             try:
                 if driver.postgres:
@@ -640,6 +647,8 @@ class SqlFilesystem(BaseFilesystem):
                 else:
                     self._write_small_sqlite(path, data, mode, expect, read_only, tag)
                 return
+            except driver.quota_refused:  # PostgreSQL: the check in the transaction refused it, all rolled back
+                raise self._refusal(path, grew) from None
             except _NoParent:
                 with self._store.read() as connection:
                     self._parent_dir(connection, path)  # raises the error that fits (or the parent is back)
@@ -666,10 +675,13 @@ class SqlFilesystem(BaseFilesystem):
         wanted = None if expect == ANY_VERSION else expect
         if wanted is not None and "\x00" in wanted:  # PostgreSQL text holds no NUL, nor does any content id:
             wanted = ""  # one that never matches either (the service's weak-ETag sentinel is such a value)
+        quota = self._quota  # the function checks the usage row after its changes, in its transaction
+        limits = (None, None) if quota is None else (quota.max_bytes, quota.max_files)
         params = (
             *(self._session, path, parent(path), basename(path), blob_id, len(data), data, driver.now()),
             *(mode == "create", expect is not None, wanted, read_only),
             *journal,
+            *limits,
         )
         with driver.statement() as tx:
             cursor = tx.run(self._sql.write_small, params)
@@ -714,9 +726,11 @@ class SqlFilesystem(BaseFilesystem):
                 values = (session, path, above, basename(path), False, bool(read_only), blob_id, len(data))
                 tx.run(self._sql.insert_file, (*values, now, now))
                 self._journal_row(tx, tag, now, Change(path, None, blob_id, 0, len(data)))
+                self._guard_small_write(tx, path, (len(data), 1))
                 return
             tx.run(self._sql.update_file, (blob_id, len(data), now, read_only, session, path))
             self._journal_row(tx, tag, now, Change(path, row.blob_id, blob_id, int(target[5]), len(data)))
+            self._guard_small_write(tx, path, (len(data) - int(target[5]), 0))
             replaced = row.blob_id
             if tag is None and replaced is not None and replaced != blob_id:  # a journal row would keep it
                 chunks = target[4]
@@ -795,8 +809,8 @@ class SqlFilesystem(BaseFilesystem):
             self._store.release(connection, released)
         self._committed(tag)
 
-    def _graft(self, connection: Connection, src: str, dst: str, *, keep_times: bool) -> None:
-        """Insert a copy of the ``src`` subtree at ``dst`` (parents first): metadata only."""
+    def _graft(self, connection: Connection, src: str, dst: str, *, keep_times: bool) -> Usage:
+        """Insert a copy of the ``src`` subtree at ``dst`` (parents first): metadata only. What its files hold."""
         rows = connection.execute(
             sa.select(F)
             .where(F.c.session_id == self._session, sa.or_(F.c.path == src, _subtree(src)))
@@ -818,6 +832,8 @@ class SqlFilesystem(BaseFilesystem):
             )
         for value in values:  # one by one, parents before children, so each parent key is satisfied
             connection.execute(sa.insert(F).values(value))
+        files = [row for row in rows if not row.is_directory]
+        return Usage(sum(int(row.size_bytes) for row in files), len(files))
 
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         tag = self._tag("move")
@@ -857,6 +873,7 @@ class SqlFilesystem(BaseFilesystem):
                 )
             except _Raced:
                 raise errors.file_exists(dst) from None
+            self._hold_to_quota(connection, dst, _growth(existing, source.size_bytes))
         self._committed(tag)
 
     def _copy_tree(self, src: str, dst: str) -> None:
@@ -867,10 +884,11 @@ class SqlFilesystem(BaseFilesystem):
             self._parent_dir(connection, dst)
             if self._row(connection, dst) is not None:
                 raise errors.file_exists(dst)
-            self._graft(connection, src, dst, keep_times=False)
+            grafted = self._graft(connection, src, dst, keep_times=False)
             if tag is not None:
                 rows = tree_rows(tag, self._session, datetime.now(UTC), dst, deleting=False)
                 connection.execute(insert_rows(rows.order_by(F.c.path)))
+            self._hold_to_quota(connection, dst, grafted)
         self._committed(tag)
 
     def _iter_files(self, base: str) -> Iterator[str]:
@@ -920,7 +938,8 @@ class SqlFilesystem(BaseFilesystem):
         with self._conditional_target(path) as norm:
             if len(data) > MAX_CONVENIENCE_BYTES:
                 raise too_big("Writing", path)
-            self._check_write(norm, len(data), "overwrite")
+            with self._quota_step() as step:  # checked again in the write's transaction
+                self._check_write(norm, len(data), "overwrite", step)
             self._write_content(norm, data, "overwrite", expect=expect, read_only=read_only)
         return WriteResult(norm, len(data), "overwrite")
 
@@ -971,7 +990,8 @@ class SqlFilesystem(BaseFilesystem):
                 raise errors.is_a_directory(norm)
             if len(data) > MAX_CONVENIENCE_BYTES:
                 raise too_big("Writing", path)
-            self._check_write(norm, len(data), "create")
+            with self._quota_step() as step:  # checked again in the write's transaction
+                self._check_write(norm, len(data), "create", step)
             try:
                 self._write_content(norm, data, "create", read_only=read_only)
             except FileNotFoundError:  # the parent usually exists: make it only when the write says it is missing
@@ -1017,6 +1037,52 @@ class SqlFilesystem(BaseFilesystem):
                 connection.execute(made)  # (a deleted session gets no row)
             found = connection.execute(row).first()
         return Usage(0, 0) if found is None else Usage(int(found.bytes), int(found.files))
+
+    def _usage_in(self, connection: Connection) -> Usage | None:
+        """The session's usage row as ``connection``'s transaction sees it (``None``: not made yet)."""
+        row = connection.execute(_USAGE_NOW, {"b_session": self._session}).first()
+        return None if row is None else Usage(int(row.bytes), int(row.files))
+
+    def _hold_to_quota(self, connection: Connection, path: str, grew: Usage) -> None:
+        """The quota's guarantee, in a growing change's own transaction after its statements (the check before
+        it gives the early error; writers checked at the same moment all pass that one). The change's triggers
+        have just updated the usage row, so on PostgreSQL the row's lock has ordered it after every concurrent
+        writer: the row read here holds all of them committed, and this change (SQLite runs one writer at a
+        time). Past a limit this change grew toward, ``QuotaExceededError`` rolls it all back."""
+        quota = self._quota
+        if quota is None or not _grows_toward(quota, grew):
+            return
+        now = self._usage_in(connection)
+        refused = None if now is None else over_quota(path, quota, now, grew.bytes, grew.files)
+        if refused is not None:
+            raise refused
+
+    def _guard_small_write(self, tx: Any, path: str, grew: tuple[int, int]) -> None:
+        """:meth:`_hold_to_quota` for the small write's driver transaction: one statement in its last batch (none
+        without a quota)."""
+        quota = self._quota
+        if quota is None or not _grows_toward(quota, Usage(*grew)):
+            return
+        limits = (
+            quota.max_bytes if grew[0] > 0 else None,
+            quota.max_files if grew[1] > 0 else None,
+            self._session,
+        )
+        cursor = tx.run(self._sql.quota_guard, limits)
+        if self._store.driver.postgres:
+            return  # it fails at the COMMIT's round trip instead (see QUOTA_GUARD); _write_small_rows says why
+        row = cursor.fetchone()
+        if row is not None and row[2]:
+            refused = over_quota(path, quota, Usage(int(row[0]), int(row[1])), *grew)
+            raise refused or QuotaExceededError(path, "Workspace quota exceeded")
+
+    def _refusal(self, path: str, grew: tuple[int, int]) -> QuotaExceededError:
+        """The error for a write its transaction's check refused on PostgreSQL, worded from the usage now."""
+        assert self._quota is not None
+        now = self._usage()
+        after = Usage(now.bytes + max(grew[0], 0), now.files + max(grew[1], 0))
+        refused = over_quota(path, self._quota, after, *grew)
+        return refused or QuotaExceededError(path, "Workspace quota exceeded by writers at the same moment")
 
     # --- per-file read-only flag ------------------------------------------------------------------------
 
@@ -1125,10 +1191,14 @@ class SqlFilesystem(BaseFilesystem):
         tag = self._tag("restore", rows=True)
         with self._store.write() as connection:
             row = self._own_snapshot(connection, snapshot)
+            before = self._usage_in(connection) if self._quota is not None else None
             if self._marked(row):
                 self._restore_versions(connection, tag, int(row.mark))
             else:
                 self._restore_entries(connection, tag, versions.entries(row))
+            if before is not None:
+                after = self._usage_in(connection) or before
+                self._hold_to_quota(connection, "/", Usage(after.bytes - before.bytes, after.files - before.files))
         self._committed(tag)
 
     def _restore_versions(self, connection: Connection, tag: JournalTag | None, mark: int) -> None:
@@ -1434,6 +1504,16 @@ class SqlFilesystem(BaseFilesystem):
     def __repr__(self) -> str:
         flags = ", read_only=True" if self._read_only else ""
         return f"SqlFilesystem({self._store.dialect}, session={self._session!r}{flags})"
+
+
+def _growth(row: Row[Any] | None, size: int) -> Usage:
+    """What writing ``size`` bytes over ``row`` (``None``: no file there) adds to the session."""
+    return Usage(size, 1) if row is None else Usage(size - int(row.size_bytes), 0)
+
+
+def _grows_toward(quota: Quota, grew: Usage) -> bool:
+    """Whether a change that adds ``grew`` can pass one of ``quota``'s totals (only then is it checked again)."""
+    return (grew.bytes > 0 and quota.max_bytes is not None) or (grew.files > 0 and quota.max_files is not None)
 
 
 def _check_session_id(session_id: object) -> None:

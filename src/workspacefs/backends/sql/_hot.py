@@ -22,6 +22,7 @@ __all__ = [
     "INSERT_FILE",
     "PUT_CHUNK",
     "PUT_INLINE",
+    "QUOTA_GUARD",
     "READ",
     "READ_ROW",
     "ROW",
@@ -82,10 +83,12 @@ WRITE_SMALL = (
     "SELECT * FROM wsfs_write_small("
     "?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::bytea, ?::timestamptz,"  # the file and its content
     " ?::boolean, ?::boolean, ?::text, ?::boolean,"  # create, must exist, the expected blob, the read-only flag
-    " ?::boolean, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text)"  # the journal tag
+    " ?::boolean, ?::text, ?::text, ?::text, ?::text, ?::text, ?::text, ?::bigint, ?::text,"  # the journal tag
+    " ?::bigint, ?::bigint)"  # the quota's byte and file limits (NULL: none)
 )
 """PostgreSQL's whole small write (see migration ``0011``): ``(written, parent is a directory, the target's
-is_directory, is_readonly and blob_id, the chunks to collect)``; nothing is written when it is refused."""
+is_directory, is_readonly and blob_id, the chunks to collect)``; nothing is written when it is refused. Past a
+quota limit the write grew toward it raises ``division_by_zero`` (as ``QUOTA_GUARD`` does), all rolled back."""
 
 CHUNK_LIST = (
     "SELECT bc.chunk_hash FROM wsfs_files f JOIN wsfs_blob_chunks bc ON bc.blob_id = f.blob_id"
@@ -128,6 +131,19 @@ UPDATE_FILE = (
     "UPDATE wsfs_files SET blob_id = ?, size_bytes = ?, updated_at = ?, is_readonly = COALESCE(?, is_readonly)"
     " WHERE session_id = ? AND path = ?"
 )
+
+QUOTA_GUARD = {
+    "sqlite": "SELECT bytes, files, (bytes > ? OR files > ?) FROM wsfs_session_usage WHERE session_id = ?",
+    # travels in the last batch with the COMMIT: past a limit it fails (the divisor depends on the row, so the
+    # planner cannot fold it), the COMMIT is skipped and the write rolls back, without a round trip to read first
+    "postgresql": (
+        "SELECT bytes, files, 1 / (CASE WHEN bytes > ? OR files > ? THEN 0 ELSE 1 END)"
+        " FROM wsfs_session_usage WHERE session_id = ?"
+    ),
+}
+"""A quota'd write's check in its own transaction, after its statements: the session's usage row against the
+limits the write grew toward (``NULL`` for a limit not checked). SQLite answers whether it is over; PostgreSQL
+raises ``division_by_zero`` when it is."""
 
 DELETE_BLOB = (
     "DELETE FROM wsfs_blobs WHERE id = ?"
@@ -210,6 +226,7 @@ class Statements:
     insert_journal: str
     write_small: str
     """PostgreSQL only (SQLite: empty)."""
+    quota_guard: str
 
     @classmethod
     def build(cls, dialect: str, placeholders: Callable[[str], str]) -> Statements:
@@ -229,4 +246,5 @@ class Statements:
             update_file=placeholders(UPDATE_FILE),
             insert_journal=placeholders(INSERT_JOURNAL),
             write_small=placeholders(WRITE_SMALL) if dialect == "postgresql" else "",
+            quota_guard=placeholders(QUOTA_GUARD[dialect]),
         )

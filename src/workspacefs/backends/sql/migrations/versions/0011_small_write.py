@@ -4,12 +4,12 @@ A small write was two pipelined batches (store the content and lock the rows; po
 commit): five statements, two round trips, and psycopg's pipeline bookkeeping on each, which cost more than
 the server's work. This function does the same steps, in the same order of locks, inside the one autocommit
 transaction of its call: lock the target (and, for a new file, the parent against its delete), refuse what
-the checks refuse (nothing is written then), store the content inline, insert or update the file's row and
-write its journal row. The
-caller tells the errors apart from the rows returned, with the same checks as before; a unique violation (a
-concurrent writer created the file) rolls the whole call back, as it did the transaction.
-
-SQLite runs the steps from Python as before (its statements cost no round trip): nothing changes there.
+the checks refuse (nothing is written then), store the content inline, insert or update the file's row and write its
+journal row; with a quota's limits, refuse (``division_by_zero``, as the other writes' check in their transaction)
+when the usage row after the write passes a limit the write grew toward. The caller tells the errors apart from the
+rows returned, with the same checks as before; a unique violation (a concurrent writer created the file) rolls the
+whole call back, as it did the transaction. SQLite runs the steps from Python as before (its statements cost no
+round trip): nothing changes there.
 
 Revision ID: 0011
 Revises: 0010
@@ -29,12 +29,14 @@ CREATE FUNCTION wsfs_write_small(
     p_session text, p_path text, p_parent text, p_name text, p_blob text, p_size bigint, p_data bytea,
     p_now timestamptz, p_create boolean, p_must_exist boolean, p_expect text, p_read_only boolean,
     p_journal boolean, p_op_key text, p_operation text, p_actor_name text, p_actor_session text,
-    p_actor_call text, p_actor_via text, p_undoes bigint, p_detail text,
+    p_actor_call text, p_actor_via text, p_undoes bigint, p_detail text, p_max_bytes bigint, p_max_files bigint,
     OUT o_written boolean, OUT o_parent_dir boolean, OUT o_directory boolean, OUT o_readonly boolean,
     OUT o_blob text, OUT o_chunks text[])
 LANGUAGE plpgsql AS $$
 DECLARE
     t_size bigint;
+    t_bytes bigint;
+    t_files bigint;
 BEGIN
     o_written := false;
     SELECT f.is_directory, f.is_readonly, f.blob_id, f.size_bytes INTO o_directory, o_readonly, o_blob, t_size
@@ -76,6 +78,15 @@ BEGIN
                                   undoes, detail)
             VALUES (p_session, p_op_key, p_now, p_operation, p_actor_name, p_actor_session, p_actor_call,
                     p_actor_via, p_path, NULL, o_blob, p_blob, coalesce(t_size, 0), p_size, p_undoes, p_detail);
+    END IF;
+    -- a quota: the usage row after this write (its triggers ran; a concurrent writer's update of the row made
+    -- this one wait for its commit), against each limit this write grew toward
+    IF p_max_bytes IS NOT NULL OR p_max_files IS NOT NULL THEN
+        SELECT u.bytes, u.files INTO t_bytes, t_files FROM wsfs_session_usage u WHERE u.session_id = p_session;
+        IF (p_max_bytes IS NOT NULL AND p_size > coalesce(t_size, 0) AND t_bytes > p_max_bytes)
+                OR (p_max_files IS NOT NULL AND o_directory IS NULL AND t_files > p_max_files) THEN
+            RAISE EXCEPTION 'workspace quota exceeded' USING ERRCODE = 'division_by_zero';
+        END IF;
     END IF;
     o_written := true;
 END $$
