@@ -106,6 +106,8 @@ class Driver:
         self._pool_size = pool_size
         self.integrity_error: type[Exception] = engine.dialect.dbapi.IntegrityError  # type: ignore[union-attr]
         """The driver's ``IntegrityError`` (a constraint refused a statement)."""
+        self.server_error: type[Exception] = engine.dialect.dbapi.Error  # type: ignore[union-attr]
+        """The base of the driver's errors (a pipelined PostgreSQL connection one aborted is not kept)."""
         self.quota_refused: type[Exception] = (
             engine.dialect.dbapi.errors.DivisionByZero  # type: ignore[union-attr]
             if self.postgres
@@ -205,9 +207,13 @@ class Driver:
             with contextlib.suppress(Exception):
                 tx.sync(force=True)
 
-    def _recover(self, held: tuple[Any, Any], tx: Tx, *, keep: bool = True) -> None:
-        """Roll back after a failure and keep the connection if it is healthy (and ``keep``), else close it."""
+    def _recover(self, held: tuple[Any, Any], tx: Tx, *, keep: bool = True, error: BaseException | None = None) -> None:
+        """Roll back after a failure and keep the connection if it is healthy (and ``keep``), else close it. A
+        pipeline the server's ``error`` aborted is not kept: psycopg (3.3) counts a statement it skipped, on the run
+        that prepares it, as prepared, and every later run of it fails ("prepared statement does not exist")."""
         connection, pipeline = held
+        if pipeline is not None and isinstance(error, self.server_error):
+            keep = False
         try:
             if pipeline is not None:
                 with contextlib.suppress(Exception):  # the error that matters is already raised
@@ -284,7 +290,7 @@ class Scope:
             try:
                 tx.run(self._begin)
             except BaseException as exc:
-                self._driver._recover(held, tx)
+                self._driver._recover(held, tx, error=exc)
                 _raise_if_lost(exc, self._driver.where)
                 raise
         return tx
@@ -314,11 +320,11 @@ class Scope:
             driver._recover(held, tx, keep=False)
             raise
         except BaseException as exc:
-            driver._recover(held, tx)
+            driver._recover(held, tx, error=exc)
             _raise_if_lost(exc, driver.where)
             raise
         if kind is not None:
-            driver._recover(held, tx)
+            driver._recover(held, tx, error=error)
             if error is not None and driver.postgres:
                 _raise_if_lost(error, driver.where)
             return
