@@ -36,3 +36,28 @@ def test_a_pipelined_batch_a_server_error_aborted_leaves_no_broken_connection(po
         assert fs.read_bytes("kept.txt").content == b"in use"
     finally:
         store.close()
+
+
+def test_a_transaction_whose_collection_lost_its_race_leaves_no_broken_connection(postgres_url: str) -> None:
+    """The same on a transaction's collection after its COMMIT (``Tx.collect``): the COMMIT went through, the error
+    of the collection is swallowed, and the connection went back to the pool with the statement it skipped counted
+    as prepared."""
+    url = create_database(postgres_url, f"wsfs_review_b_commit_{os.getpid()}")
+    store = SqlStore(url, history=False)
+    try:
+        fs = SqlFilesystem(store, "collect")
+        fs.write_bytes("kept.txt", b"in use")
+        driver = store.driver
+        with store.read() as connection:
+            blob = connection.exec_driver_sql("SELECT blob_id FROM wsfs_files WHERE path = 'kept.txt'").scalar_one()
+        lost_race = (driver.sql("DELETE FROM wsfs_blobs WHERE id = ?"), (blob,))
+        (chunks, unused), *_ = store.release_statements([], ["0" * 64])
+        for lost_at in range(1, 9):
+            driver.close()
+            for run in range(12):
+                with driver.transaction(write=True) as tx:
+                    tx.run(driver.sql("SELECT 1"))
+                    tx.collect([lost_race, (chunks, unused)] if run == lost_at else [(chunks, unused)])
+        assert fs.read_bytes("kept.txt").content == b"in use"
+    finally:
+        store.close()

@@ -194,7 +194,9 @@ class Driver:
         round trip; after a failed one the rest are skipped and :meth:`Tx.sync` raises its error)."""
         return Scope(self, None, pipelined=True)
 
-    def _commit(self, tx: Tx) -> None:
+    def _commit(self, tx: Tx) -> bool:
+        """Commit ``tx`` and run its collection; whether its connection can be kept (not when the collection
+        aborted the pipeline: see :meth:`_recover`)."""
         tx.run("COMMIT")
         for sql, params in tx.after_commit:
             tx.run(sql, params)
@@ -206,6 +208,8 @@ class Driver:
             # a collection lost its race: the COMMIT before it went through (its error would come first)
             with contextlib.suppress(Exception):
                 tx.sync(force=True)
+            return False
+        return True
 
     def _recover(self, held: tuple[Any, Any], tx: Tx, *, keep: bool = True, error: BaseException | None = None) -> None:
         """Roll back after a failure and keep the connection if it is healthy (and ``keep``), else close it. A
@@ -311,8 +315,9 @@ class Scope:
             if kind is None:
                 if self._begin is None:
                     tx.sync()
-                else:
-                    driver._commit(tx)
+                elif not driver._commit(tx):
+                    driver._discard(held)
+                    return
         except driver.quota_refused:
             # a connection whose pipeline a refused write aborted goes: psycopg (3.3) then named auto-prepared
             # statements the server no longer had ("prepared statement does not exist" on the next writes).
