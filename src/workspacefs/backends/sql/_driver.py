@@ -106,6 +106,8 @@ class Driver:
         self._pool_size = pool_size
         self.integrity_error: type[Exception] = engine.dialect.dbapi.IntegrityError  # type: ignore[union-attr]
         """The driver's ``IntegrityError`` (a constraint refused a statement)."""
+        self.server_error: type[Exception] = engine.dialect.dbapi.Error  # type: ignore[union-attr]
+        """The base of the driver's errors (a pipelined PostgreSQL connection one aborted is not kept)."""
         self.quota_refused: type[Exception] = (
             engine.dialect.dbapi.errors.DivisionByZero  # type: ignore[union-attr]
             if self.postgres
@@ -192,7 +194,9 @@ class Driver:
         round trip; after a failed one the rest are skipped and :meth:`Tx.sync` raises its error)."""
         return Scope(self, None, pipelined=True)
 
-    def _commit(self, tx: Tx) -> None:
+    def _commit(self, tx: Tx) -> bool:
+        """Commit ``tx`` and run its collection; whether its connection can be kept (not when the collection
+        aborted the pipeline: see :meth:`_recover`)."""
         tx.run("COMMIT")
         for sql, params in tx.after_commit:
             tx.run(sql, params)
@@ -204,10 +208,16 @@ class Driver:
             # a collection lost its race: the COMMIT before it went through (its error would come first)
             with contextlib.suppress(Exception):
                 tx.sync(force=True)
+            return False
+        return True
 
-    def _recover(self, held: tuple[Any, Any], tx: Tx, *, keep: bool = True) -> None:
-        """Roll back after a failure and keep the connection if it is healthy (and ``keep``), else close it."""
+    def _recover(self, held: tuple[Any, Any], tx: Tx, *, keep: bool = True, error: BaseException | None = None) -> None:
+        """Roll back after a failure and keep the connection if it is healthy (and ``keep``), else close it. A
+        pipeline the server's ``error`` aborted is not kept: psycopg (3.3) counts a statement it skipped, on the run
+        that prepares it, as prepared, and every later run of it fails ("prepared statement does not exist")."""
         connection, pipeline = held
+        if pipeline is not None and isinstance(error, self.server_error):
+            keep = False
         try:
             if pipeline is not None:
                 with contextlib.suppress(Exception):  # the error that matters is already raised
@@ -284,7 +294,7 @@ class Scope:
             try:
                 tx.run(self._begin)
             except BaseException as exc:
-                self._driver._recover(held, tx)
+                self._driver._recover(held, tx, error=exc)
                 _raise_if_lost(exc, self._driver.where)
                 raise
         return tx
@@ -305,8 +315,9 @@ class Scope:
             if kind is None:
                 if self._begin is None:
                     tx.sync()
-                else:
-                    driver._commit(tx)
+                elif not driver._commit(tx):
+                    driver._discard(held)
+                    return
         except driver.quota_refused:
             # a connection whose pipeline a refused write aborted goes: psycopg (3.3) then named auto-prepared
             # statements the server no longer had ("prepared statement does not exist" on the next writes).
@@ -314,11 +325,11 @@ class Scope:
             driver._recover(held, tx, keep=False)
             raise
         except BaseException as exc:
-            driver._recover(held, tx)
+            driver._recover(held, tx, error=exc)
             _raise_if_lost(exc, driver.where)
             raise
         if kind is not None:
-            driver._recover(held, tx)
+            driver._recover(held, tx, error=error)
             if error is not None and driver.postgres:
                 _raise_if_lost(error, driver.where)
             return
