@@ -198,9 +198,9 @@ class Driver:
         """Commit ``tx`` and run its collection; whether its connection can be kept (not when the collection
         aborted the pipeline: see :meth:`_recover`)."""
         tx.run("COMMIT")
-        for sql, params in tx.after_commit:
-            tx.run(sql, params)
-        try:
+        try:  # a pipeline may hand back an error at a later statement's send already, not only at the sync
+            for sql, params in tx.after_commit:
+                tx.run(sql, params)
             tx.sync()
         except self.integrity_error:
             if not tx.after_commit:

@@ -1,4 +1,4 @@
-"""Review of the SQL hot paths (branch review-b): defects found, each shown by a test that failed before its fix."""
+"""Aborted PostgreSQL pipelines never go back to the pool: each test failed before its fix (found in review)."""
 
 from __future__ import annotations
 
