@@ -18,11 +18,13 @@ import errno
 import os
 import stat
 import weakref
-from collections.abc import Iterator
-from typing import Final
+from collections.abc import Callable, Iterator
+from typing import Final, TypeVar
 
 from workspacefs import errors
 from workspacefs.paths import MAX_PATH_DEPTH, ROOT, join, name_problem, parent
+
+_Seen = TypeVar("_Seen")
 
 __all__ = [
     "DIR_FLAGS",
@@ -251,56 +253,56 @@ class HostResolver:
 
 def _walk_stat(fd: int, prefix: str) -> Iterator[tuple[str, os.stat_result]]:
     """As :func:`_walk`, with each entry's ``lstat`` (one ``fstatat`` per entry, by the directory's descriptor)."""
+    for path, _, info in _descend(fd, prefix, _lstat):
+        yield path, info
+
+
+def _walk(fd: int, prefix: str) -> Iterator[tuple[str, bool]]:
+    """Depth-first over an open directory descriptor (closed here): ``(path, is_dir)``."""
+    for path, is_dir, _ in _descend(fd, prefix, _kind):
+        yield path, is_dir
+
+
+def _kind(entry: os.DirEntry[str]) -> tuple[bool, bool, None]:
+    """Directory? regular file? from the listing itself (no system call where it tells the type)."""
+    return entry.is_dir(follow_symlinks=False), entry.is_file(follow_symlinks=False), None
+
+
+def _lstat(entry: os.DirEntry[str]) -> tuple[bool, bool, os.stat_result]:
+    """Directory? regular file? and the entry's ``lstat``."""
+    info = entry.stat(follow_symlinks=False)
+    return stat.S_ISDIR(info.st_mode), stat.S_ISREG(info.st_mode), info
+
+
+def _descend(
+    fd: int, prefix: str, look: Callable[[os.DirEntry[str]], tuple[bool, bool, _Seen]]
+) -> Iterator[tuple[str, bool, _Seen]]:
+    """Depth-first over an open directory descriptor (closed here): ``(path, is_dir, what look saw)`` of every
+    regular file and directory, parents first; symlinks and special files are skipped, never followed, and a
+    directory swapped for a symlink after the listing is not entered."""
     depth = prefix.count("/") + 1 if prefix else 0
-    entries: list[tuple[str, os.stat_result]] = []
+    entries: list[tuple[str, bool, bool, _Seen]] = []
     try:
         with os.scandir(fd) as listing:
             for entry in listing:
                 if is_listable_name(entry.name) and depth < MAX_PATH_DEPTH:
                     with contextlib.suppress(OSError):  # removed since the directory was read
-                        entries.append((entry.name, entry.stat(follow_symlinks=False)))
+                        entries.append((entry.name, *look(entry)))
     except OSError:
         os.close(fd)
         return
     try:
-        for name, info in entries:
-            path = join(prefix, name)
-            if stat.S_ISREG(info.st_mode):
-                yield path, info
-            elif stat.S_ISDIR(info.st_mode):
-                yield path, info
-                try:
-                    child = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-                except OSError:
-                    continue  # vanished, or swapped for a symlink since the listing: skip it
-                yield from _walk_stat(child, path)
-    finally:
-        os.close(fd)
-
-
-def _walk(fd: int, prefix: str) -> Iterator[tuple[str, bool]]:
-    """Depth-first over an open directory descriptor (closed here)."""
-    try:
-        with os.scandir(fd) as listing:
-            entries = [(e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in listing]
-    except OSError:
-        os.close(fd)
-        return
-    depth = prefix.count("/") + 1 if prefix else 0
-    try:
-        for name, is_dir, is_file in entries:
-            if not is_listable_name(name) or depth >= MAX_PATH_DEPTH:
-                continue
+        for name, is_dir, is_file, seen in entries:
             path = join(prefix, name)
             if is_file:
-                yield path, False
+                yield path, False, seen
             elif is_dir:
-                yield path, True
+                yield path, True, seen
                 try:
                     child = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
                 except OSError:
                     continue  # vanished, or swapped for a symlink since the listing: skip it
-                yield from _walk(child, path)
+                yield from _descend(child, path, look)
     finally:
         os.close(fd)
 
