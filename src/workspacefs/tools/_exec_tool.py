@@ -42,7 +42,7 @@ def describe(result: ExecResult, command: str, timeout: int) -> str:
     if result.timed_out:
         head = (
             f"The command was killed after {timeout} s (its time limit). Files it changed before then stay "
-            "changed (take a snapshot before a risky command to be able to go back). Output up to then:"
+            "changed (the history tools, where offered, can undo the command as one entry). Output up to then:"
         )
     else:
         head = f"Exit code {result.exit_code}" + (" (success)." if result.exit_code == 0 else ".")
@@ -94,5 +94,5 @@ RUN_COMMAND: Tool[Any] = Tool(
     mutating=True,
     destructive=True,
     idempotent=False,
-    transactional=False,  # what a command touches is unknown beforehand: snapshots are the explicit undo
+    transactional=False,  # what a command touches is unknown beforehand: its journal entry is the undo
 )
