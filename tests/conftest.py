@@ -49,6 +49,20 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def image() -> str:
+    """The small container image the sandbox tests run (built once from Debian's busybox-static, on Podman)."""
+    from workspacefs.testing._containers import busybox_image, podman_available
+
+    if not podman_available():
+        missing("Podman is not installed or does not answer (apt-get install podman runc)")
+    try:
+        return busybox_image()
+    except FileNotFoundError as exc:
+        missing(str(exc))
+        raise
+
+
+@pytest.fixture(scope="session")
 def s3_server() -> Iterator[object]:
     """A real S3-compatible server (moto's, over HTTP on loopback) for the session, with one bucket made."""
     from workspacefs.testing._s3 import moto_available, running_s3

@@ -11,27 +11,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from conftest import missing
 
 from workspacefs.backends.container import ContainerFilesystem, ContainerSandbox
 from workspacefs.protocol import Filesystem
 from workspacefs.quota import Quota
 from workspacefs.testing import FilesystemValidationSuite
-from workspacefs.testing._containers import busybox_image, podman_available
 
 _ids = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def image() -> str:
-    """The small test image (built once from Debian's busybox-static)."""
-    if not podman_available():
-        missing("Podman is not installed or does not answer (apt-get install podman runc)")
-    try:
-        return busybox_image()
-    except FileNotFoundError as exc:
-        missing(str(exc))
-        raise
 
 
 @pytest.fixture(scope="module")

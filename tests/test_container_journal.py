@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import missing
 from fastapi.testclient import TestClient
 
 from workspacefs import ToolContext, UndoConflictError, UndoContentNotKeptError, dispatch
@@ -19,14 +18,6 @@ from workspacefs.backends.sql import SqlStore
 from workspacefs.cli import main
 from workspacefs.history import DIRECTORY, NOT_KEPT, Actor, JournalEntry, acting_as
 from workspacefs.server import create_app
-from workspacefs.testing._containers import busybox_image, podman_available
-
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    if not podman_available():
-        missing("Podman is not installed or does not answer (apt-get install podman runc)")
-    return busybox_image()
 
 
 @pytest.fixture

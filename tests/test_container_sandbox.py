@@ -30,14 +30,7 @@ from workspacefs import (
 )
 from workspacefs.backends.container import ContainerFilesystem, ContainerSandbox
 from workspacefs.backends.container._runtime import LABEL, Runtime, owner_tag
-from workspacefs.testing._containers import busybox_image, docker_via_podman, podman_available
-
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    if not podman_available():
-        missing("Podman is not installed or does not answer (apt-get install podman runc)")
-    return busybox_image()
+from workspacefs.testing._containers import docker_via_podman
 
 
 @pytest.fixture

@@ -12,20 +12,11 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
-from conftest import missing
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from workspacefs import InMemoryFilesystem, ToolContext, dispatch, to_openai_tools, tools_for
 from workspacefs.backends.container import ContainerSandbox
-from workspacefs.testing._containers import busybox_image, podman_available
 from workspacefs.tools import RUN_COMMAND
-
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    if not podman_available():
-        missing("Podman is not installed or does not answer (apt-get install podman runc)")
-    return busybox_image()
 
 
 @pytest.fixture

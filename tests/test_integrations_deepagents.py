@@ -510,15 +510,6 @@ def test_the_installed_deepagents_is_the_pinned_release_and_its_protocol_is_cove
 # --- execute, on a real container ------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def image() -> str:
-    from workspacefs.testing._containers import busybox_image, podman_available
-
-    if not podman_available():
-        missing("Podman is not installed or does not answer (apt-get install podman runc)")
-    return busybox_image()
-
-
 def test_an_agent_runs_commands_in_a_container_workspace(image: str, tmp_path: Path) -> None:
     from workspacefs.backends.container import ContainerSandbox
 
