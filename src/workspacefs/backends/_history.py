@@ -167,9 +167,10 @@ class HistoryMixin(FilesystemCore):
     def _note(self, operation: str, changes: Sequence[Any]) -> None:
         """Journal what a primitive changed: into the operation in progress, or as an entry of its own (for
         journals that record after the change; SQL writes its rows in the change's transaction instead)."""
-        scope = self._current_scope()
-        if scope is not None and scope.join(changes):
-            return
+        if _SCOPE.get():  # the common case, no operation in progress anywhere, without a walk of the scopes
+            scope = self._current_scope()
+            if scope is not None and scope.join(changes):
+                return
         journal = self._journal()
         if changes and journal is not None:
             journal.note(operation, changes, current_actor())
