@@ -41,9 +41,8 @@ Describe = Callable[[Any], tuple[str | None, int]]
 
 
 _Raw = tuple[int, float, Actor, str, tuple[Any, ...], "int | None", "str | None"]
-"""An entry as kept: ``(entry id, time, actor, operation, changes, undoes, detail)``, a plain tuple (and
-each change a plain ``(path, before, after, from_path)`` tuple on the write path): a named tuple costs
-ten times as much to make, and this is made on every write."""
+"""An entry as read: ``(entry id, time, actor, operation, changes, undoes, detail)``; each change a plain
+``(path, before, after, from_path)`` tuple on the write path (a named tuple costs ten times as much)."""
 _ID: Final = 0
 _STAMP: Final = 1
 _ACTOR: Final = 2
@@ -58,15 +57,29 @@ _FROM: Final = 3
 
 
 class MemoryJournal(Journal):
-    """Raw entries in a list (ids ascending), described on demand by ``describe``."""
+    """Entries in columns (ids contiguous from ``_first``), described on demand by ``describe``.
+
+    Columns, not a tuple per entry: every object an entry keeps alive is one more for the cyclic garbage
+    collector to walk on each full collection, which cost a journaled write more than recording it did. A
+    one-change entry keeps its change itself; several are kept as a list; a path's first entry id is kept
+    as a plain int in the path index.
+    """
 
     def __init__(self, describe: Describe, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
         super().__init__()
         self._describe = describe
         self._lock = threading.Lock()
-        self._raw: list[_Raw] = []
+        self._first = 1
+        """The id of the oldest entry kept (the one at index 0 of every column)."""
+        self._stamps: list[float] = []
+        self._actors: list[Actor] = []
+        self._operations: list[str] = []
+        self._changes: list[Any] = []
+        """Per entry: its one change, or a list of its changes."""
+        self._extras: list[tuple[int | None, str | None] | None] = []
+        """Per entry: ``(undoes, detail)``, or ``None`` for the many that have neither."""
         self._built: dict[int, JournalEntry] = {}
-        self._by_path: dict[str, list[int]] = {}
+        self._by_path: dict[str, int | list[int]] = {}
         """Entry ids by each path they changed (a path's history is found without a walk of the journal)."""
         self._next = 1
         self.max_entries = max_entries
@@ -81,26 +94,50 @@ class MemoryJournal(Journal):
         detail: str | None = None,
     ) -> int:
         """Keep one entry (and publish it to watchers); returns its id."""
-        kept = changes if type(changes) is tuple else tuple(changes)
         with self._lock:
             entry_id = self._next
-            raw = (entry_id, time.time(), actor, operation, kept, undoes, detail)
             self._next = entry_id + 1
-            self._raw.append(raw)
+            self._stamps.append(time.time())
+            self._actors.append(actor)
+            self._operations.append(operation)
+            self._changes.append(changes[0] if len(changes) == 1 else list(changes))
+            self._extras.append(None if undoes is None and detail is None else (undoes, detail))
             by_path = self._by_path
-            for change in kept:
-                ids = by_path.get(change[_PATH])
-                if ids is None:
-                    by_path[change[_PATH]] = [entry_id]
+            for change in changes:
+                path = change[_PATH]
+                ids = by_path.get(path)
+                if ids is None:  # inline: this runs on every write
+                    by_path[path] = entry_id
                 else:
-                    ids.append(entry_id)
+                    _index(by_path, path, entry_id)
                 if change[_FROM] is not None:
-                    by_path.setdefault(change[_FROM], []).append(entry_id)
-            if len(self._raw) > self.max_entries + self.max_entries // 8:  # in batches: a drop walks the index
-                self._drop(len(self._raw) - self.max_entries)
-        if self._watchers:
+                    _index(by_path, change[_FROM], entry_id)
+            if len(self._stamps) > self.max_entries + self.max_entries // 8:  # in batches: a drop walks the index
+                self._drop(len(self._stamps) - self.max_entries)
+            raw = self._raw(entry_id) if self._watchers else None
+        if raw is not None:
             self.publish(self._build(raw).events())
         return entry_id
+
+    def _raw(self, entry_id: int) -> _Raw:
+        """The entry ``entry_id`` as one tuple (the lock is held; the id is kept)."""
+        return self._columns(entry_id)[0](entry_id)
+
+    def _columns(self, start: int) -> tuple[Callable[[int], _Raw], int]:
+        """A reader of entries ``start`` and newer over copies of the columns, usable without the lock, and the
+        id after the newest (the lock is held: copying is a slice per column, the old list's cost)."""
+        at = start - self._first
+        stamps, actors, operations = self._stamps[at:], self._actors[at:], self._operations[at:]
+        changes, extras = self._changes[at:], self._extras[at:]
+
+        def raw(entry_id: int) -> _Raw:
+            i = entry_id - start
+            kept = changes[i]
+            each = tuple(kept) if type(kept) is list else (kept,)
+            undoes, detail = extras[i] or (None, None)
+            return (entry_id, stamps[i], actors[i], operations[i], each, undoes, detail)
+
+        return raw, self._next
 
     def _build(self, raw: _Raw) -> JournalEntry:
         built = self._built.get(raw[_ID])
@@ -124,9 +161,8 @@ class MemoryJournal(Journal):
 
     def _find(self, entry_id: int) -> _Raw:
         with self._lock:
-            at = bisect.bisect_left(self._raw, entry_id, key=_entry_id)
-            if at < len(self._raw) and self._raw[at][_ID] == entry_id:
-                return self._raw[at]
+            if self._first <= entry_id < self._next:
+                return self._raw(entry_id)
         raise HistoryEntryNotFoundError(f"No journal entry {entry_id}")
 
     def before_object(self, entry_id: int, index: int) -> Any:
@@ -142,16 +178,15 @@ class MemoryJournal(Journal):
         limit: int | None = 100,
     ) -> list[JournalEntry]:
         with self._lock:
-            kept = self._raw
-            start = bisect.bisect_right(kept, since, key=_entry_id) if isinstance(since, int) else 0
+            start = max(self._first, since + 1) if isinstance(since, int) else self._first
+            ids: list[int] | None = None
             if path is not None and path != ROOT:  # only the entries the path index names
-                ids = sorted({i for p, each in self._by_path.items() if is_within(p, path) for i in each})
-                oldest = kept[0][_ID] if kept else 0
-                window = [kept[i - oldest] for i in ids if start <= i - oldest < len(kept)]
-            else:
-                window = kept[start:]
+                named = {i for p, each in self._by_path.items() if is_within(p, path) for i in _ids(each)}
+                ids = sorted(i for i in named if start <= i < self._next)
+            read, end = self._columns(start)
+        window = map(read, reversed(range(start, end) if ids is None else ids))
         found: list[JournalEntry] = []
-        for raw in reversed(window):  # filter the raw entry first: describing one hashes its content
+        for raw in window:  # filter the raw entry first: describing one hashes its content
             if actor is not None and not raw[_ACTOR].matches(actor):
                 continue
             if path is not None and path != ROOT and not any(_touches(change, path) for change in raw[_CHANGES]):
@@ -170,9 +205,9 @@ class MemoryJournal(Journal):
         with self._lock:
             doomed = 0
             if before is not None:
-                doomed = bisect.bisect_left(self._raw, before.timestamp(), key=lambda raw: raw[_STAMP])
+                doomed = bisect.bisect_left(self._stamps, before.timestamp())
             if keep is not None:
-                doomed = max(doomed, len(self._raw) - keep)
+                doomed = max(doomed, len(self._stamps) - keep)
             self._drop(doomed)
             return doomed
 
@@ -180,21 +215,34 @@ class MemoryJournal(Journal):
         """Forget the ``count`` oldest entries (the lock is held)."""
         if not count:
             return
-        for raw in self._raw[:count]:
-            self._built.pop(raw[_ID], None)
-        del self._raw[:count]
-        oldest = self._raw[0][_ID] if self._raw else self._next
+        oldest = self._first + count
+        for entry_id in range(self._first, oldest):
+            self._built.pop(entry_id, None)
+        for column in (self._stamps, self._actors, self._operations, self._changes, self._extras):
+            del column[:count]
+        self._first = oldest
         for path in list(self._by_path):
-            ids = [i for i in self._by_path[path] if i >= oldest]
-            if ids:
-                self._by_path[path] = ids
-            else:
+            ids = [i for i in _ids(self._by_path[path]) if i >= oldest]
+            if not ids:
                 del self._by_path[path]
+            else:
+                self._by_path[path] = ids[0] if len(ids) == 1 else ids
+
+
+def _index(by_path: dict[str, int | list[int]], path: str, entry_id: int) -> None:
+    """Add ``entry_id`` to ``path``'s ids: a plain int for its first (most paths change once), then a list."""
+    ids = by_path.get(path)
+    if ids is None:
+        by_path[path] = entry_id
+    elif type(ids) is int:
+        by_path[path] = [ids, entry_id]
+    else:
+        ids.append(entry_id)  # type: ignore[union-attr]  # not an int: the list
+
+
+def _ids(kept: int | list[int]) -> Sequence[int]:
+    return (kept,) if type(kept) is int else kept  # type: ignore[return-value]  # not an int: the list
 
 
 def _touches(change: tuple[Any, ...], path: str) -> bool:
     return any(each is not None and is_within(each, path) for each in (change[_PATH], change[_FROM]))
-
-
-def _entry_id(raw: _Raw) -> int:
-    return raw[_ID]
