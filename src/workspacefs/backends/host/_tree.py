@@ -9,7 +9,6 @@ protocol on it, and the snapshot machinery restores through it, so neither reach
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
@@ -286,24 +285,27 @@ class HostTree:
         mode: WriteMode,
         keep_mode: bool = True,
         replacing: Callable[[], object] | None = None,
+        fresh: bool = False,
     ) -> None:
         """Flush the temporary file and put it in place: rename for overwrite, link for create. ``replacing`` runs
-        just before a file there is replaced (the journal keeps it), never when the name was free.
+        just before a file there is replaced (the journal keeps it), never when the name was free. ``fresh``: the
+        name is probably free, so an overwrite links first and looks at the entry only if the name is taken (a
+        new file costs no ``stat``, and no ``FileNotFoundError``: a seventh of its write).
 
         Always consumes ``temp``: on any failure nothing of it is left.
         """
         try:
             if self.durable:
                 os.fsync(temp.fd)
+            if fresh and mode == "overwrite" and temp.claim(dir_fd, name):
+                return  # the name was free (linkat never replaces: a name held by anything is left alone)
             old = self.check_target(dir_fd, name, path, mode)
             if old is not None and keep_mode:
                 os.fchmod(temp.fd, stat.S_IMODE(old.st_mode))  # an overwrite keeps the file's permissions
-            if old is None and mode != "create":
-                # nothing to replace: link straight to the name (no temporary name, no rename); if a file
-                # appeared meanwhile, fall through and replace it as an overwrite does
-                with contextlib.suppress(FileExistsError):
-                    temp.publish(dir_fd, name, replace=False)
-                    return
+            # nothing to replace: link straight to the name (no temporary name, no rename); if a file appeared
+            # meanwhile, fall through and replace it as an overwrite does
+            if old is None and mode != "create" and temp.claim(dir_fd, name):
+                return
             if replacing is not None and mode != "create":
                 replacing()
             temp.publish(dir_fd, name, replace=mode != "create")
@@ -324,16 +326,20 @@ class HostTree:
         mode: WriteMode,
         keep_mode: bool = True,
         replacing: Callable[[], object] | None = None,
+        fresh: bool = False,
     ) -> None:
         """Write a file of ``dir_fd`` atomically: ``fill`` writes the content into a temporary file, which then
-        takes the name (see :meth:`finish_temp`, and its ``replacing``); errors of ``fill`` propagate as raised."""
+        takes the name (see :meth:`finish_temp`, and its ``replacing`` and ``fresh``); errors of ``fill`` propagate
+        as raised."""
         temp = self.make_temp(dir_fd, path)
         try:
             fill(temp.fd)
         except BaseException:
             temp.discard(dir_fd)
             raise
-        self.finish_temp(temp, dir_fd, name=name, path=path, mode=mode, keep_mode=keep_mode, replacing=replacing)
+        self.finish_temp(
+            temp, dir_fd, name=name, path=path, mode=mode, keep_mode=keep_mode, replacing=replacing, fresh=fresh
+        )
 
     def open_for_append(self, path: str) -> int:
         try:
