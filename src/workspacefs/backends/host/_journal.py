@@ -34,6 +34,7 @@ from multiprocessing import parent_process
 from pathlib import Path
 from typing import Any, Protocol
 
+from workspacefs._hostio import link_descriptor
 from workspacefs.backends.host._temps import PROC_LINKS, TMPFILE_UNSUPPORTED
 from workspacefs.errors import HistoryEntryNotFoundError
 from workspacefs.history import Actor, Change, Journal, JournalEntry
@@ -128,6 +129,11 @@ _HELD_AT_FORK: list[HostJournal] = []
 """The journals open in this process, by directory (a read commits its peers' open groups first)."""
 _OBJECT_GRACE_SECONDS = 600
 """Kept content younger than this is never collected: its entry may still be on its way."""
+_TOUCHED_SECONDS = 60.0
+"""Content this journal kept or touched this recently is not touched again (a tenth of the grace above: no
+collection, in any process, takes a file that young)."""
+_TOUCHED_KEPT = 4096
+"""How many such content ids a journal remembers (forgotten all at once past that)."""
 
 
 class Follower(Protocol):
@@ -179,6 +185,8 @@ class HostJournal(Journal):
             self._peers = _PEERS.setdefault(os.path.realpath(directory), weakref.WeakSet())
             self._peers.add(self)
         self._recorded = 0
+        self._touched: dict[str, float] = {}
+        """Content ids this journal kept or touched lately, with when (monotonic): see ``_TOUCHED_SECONDS``."""
         self.collected = 0
         """How many kept files this journal has collected (a cache of kept content is stale once it grows)."""
         self.max_entries = max_entries
@@ -352,11 +360,18 @@ class HostJournal(Journal):
         if size <= _SMALL:
             data = os.pread(fd, size, 0)
             content_id = content_id_of(data)
+            now = time.monotonic()
+            touched = self._touched
+            if now - touched.get(content_id, -_TOUCHED_SECONDS) < _TOUCHED_SECONDS:
+                return content_id  # kept, and its time is fresh: no collection takes it (see _TOUCHED_SECONDS)
             try:  # kept already: no write, only a fresh time, so a collection running now leaves it alone
                 os.utime(content_id, dir_fd=self._objects_fd)
             except FileNotFoundError:
                 target = os.path.join(self._objects, content_id)  # a str: pathlib's joins cost more than the write
                 self._install(target, lambda handle: os.write(handle, data))
+            if len(touched) >= _TOUCHED_KEPT:
+                touched.clear()
+            touched[content_id] = now
             return content_id
         hasher = ContentHasher()
         handle, temp = tempfile.mkstemp(dir=self.objects, prefix=".keep-")
@@ -391,13 +406,7 @@ class HostJournal(Journal):
             else:
                 try:
                     fill(handle)
-                    with contextlib.suppress(FileExistsError):  # the same content, kept meanwhile
-                        os.link(
-                            f"/proc/self/fd/{handle}",
-                            os.path.basename(target),
-                            dst_dir_fd=self._objects_fd,
-                            follow_symlinks=True,
-                        )
+                    link_descriptor(handle, self._objects_fd, os.path.basename(target))  # False: kept meanwhile
                 finally:
                     os.close(handle)
                 return
@@ -448,8 +457,11 @@ class HostJournal(Journal):
 
     def note(self, operation: str, changes: Sequence[Any], actor: Actor) -> None:
         """Waits (at most ``GROUP_SECONDS``) to be written with others, unless someone watches or another
-        process waits for the journal: then it is written at once."""
-        if self.watched or len(self._peers) > 1 or self._wanted(time.monotonic()):
+        process waits for the journal: then it is written at once. Whether another process waits is looked up
+        when an entry starts a group (one ``fstat`` per group, not per entry): entries joining a group are
+        written after any entry another process wrote meanwhile, which is their order anyway."""
+        now = time.monotonic()
+        if self.watched or len(self._peers) > 1 or now < self._alone_after or (not self._waiting and self._wanted(now)):
             self.record(operation, changes, actor)  # ids in the order of the changes, whoever else writes
             return
         self._wait_for_group(_rows(operation, changes, actor, None, None))
@@ -604,6 +616,7 @@ class HostJournal(Journal):
             with contextlib.suppress(FileExistsError):
                 os.link(aside, name, src_dir_fd=fd, dst_dir_fd=fd)  # unless keep wrote it anew already
         self.collected += 1
+        self._touched.clear()  # what this process collected is kept no more
         os.unlink(aside, dir_fd=fd)
 
 
@@ -734,7 +747,9 @@ _Rows = tuple[tuple[Any, ...], ...]
 
 
 def _rows(operation: str, changes: Sequence[Any], actor: Actor, undoes: int | None, detail: str | None) -> _Rows:
-    stamp = datetime.now(UTC).timestamp()  # whole microseconds: an entry's ``time`` is exactly its ``at``
+    # whole microseconds, as datetime.now(UTC).timestamp() gives them (a fifth of its cost): an entry's ``time``
+    # is exactly its ``at``
+    stamp = time.time_ns() // 1000 / 1e6
     fields = actor.fields()
     return tuple(
         (stamp, operation, *fields, c.path, c.from_path, c.before, c.after, c.size_before, c.size_after, undoes, detail)
