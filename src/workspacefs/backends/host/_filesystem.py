@@ -291,8 +291,10 @@ class HostFilesystem(HostHistoryMixin):
                 self._tree.check_target(dir_fd, name, path, mode)  # fail before writing; the link re-checks
             seen: list[Seen] = []  # looked at only when a file is there to replace: a new file costs no open
 
-            def replacing() -> None:
-                seen.append(self._observe_at(dir_fd, name))
+            def replacing() -> os.stat_result | None:
+                info, held = self._replaced_at(dir_fd, name, path)
+                seen.append(held)
+                return info
 
             keeps = replacing if self._changes is not None else None
             self._tree.write_new(dir_fd, fill, name=name, path=path, mode=mode, replacing=keeps, fresh=fresh)

@@ -751,6 +751,10 @@ def _rows(operation: str, changes: Sequence[Any], actor: Actor, undoes: int | No
     # is exactly its ``at``
     stamp = time.time_ns() // 1000 / 1e6
     fields = actor.fields()
+    if len(changes) == 1:  # most entries: no generator
+        c = changes[0]
+        row = (stamp, operation, *fields, c.path, c.from_path, c.before, c.after, c.size_before, c.size_after)
+        return ((*row, undoes, detail),)
     return tuple(
         (stamp, operation, *fields, c.path, c.from_path, c.before, c.after, c.size_before, c.size_after, undoes, detail)
         for c in changes
