@@ -143,6 +143,8 @@ class _Process:
         self.lock = threading.Lock()
         self.identity: WriterId | None = None
         self.known = False
+        self.stem = ""
+        """What this process's temporary names start with (``TEMP_PREFIX``, its token, a dash), once known."""
         self.registered: set[Path] = set()
         self.in_flight = 0
 
@@ -175,9 +177,11 @@ def current_writer() -> WriterId | None:
 
 
 def _temp_name() -> str:
-    me = _PROCESS.writer()
-    stem = me.token if me is not None else f"{os.getpid():x}"
-    return f"{TEMP_PREFIX}{stem}-{next(_NAMES):x}"
+    stem = _PROCESS.stem
+    if not stem:  # once per process: the identity is read and formatted once
+        me = _PROCESS.writer()
+        stem = _PROCESS.stem = f"{TEMP_PREFIX}{me.token if me is not None else f'{os.getpid():x}'}-"
+    return stem + format(next(_NAMES), "x")
 
 
 def writer_of(name: str) -> str | None:
