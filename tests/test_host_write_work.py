@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import os
+import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 from workspacefs import HostFilesystem, _hostio
 from workspacefs.backends.host import _journal as host_journal
+from workspacefs.history import Actor, Change
 
 CALLS = ("open", "close", "stat", "fstat", "link", "rename", "unlink", "utime", "fchmod", "fsync", "write", "pread")
 CONTENT = b"x" * 1023 + b"\n"
@@ -180,3 +182,44 @@ def test_content_kept_a_moment_ago_is_not_touched_again(
     entry = fs.history(path="d/f5.txt")[0]
     fs.undo(entry.entry_id)
     assert fs.read_bytes("d/f5.txt").content == CONTENT
+
+
+def test_a_group_commit_writes_no_page_of_a_path_index(fast_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group of 64 entries at scattered paths, committed into a journal of 3,000, appends 11 pages to the WAL:
+    the table's, its entry index's and the id sequence's. An index on ``path``, which no query used (a path's
+    entries are found through ``journal_entry``), added a page per scattered row: 37."""
+    monkeypatch.setattr(host_journal, "GROUP_SECONDS", 600.0)
+    directory = Path(os.path.join(fast_tmp, "scattered-journal"))
+    journal = host_journal.HostJournal(directory)
+    paths = [f"src/pkg{k % 50}/module_{k}.py" for k in range(3000)]
+    for path in paths:
+        journal.note("write", [Change(path, None, "a" * 64, 0, 1)], Actor())
+    journal.flush()
+    journal._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    wal = directory / "journal.db-wal"
+    start = wal.stat().st_size
+    random.Random(7).shuffle(paths)
+    for path in paths[:64]:
+        journal.note("write", [Change(path, None, "b" * 64, 1, 1)], Actor())
+    journal.flush()
+    page = journal._db.execute("PRAGMA page_size").fetchone()[0]
+    frames = (wal.stat().st_size - start - 32) / (page + 24)  # a WAL emptied by TRUNCATE starts with its header
+    assert frames <= 12
+    assert [index[1] for index in journal._db.execute("PRAGMA index_list(journal)")] == [
+        "journal_before",
+        "journal_entry",
+    ]
+    assert len(journal.entries(path=paths[0])) == 2  # found by path all the same
+    journal.close()
+
+
+def test_opening_a_journal_drops_the_path_index_an_earlier_version_made(fast_tmp: Path) -> None:
+    directory = Path(os.path.join(fast_tmp, "earlier-journal"))
+    journal = host_journal.HostJournal(directory)
+    journal.note("write", [Change("a.txt", None, "a" * 64, 0, 1)], Actor())
+    journal._db.execute("CREATE INDEX journal_path ON journal (path)")  # what earlier versions made
+    journal.close()
+    journal = host_journal.HostJournal(directory)
+    assert "journal_path" not in [index[1] for index in journal._db.execute("PRAGMA index_list(journal)")]
+    assert [c.path for e in journal.entries(path="a.txt") for c in e.changes] == ["a.txt"]
+    journal.close()
