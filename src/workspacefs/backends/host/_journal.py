@@ -9,9 +9,10 @@ seen by a watcher of the directory), never the reverse.
 Entries are written in groups: an entry whose id nobody waits for (:meth:`HostJournal.note`, every plain
 write) waits in memory for at most ``GROUP_SECONDS``; then all that waited is written in one short transaction
 (one ``executemany``, one commit): by the writer itself at its first entry past ``WRITER_SHARE`` of that time,
-or, if it wrote nothing more by then, by the journal's committer thread. (The thread took every group while
-the writer went on, and the two threads then handed the interpreter lock back and forth at each system call
-of the writer's and each row of the thread's: 4 to 8 µs of CPU per write.) A statement
+or, if it wrote nothing more by then, by the journal's committer thread. (The thread wrote half the groups
+while the writer went on, the two trading the interpreter lock at each system call of the writer's and each
+row of the thread's; writes cost 4 to 8 µs less CPU with no thread at all. On a busy machine a writer that
+is not scheduled in time still leaves some groups to the thread.) A statement
 and a commit per row cost more than the write itself; a transaction held open across writes made the
 writer wait for each commit. So a crash may lose the entries of the last few milliseconds (never a change),
 and another process sees an entry at most that late; a read in this process writes what waits first. An
