@@ -475,13 +475,13 @@ def test_a_journaled_write_of_a_new_file_opens_nothing_to_keep(tmp_path: Path) -
     (tmp_path / "root").mkdir()
     fs = HostFilesystem(tmp_path / "root", snapshot_dir=tmp_path / "snaps", durable=False)
     looked: list[str] = []
-    observe = fs._observe_at
+    observe = fs._replaced_at
 
-    def counted(dir_fd: int, name: str) -> tuple[str | None, int]:
+    def counted(dir_fd: int, name: str, path: str) -> tuple[os.stat_result | None, tuple[str | None, int]]:
         looked.append(name)
-        return observe(dir_fd, name)
+        return observe(dir_fd, name, path)
 
-    fs._observe_at = counted  # type: ignore[method-assign]
+    fs._replaced_at = counted  # type: ignore[method-assign]
     fs.write("new.txt", "one")
     assert looked == []
     fs.write("new.txt", "two")

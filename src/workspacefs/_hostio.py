@@ -34,6 +34,7 @@ __all__ = [
     "HostResolver",
     "host_error",
     "is_listable_name",
+    "link_descriptor",
     "parent_and_name",
     "renameat_noreplace",
 ]
@@ -53,6 +54,7 @@ _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
 _RENAME_NOREPLACE = 1
+_AT_EMPTY_PATH = 0x1000
 
 
 class _OpenHow(ctypes.Structure):
@@ -70,6 +72,14 @@ _renameat2 = getattr(_LIBC, "renameat2", None)
 if _renameat2 is not None:
     _renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
     _renameat2.restype = ctypes.c_int
+_linkat = getattr(_LIBC, "linkat", None)
+if _linkat is not None:
+    _linkat.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
+    _linkat.restype = ctypes.c_int
+_empty_path_links: bool | None = None if _linkat is not None else False
+"""Whether ``linkat(AT_EMPTY_PATH)`` names an open file here (Linux 6.10+, or with ``CAP_DAC_READ_SEARCH``);
+``None`` until a link tells (before 6.10 an unprivileged caller gets ``ENOENT``, as for a vanished directory)."""
+_MAYBE_UNSUPPORTED = (errno.ENOENT, errno.EPERM, errno.EINVAL, errno.ENOSYS)
 
 
 def is_listable_name(name: str) -> bool:
@@ -120,6 +130,30 @@ def renameat_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> bool:
     if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
         return False
     raise OSError(code, os.strerror(code))
+
+
+def link_descriptor(fd: int, dir_fd: int, name: str) -> bool:
+    """Give the open file ``fd`` (an ``O_TMPFILE``) the name ``name`` in ``dir_fd`` if no entry has it (``False``
+    if one does: never replaced). By ``linkat(fd, "", AT_EMPTY_PATH)`` where the kernel lets us: cheaper than
+    following ``/proc/self/fd/N``, which the kernel has to resolve (the way used where it does not)."""
+    global _empty_path_links  # noqa: PLW0603 - learnt once per process
+    if _empty_path_links is not False:
+        assert _linkat is not None
+        if _linkat(fd, b"", dir_fd, os.fsencode(name), _AT_EMPTY_PATH) == 0:
+            _empty_path_links = True
+            return True
+        code = ctypes.get_errno()
+        if code == errno.EEXIST:
+            return False
+        if _empty_path_links or code not in _MAYBE_UNSUPPORTED:
+            raise OSError(code, os.strerror(code))
+    try:
+        os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dir_fd, follow_symlinks=True)
+    except FileExistsError:
+        return False
+    if _empty_path_links is None:
+        _empty_path_links = False  # /proc named it where AT_EMPTY_PATH could not: the kernel refuses those
+    return True
 
 
 class HostResolver:

@@ -65,6 +65,9 @@ from workspacefs.streams import StreamReader, content_id_of
 
 __all__ = ["HostFilesystem"]
 
+_FILES_SEEN = 4096
+"""How many paths of files a filesystem remembers as hints (see ``HostFilesystem._files_seen``)."""
+
 
 class HostFilesystem(HostHistoryMixin):
     """A host directory, sandboxed: see the module docstring for what that guarantees.
@@ -131,6 +134,9 @@ class HostFilesystem(HostHistoryMixin):
         self.reaped = ReapReport() if read_only else self._tree.writers.reap(self._tree.resolver.root_fd)
         """What this open removed of dead writers' temporary files (read-only opens remove nothing)."""
         self._ripgrep = Ripgrep.find() if use_ripgrep is not False else None
+        self._files_seen: set[str] = set()
+        """Paths this object wrote or read lately: a hint (never trusted for safety) that a write there replaces a
+        file, so it looks at the entry first instead of linking first (see ``HostTree.finish_temp``'s ``fresh``)."""
         if use_ripgrep and self._ripgrep is None:
             raise RuntimeError("use_ripgrep=True but no rg binary was found (install ripgrep)")
 
@@ -227,6 +233,8 @@ class HostFilesystem(HostHistoryMixin):
 
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
         fd, info = self._tree.open_regular(path)
+        if path not in self._files_seen:  # read before it is written back, as agents do
+            self._saw_file(path)
         if info.st_size > inline_limit:
             return StreamReader(path, os.fdopen(fd, "rb", buffering=0), info.st_size)
         try:
@@ -276,22 +284,32 @@ class HostFilesystem(HostHistoryMixin):
             except OSError as exc:
                 raise fail(exc, path) from None
 
+        fresh = path not in self._files_seen
         dir_fd = self._tree.open_parent(path, above)
         try:
             if mode == "create":
                 self._tree.check_target(dir_fd, name, path, mode)  # fail before writing; the link re-checks
-            if self._changes is None:
-                self._tree.write_new(dir_fd, fill, name=name, path=path, mode=mode)
-                return None, 0
             seen: list[Seen] = []  # looked at only when a file is there to replace: a new file costs no open
 
-            def replacing() -> None:
-                seen.append(self._observe_at(dir_fd, name))
+            def replacing() -> os.stat_result | None:
+                info, held = self._replaced_at(dir_fd, name, path)
+                seen.append(held)
+                return info
 
-            self._tree.write_new(dir_fd, fill, name=name, path=path, mode=mode, replacing=replacing)
+            keeps = replacing if self._changes is not None else None
+            self._tree.write_new(dir_fd, fill, name=name, path=path, mode=mode, replacing=keeps, fresh=fresh)
         finally:
             os.close(dir_fd)
+        if fresh:
+            self._saw_file(path)
         return seen[-1] if seen else (None, 0)
+
+    def _saw_file(self, path: str) -> None:
+        """Remember that a file is at ``path`` (a hint for the next write there)."""
+        seen = self._files_seen
+        if len(seen) >= _FILES_SEEN:
+            seen.clear()  # forgotten all at once: a hint costs a wasted syscall at worst
+        seen.add(path)
 
     def _make_dir(self, path: str) -> None:
         with self._recording("mkdir", path, after=(DIRECTORY, 0)):

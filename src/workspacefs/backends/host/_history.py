@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host._commands import CommandBudget, CommandRecorder, command_detail
 from workspacefs.backends.host._journal import HostJournal
-from workspacefs.backends.host._tree import READ_FLAGS, HostTree, content_id_of_fd
+from workspacefs.backends.host._tree import READ_FLAGS, HostTree, content_id_of_fd, refuse_unless_file
 from workspacefs.history import DIRECTORY, NOT_KEPT, Change, JournalEntry
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import FilesystemSnapshot
@@ -109,19 +108,22 @@ class HostHistoryMixin(BaseFilesystem):
         finally:
             os.close(fd)
 
-    def _observe_at(self, dir_fd: int, name: str) -> Seen:
-        """As :meth:`_observe` with ``keep``, for entry ``name`` of directory ``dir_fd`` (which a write already
-        resolved race-free): one ``openat(O_NOFOLLOW)`` beside it, no second resolution from the root."""
+    def _replaced_at(self, dir_fd: int, name: str, path: str) -> tuple[os.stat_result | None, Seen]:
+        """The ``lstat`` of entry ``name`` of ``dir_fd`` (which a whole write resolved race-free) that the write is
+        about to replace, and what it holds, kept for undo: one ``openat(O_NOFOLLOW)`` beside it serves both the
+        write's check (a directory, link or special file is refused as ``HostTree.check_target`` refuses it) and
+        the journal, no second resolution from the root. ``(None, (None, 0))`` if nothing is there."""
         try:
             fd = os.open(name, READ_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-        except OSError:  # missing, or a symlink (ELOOP): no file of the workspace
-            return None, 0
+        except FileNotFoundError:
+            return None, (None, 0)
+        except OSError:  # a link (ELOOP), a socket (ENXIO), a file we may not read: the check says which
+            return self._tree.check_target(dir_fd, name, path, "overwrite"), (None, 0)
         try:
             info = os.fstat(fd)
-            if stat.S_ISREG(info.st_mode):
-                assert self._changes is not None
-                return self._changes.keep(fd, info.st_size), info.st_size
-            return (DIRECTORY if stat.S_ISDIR(info.st_mode) else None), 0
+            refuse_unless_file(info, path)
+            assert self._changes is not None
+            return info, (self._changes.keep(fd, info.st_size), info.st_size)
         finally:
             os.close(fd)
 

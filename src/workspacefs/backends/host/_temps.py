@@ -1,9 +1,10 @@
 """Temporary files of atomic host writes, kept where a crash cannot strand them in the workspace.
 
 Where the kernel allows (Linux ``O_TMPFILE``, opened in the target's resolved directory), new content
-is an anonymous inode: it gets a name only once complete, through ``linkat`` of ``/proc/self/fd/N``
-(the final name for ``create``; for an overwrite a temporary name that is renamed over the target at
-once). Elsewhere, and for that one instant, content has a temporary name carrying its writer's
+is an anonymous inode: it gets a name only once complete, through ``linkat(fd, "", AT_EMPTY_PATH)`` or,
+where the kernel refuses us that (before 6.10, unprivileged), ``linkat`` of ``/proc/self/fd/N`` (the final
+name for a new file; for an overwrite a temporary name that is renamed over the target at once).
+Elsewhere, and for that one instant, content has a temporary name carrying its writer's
 identity: boot, pid namespace, pid and start time, so a reused pid is never mistaken for its writer.
 
 A process registers once per root (an empty file named by its identity, in a small registry outside
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
 
-from workspacefs._hostio import DIR_FLAGS, TEMP_PREFIX, is_listable_name, renameat_noreplace
+from workspacefs._hostio import DIR_FLAGS, TEMP_PREFIX, is_listable_name, link_descriptor, renameat_noreplace
 from workspacefs.paths import MAX_PATH_DEPTH
 
 __all__ = [
@@ -142,6 +143,8 @@ class _Process:
         self.lock = threading.Lock()
         self.identity: WriterId | None = None
         self.known = False
+        self.stem = ""
+        """What this process's temporary names start with (``TEMP_PREFIX``, its token, a dash), once known."""
         self.registered: set[Path] = set()
         self.in_flight = 0
 
@@ -174,9 +177,11 @@ def current_writer() -> WriterId | None:
 
 
 def _temp_name() -> str:
-    me = _PROCESS.writer()
-    stem = me.token if me is not None else f"{os.getpid():x}"
-    return f"{TEMP_PREFIX}{stem}-{next(_NAMES):x}"
+    stem = _PROCESS.stem
+    if not stem:  # once per process: the identity is read and formatted once
+        me = _PROCESS.writer()
+        stem = _PROCESS.stem = f"{TEMP_PREFIX}{me.token if me is not None else f'{os.getpid():x}'}-"
+    return stem + format(next(_NAMES), "x")
 
 
 def writer_of(name: str) -> str | None:
@@ -375,20 +380,28 @@ class TempFile:
     def publish(self, dir_fd: int, target: str, *, replace: bool) -> None:
         """Give the complete content the name ``target`` in ``dir_fd``: replacing what is there, or (create)
         only if nothing is (``FileExistsError``). The descriptor stays open; :meth:`discard` closes it."""
-        if not self.name:
-            source = f"/proc/self/fd/{self.fd}"
-            if not replace:  # straight to the final name: linkat never replaces
-                os.link(source, target, dst_dir_fd=dir_fd, follow_symlinks=True)
-                return
-            self.name, _ = self._registry.reserve(
-                lambda name: os.link(source, name, dst_dir_fd=dir_fd, follow_symlinks=True)
-            )
-        if replace:
-            os.rename(self.name, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        else:
-            _link_new(dir_fd, self.name, target)
+        if not replace:
+            if not self.claim(dir_fd, target):
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
+            return
+        if not self.name:  # an anonymous file is renamed from a temporary name of its own, taken at once
+            self.name, _ = self._registry.reserve(functools.partial(_name_anonymous, self.fd, dir_fd))
+        os.rename(self.name, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         self.name = ""
         release_name()
+
+    def claim(self, dir_fd: int, target: str) -> bool:
+        """Give the complete content the name ``target`` only if no entry has it: ``False`` (and no exception to
+        pay for) if one does. Never replaces, nor follows a link that has the name."""
+        if not self.name:
+            return link_descriptor(self.fd, dir_fd, target)
+        try:
+            _link_new(dir_fd, self.name, target)
+        except FileExistsError:
+            return False
+        self.name = ""
+        release_name()
+        return True
 
     def discard(self, dir_fd: int) -> None:
         """Close the descriptor and remove the temporary name if it is still there; idempotent."""
@@ -411,6 +424,12 @@ def open_named(dir_fd: int, registry: WriterRegistry) -> TempFile:
     """A file under a fresh temporary name in ``dir_fd``, its writer registered first."""
     name, fd = registry.reserve(lambda name: os.open(name, _NAMED_FLAGS, 0o666, dir_fd=dir_fd))
     return TempFile(fd, name, registry)
+
+
+def _name_anonymous(fd: int, dir_fd: int, name: str) -> None:
+    """Link anonymous file ``fd`` as ``name`` in ``dir_fd`` (``FileExistsError`` if taken: a reservation retries)."""
+    if not link_descriptor(fd, dir_fd, name):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
 
 
 def _link_new(dir_fd: int, temp: str, name: str) -> None:
