@@ -78,7 +78,8 @@ if _linkat is not None:
     _linkat.restype = ctypes.c_int
 _empty_path_links: bool | None = None if _linkat is not None else False
 """Whether ``linkat(AT_EMPTY_PATH)`` names an open file here (Linux 6.10+, or with ``CAP_DAC_READ_SEARCH``);
-``None`` until a link tells (before 6.10 an unprivileged caller gets ``ENOENT``, as for a vanished directory)."""
+``None`` until a link tells (before 6.10 an unprivileged caller gets ``ENOENT``, as for a vanished directory).
+``True`` is no promise: 6.10+ still refuses a descriptor opened under other credentials (``ENOENT`` too)."""
 _MAYBE_UNSUPPORTED = (errno.ENOENT, errno.EPERM, errno.EINVAL, errno.ENOSYS)
 
 
@@ -145,13 +146,18 @@ def link_descriptor(fd: int, dir_fd: int, name: str) -> bool:
         code = ctypes.get_errno()
         if code == errno.EEXIST:
             return False
-        if _empty_path_links or code not in _MAYBE_UNSUPPORTED:
+        if code not in _MAYBE_UNSUPPORTED:
             raise OSError(code, os.strerror(code))
+        # even where it worked before, the kernel refuses a descriptor opened under other credentials (a set*id
+        # call since makes new ones, even for the same ids) with ENOENT: /proc names it, or says what is wrong
+        probing = _empty_path_links is None
+    else:
+        probing = False
     try:
         os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=dir_fd, follow_symlinks=True)
     except FileExistsError:
         return False
-    if _empty_path_links is None:
+    if probing:
         _empty_path_links = False  # /proc named it where AT_EMPTY_PATH could not: the kernel refuses those
     return True
 
