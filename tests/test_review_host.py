@@ -7,10 +7,16 @@ from __future__ import annotations
 import codecs
 import os
 import pickle
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from workspacefs import HostFilesystem
+from workspacefs.errors import UndoContentNotKeptError
+from workspacefs.history import NOT_KEPT
 
 NOBODY = 65534
 
@@ -68,3 +74,42 @@ def test_a_stream_committed_after_the_credentials_changed_is_still_named(tmp_pat
         assert as_nobody(work) == "opened before, committed after new credentials"
     finally:
         fs.close()
+
+
+@pytest.mark.parametrize("how", ["whole", "stream"])
+def test_overwriting_a_file_the_writer_cannot_read_is_journaled_as_not_kept(how: str) -> None:
+    """A write over a file it may replace but not read (mode 0200) keeps nothing for undo: the entry must say
+    so (``NOT_KEPT``: undo refuses), not that the file was created (undo would delete what the write left)."""
+    base = Path(tempfile.mkdtemp(prefix="wsfs-review-host-"))  # in the system's /tmp: every user may pass through
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, NOBODY, NOBODY)
+        root = nobody_root(base)
+        secret = root / "secret.txt"
+        secret.write_text("held before, unreadable to its writer")
+        os.chown(secret, NOBODY, NOBODY)
+        secret.chmod(0o200)
+
+        def work() -> object:
+            os.environ["XDG_CACHE_HOME"] = str(base / "cache")  # the caller's cache is not this user's
+            fs = HostFilesystem(root, snapshot_dir=base / "snapshots")
+            try:
+                if how == "whole":
+                    fs.write("secret.txt", "new")
+                else:
+                    with fs.open_write("secret.txt") as writer:
+                        writer.write(b"new")
+                (entry,) = fs.history(path="secret.txt")
+                secret.chmod(0o600)  # readable now: an undo could delete the file if the entry said "created"
+                try:
+                    fs.undo(entry.entry_id)
+                    undo = "undone"
+                except UndoContentNotKeptError:
+                    undo = "refused: not kept"
+                return entry.changes[0].before, undo, secret.read_text() if secret.exists() else None
+            finally:
+                fs.close()
+
+        assert as_nobody(work) == (NOT_KEPT, "refused: not kept", "new")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

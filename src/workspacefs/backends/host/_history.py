@@ -10,8 +10,10 @@ new content id from the bytes written, never read back). A difference is a
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -92,15 +94,16 @@ class HostHistoryMixin(BaseFilesystem):
         with self._command_lock:
             self._concurrent = tuple(each for each in self._concurrent if each is not seen)
 
-    def _observe(self, path: str, *, keep: bool) -> Seen:
+    def _observe(self, path: str, *, keep: bool, replaced: bool = False) -> Seen:
         """What ``path`` holds now; with ``keep``, a file's content is copied into the journal first. One
-        resolution of the path: a directory answers the open with ``IsADirectoryError``."""
+        resolution of the path: a directory answers the open with ``IsADirectoryError``. ``replaced``: a whole
+        write is about to replace it, so a file this process may not read is ``NOT_KEPT`` (see ``_not_kept``)."""
         try:
             fd, info = self._tree.open_regular(path)
         except IsADirectoryError:
             return DIRECTORY, 0
-        except OSError:  # missing, or a symlink or special file (no file of the workspace): the change decides
-            return None, 0
+        except OSError as exc:  # missing, or a symlink or special file (no file of the workspace): the change decides
+            return self._not_kept(path) if replaced and exc.errno == errno.EACCES else (None, 0)
         try:
             if keep and self._changes is not None:
                 return self._changes.keep(fd, info.st_size), info.st_size
@@ -118,7 +121,8 @@ class HostHistoryMixin(BaseFilesystem):
         except FileNotFoundError:
             return None, (None, 0)
         except OSError:  # a link (ELOOP), a socket (ENXIO), a file we may not read: the check says which
-            return self._tree.check_target(dir_fd, name, path, "overwrite"), (None, 0)
+            info = self._tree.check_target(dir_fd, name, path, "overwrite")
+            return info, ((None, 0) if info is None else (NOT_KEPT, info.st_size))  # unreadable: nothing to keep
         try:
             info = os.fstat(fd)
             refuse_unless_file(info, path)
@@ -126,6 +130,15 @@ class HostHistoryMixin(BaseFilesystem):
             return info, (self._changes.keep(fd, info.st_size), info.st_size)
         finally:
             os.close(fd)
+
+    def _not_kept(self, path: str) -> Seen:
+        """What a file this process may not read held, for the journal: ``NOT_KEPT`` (undo refuses, where
+        ``None`` would say the file was made, and undo would delete it); ``(None, 0)`` if no file is there."""
+        try:
+            info = self._tree.resolver.fstat_path(path)
+        except OSError:
+            return None, 0
+        return (NOT_KEPT, info.st_size) if stat.S_ISREG(info.st_mode) else (None, 0)
 
     @contextlib.contextmanager
     def _recording(
@@ -211,7 +224,7 @@ class _JournaledWriter(StreamWriter):
             self._hasher.update(data)
 
     def _commit(self) -> None:
-        before = self._before if self._before is not None else self._fs._observe(self.path, keep=True)
+        before = self._before if self._before is not None else self._fs._observe(self.path, keep=True, replaced=True)
         self._inner.close()
         if self._hasher is not None:
             now: Seen = (self._hasher.content_id(), self.bytes_written)
