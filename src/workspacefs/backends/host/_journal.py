@@ -196,7 +196,7 @@ class HostJournal(Journal):
             self._peers.add(self)
         self._recorded = 0
         self._touched: dict[str, float] = {}
-        """Content ids this journal kept or touched lately, with when (monotonic): see ``_TOUCHED_SECONDS``."""
+        """Content ids this journal kept or touched lately, with when (wall clock): see ``_TOUCHED_SECONDS``."""
         self.collected = 0
         """How many kept files this journal has collected (a cache of kept content is stale once it grows)."""
         self.max_entries = max_entries
@@ -370,7 +370,7 @@ class HostJournal(Journal):
         if size <= _SMALL:
             data = os.pread(fd, size, 0)
             content_id = content_id_of(data)
-            now = time.monotonic()
+            now = time.time()  # the collector's clock (file times), not monotonic: a suspend must not keep it fresh
             touched = self._touched
             if now - touched.get(content_id, -_TOUCHED_SECONDS) < _TOUCHED_SECONDS:
                 return content_id  # kept, and its time is fresh: no collection takes it (see _TOUCHED_SECONDS)
