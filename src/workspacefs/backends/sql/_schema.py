@@ -120,7 +120,9 @@ session_files = sa.Table(
     sa.CheckConstraint("path NOT LIKE '/%' AND path NOT LIKE '%//%'", name="wsfs_files_path_normalised"),
     sa.CheckConstraint("NOT is_directory OR blob_id IS NULL", name="wsfs_files_directory_no_content"),
     sa.Index("wsfs_files_parent", "session_id", "parent", "name"),
+    sqlite_with_rowid=False,
 )
+"""On SQLite without rowid (migration ``0012``): a row lives in its key's B-tree, one B-tree per new file fewer."""
 
 snapshots = sa.Table(
     "wsfs_snapshots",
@@ -217,7 +219,6 @@ journal = sa.Table(
     sa.Column("read_only_before", sa.Boolean, nullable=True),
     sa.Column("read_only_after", sa.Boolean, nullable=True),
     sa.Index("wsfs_journal_session", "session_id", "seq"),
-    sa.Index("wsfs_journal_path", "session_id", "path"),
     sa.Index(
         "wsfs_journal_op",
         "op_key",
