@@ -244,14 +244,18 @@ def _rebuild_files(*, rowid: bool) -> None:
     """SQLite: make ``wsfs_files`` again, with or without rowid, with its rows, indexes and triggers.
 
     The new table refers to itself by its own name until it is renamed (the rename rewrites the reference): a key
-    naming the old table would make dropping it cascade into the new one. Dropping the old table fires no trigger
-    (SQLite's implicit ``DELETE`` on ``DROP TABLE`` does not), and no other table refers to this one."""
+    naming the old table would make dropping it cascade into the new one. With foreign keys on, dropping the old
+    table deletes its rows first, and the deletes its key cascades fire triggers: the old table's triggers (usage,
+    versions) go before it. No other table refers to this one."""
     bind = op.get_bind()
     (table,) = bind.exec_driver_sql("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'wsfs_files'").one()
     kept = bind.exec_driver_sql(
-        "SELECT sql FROM sqlite_schema WHERE tbl_name = 'wsfs_files' AND type IN ('index', 'trigger')"
+        "SELECT type, name, sql FROM sqlite_schema WHERE tbl_name = 'wsfs_files' AND type IN ('index', 'trigger')"
         " AND sql IS NOT NULL ORDER BY type, name"
     ).all()
+    for kind, name, _ in kept:  # before the drop: its implicit delete cascades, and a cascade fires triggers
+        if kind == "trigger":
+            op.execute(f"DROP TRIGGER {name}")
     rebuilt = re.sub(r"\s*WITHOUT ROWID\s*$", "", table.strip(), flags=re.IGNORECASE)
     rebuilt = re.sub(r'^CREATE TABLE\s+"?wsfs_files"?', "CREATE TABLE wsfs_files_rebuilt", rebuilt)
     rebuilt = re.sub(r'REFERENCES\s+"?wsfs_files"?\s*\(', "REFERENCES wsfs_files_rebuilt (", rebuilt)
@@ -262,7 +266,7 @@ def _rebuild_files(*, rowid: bool) -> None:
     )
     op.execute("DROP TABLE wsfs_files")
     op.execute("ALTER TABLE wsfs_files_rebuilt RENAME TO wsfs_files")
-    for (sql,) in kept:
+    for _, _, sql in kept:
         op.execute(sql)
 
 
