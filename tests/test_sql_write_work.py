@@ -156,8 +156,9 @@ def fewest_pages(database: Path, writes: list[Callable[[], object]]) -> list[str
 
 def test_a_new_file_writes_one_page_per_b_tree_it_needs(fast_tmp: Path) -> None:
     """A new file's content (its blob row, the key's index, the grep queue), its row (``wsfs_files`` without rowid:
-    no second B-tree for the key; the parent index; the content index) and its journal row (the table, the session
-    index, the sequence): nine pages, eleven before migration 0012."""
+    no second B-tree for the key; the parent index; the content index) and its journal row (the table and the
+    session index; no ``sqlite_sequence``, no path index): eight pages, eleven before migration 0012. An overwrite:
+    eight, ten before. Entry numbers are still never given twice."""
     database = fast_tmp / f"pages-{next(_ids)}.db"
     store = SqlStore(f"sqlite:///{database}")
     try:
@@ -174,7 +175,6 @@ def test_a_new_file_writes_one_page_per_b_tree_it_needs(fast_tmp: Path) -> None:
                 "ix_wsfs_files_blob_id",
                 "wsfs_journal",
                 "wsfs_journal_session",
-                "sqlite_sequence",
             ]
         )
         rewrites = [lambda i=i: fs.write_bytes(f"dir/new-{i}.txt", b"rewritten %d" % i) for i in range(6)]
@@ -188,8 +188,18 @@ def test_a_new_file_writes_one_page_per_b_tree_it_needs(fast_tmp: Path) -> None:
                 "wsfs_journal",
                 "wsfs_journal_session",
                 "wsfs_journal_before",  # the replaced content, kept for undo
-                "sqlite_sequence",
             ]
         )
+        never_twice(fs)
     finally:
         store.close()
+
+
+def never_twice(fs: SqlFilesystem) -> None:
+    """An entry's number is never given again, even once every entry above it went (``AUTOINCREMENT``'s promise,
+    kept on SQLite by ``wsfs_journal_floor``)."""
+    newest = fs.history(limit=1)[0].entry_id
+    assert fs.prune_history(keep=0) > 0 and fs.history() == []
+    fs.write_bytes("after-prune.txt", b"a")
+    fs.write_bytes("after-prune.txt", b"b")
+    assert [e.entry_id for e in fs.history()] == [newest + 2, newest + 1]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -217,57 +218,92 @@ def _retrigger(*, skipping: bool) -> None:
         op.execute(_trigger(name, skipping=skipping))
 
 
+JOURNAL_FLOOR = (
+    "CREATE TABLE wsfs_journal_floor (seq INTEGER NOT NULL)",
+    # the newest row going (nothing above it stays): the next row would take its number again
+    "CREATE TRIGGER wsfs_journal_floor_raise AFTER DELETE ON wsfs_journal"
+    " WHEN OLD.seq > (SELECT seq FROM wsfs_journal_floor)"
+    " AND NOT EXISTS (SELECT 1 FROM wsfs_journal WHERE seq > OLD.seq)"
+    " BEGIN UPDATE wsfs_journal_floor SET seq = OLD.seq; END",
+    "CREATE TRIGGER wsfs_journal_above_floor AFTER INSERT ON wsfs_journal"
+    " WHEN NEW.seq <= (SELECT seq FROM wsfs_journal_floor)"
+    " BEGIN UPDATE wsfs_journal SET seq = (SELECT seq FROM wsfs_journal_floor) + 1 WHERE seq = NEW.seq; END",
+)
+"""SQLite: ``wsfs_journal`` numbers its rows as a plain ``INTEGER PRIMARY KEY`` (one more than the largest), not
+``AUTOINCREMENT``, whose ``sqlite_sequence`` row was one more page in every journaled commit. What ``AUTOINCREMENT``
+guaranteed is kept: a number is never given twice. It could be only after the newest rows went (a prune of them, a
+deleted session); then their highest number is kept in ``wsfs_journal_floor``, and a row numbered at or below it
+is moved above it. The hot path pays a read of that one-row table."""
+
+
 def upgrade() -> None:
     """PostgreSQL: the function keeps its books, the triggers skip its statements. Both: drop the unused index.
-    SQLite: ``wsfs_files`` without rowid."""
+    SQLite: ``wsfs_files`` without rowid, ``wsfs_journal`` without ``AUTOINCREMENT``."""
     op.drop_index("wsfs_journal_path", table_name="wsfs_journal")
     if _postgres():
         op.execute(POSTGRES_FUNCTION)
         _retrigger(skipping=True)
-    else:
-        _rebuild_files(rowid=False)
+        return
+    _rebuild("wsfs_files", lambda sql: _without_rowid(sql) + " WITHOUT ROWID")
+    bind = op.get_bind()
+    issued = bind.exec_driver_sql("SELECT seq FROM sqlite_sequence WHERE name = 'wsfs_journal'").scalar()
+    _rebuild("wsfs_journal", lambda sql: re.sub(r"\s+AUTOINCREMENT\b", "", sql, flags=re.IGNORECASE))
+    for statement in JOURNAL_FLOOR:
+        op.execute(statement)
+    op.execute(f"INSERT INTO wsfs_journal_floor (seq) VALUES ({int(issued or 0)})")
 
 
 def downgrade() -> None:
-    """Back to ``0011``: its function and triggers, the index (built again), a rowid ``wsfs_files``."""
+    """Back to ``0011``: its function and triggers, the index (built again), a rowid ``wsfs_files``, an
+    ``AUTOINCREMENT`` journal that goes on above every number given."""
     if _postgres():
         _retrigger(skipping=False)
-        op.execute(
-            _revision("0011_small_write").POSTGRES_FUNCTION.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
-        )
+        before = _revision("0011_small_write").POSTGRES_FUNCTION
+        op.execute(before.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
     else:
-        _rebuild_files(rowid=True)
+        _rebuild("wsfs_files", _without_rowid)
+        bind = op.get_bind()
+        floor = int(bind.exec_driver_sql("SELECT seq FROM wsfs_journal_floor").scalar() or 0)
+        op.execute("DROP TRIGGER wsfs_journal_floor_raise")
+        op.execute("DROP TRIGGER wsfs_journal_above_floor")
+        op.execute("DROP TABLE wsfs_journal_floor")
+        _rebuild("wsfs_journal", lambda sql: re.sub(r"(\bPRIMARY KEY)\b", r"\1 AUTOINCREMENT", sql, count=1))
+        issued = f"(SELECT max(coalesce(max(seq), 0), {floor}) FROM wsfs_journal)"
+        op.execute("DELETE FROM sqlite_sequence WHERE name = 'wsfs_journal'")
+        op.execute(f"INSERT INTO sqlite_sequence (name, seq) VALUES ('wsfs_journal', {issued})")
     op.create_index("wsfs_journal_path", "wsfs_journal", ["session_id", "path"])
 
 
-def _rebuild_files(*, rowid: bool) -> None:
-    """SQLite: make ``wsfs_files`` again, with or without rowid, with its rows, indexes and triggers.
+def _without_rowid(sql: str) -> str:
+    return re.sub(r"\s*WITHOUT ROWID\s*$", "", sql.strip(), flags=re.IGNORECASE)
+
+
+def _rebuild(table: str, change: Callable[[str], str]) -> None:
+    """SQLite: make ``table`` again from its own ``CREATE TABLE`` as ``change`` rewrites it, with its rows, indexes
+    and triggers.
 
     The new table refers to itself by its own name until it is renamed (the rename rewrites the reference): a key
     naming the old table would make dropping it cascade into the new one. With foreign keys on, dropping the old
-    table deletes its rows first, and the deletes its key cascades fire triggers: the old table's triggers (usage,
-    versions) go before it. No other table refers to this one."""
+    table deletes its rows first, and the deletes a key of it cascades fire triggers: its triggers (usage,
+    versions) go before it. No other table refers to ``wsfs_files`` or ``wsfs_journal``."""
     bind = op.get_bind()
-    (table,) = bind.exec_driver_sql("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'wsfs_files'").one()
+    (sql,) = bind.exec_driver_sql("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)).one()
     kept = bind.exec_driver_sql(
-        "SELECT type, name, sql FROM sqlite_schema WHERE tbl_name = 'wsfs_files' AND type IN ('index', 'trigger')"
-        " AND sql IS NOT NULL ORDER BY type, name"
+        "SELECT type, name, sql FROM sqlite_schema WHERE tbl_name = ? AND type IN ('index', 'trigger')"
+        " AND sql IS NOT NULL ORDER BY type, name",
+        (table,),
     ).all()
     for kind, name, _ in kept:  # before the drop: its implicit delete cascades, and a cascade fires triggers
         if kind == "trigger":
             op.execute(f"DROP TRIGGER {name}")
-    rebuilt = re.sub(r"\s*WITHOUT ROWID\s*$", "", table.strip(), flags=re.IGNORECASE)
-    rebuilt = re.sub(r'^CREATE TABLE\s+"?wsfs_files"?', "CREATE TABLE wsfs_files_rebuilt", rebuilt)
-    rebuilt = re.sub(r'REFERENCES\s+"?wsfs_files"?\s*\(', "REFERENCES wsfs_files_rebuilt (", rebuilt)
-    op.execute(rebuilt + ("" if rowid else " WITHOUT ROWID"))
-    op.execute(
-        "INSERT INTO wsfs_files_rebuilt SELECT session_id, path, parent, name, is_directory, is_readonly, blob_id,"
-        " size_bytes, created_at, updated_at FROM wsfs_files ORDER BY session_id, path"
-    )
-    op.execute("DROP TABLE wsfs_files")
-    op.execute("ALTER TABLE wsfs_files_rebuilt RENAME TO wsfs_files")
-    for _, _, sql in kept:
-        op.execute(sql)
+    rebuilt = re.sub(rf'^CREATE TABLE\s+"?{table}"?', f"CREATE TABLE {table}_rebuilt", change(sql.strip()))
+    op.execute(re.sub(rf'REFERENCES\s+"?{table}"?\s*\(', f"REFERENCES {table}_rebuilt (", rebuilt))
+    columns = ", ".join(row[1] for row in bind.exec_driver_sql(f"PRAGMA table_info({table})"))
+    op.execute(f"INSERT INTO {table}_rebuilt ({columns}) SELECT {columns} FROM {table}")
+    op.execute(f"DROP TABLE {table}")
+    op.execute(f"ALTER TABLE {table}_rebuilt RENAME TO {table}")
+    for _, _, statement in kept:
+        op.execute(statement)
 
 
 def _revision(name: str) -> ModuleType:
