@@ -233,7 +233,9 @@ journal = sa.Table(
     ),
 )
 """One row per path a change touched, written in the change's own transaction (migration ``0006``). The rows of
-one operation share ``op_key`` and form one entry whose id is their lowest ``seq``; a one-row entry has no key.
+one operation share ``op_key`` and form one entry whose id is their lowest ``seq``; a one-row entry has no key. A
+``seq`` is never given twice (on SQLite since migration ``0012`` without ``AUTOINCREMENT``: ``wsfs_journal_floor``
+and two triggers keep that promise, a page less per journaled commit).
 ``before_id``/``after_id`` hold a content id (a blob's id), ``'directory'`` or NULL; a blob named by ``before_id``
 is kept (undo writes it back) until retention drops the row. ``read_only_before``/``read_only_after`` (migration
 ``0010``) hold the file's read-only flag where the change set it (NULL: left alone; a read-only file that went
