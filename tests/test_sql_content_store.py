@@ -310,7 +310,7 @@ def test_the_migration_adds_stored_and_downgrades_only_without_outside_chunks(da
     engine = sa.create_engine(engine_url(url)[0])
     with engine.connect() as connection, connection.begin():
         config.attributes["connection"] = connection
-        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0011"
+        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0012"
         command.downgrade(config, "0004")  # every chunk is in the database: the column goes
         assert "stored" not in [c["name"] for c in sa.inspect(connection).get_columns("wsfs_chunks")]
         command.upgrade(config, "head")
@@ -331,7 +331,7 @@ def test_the_migration_adds_stored_and_downgrades_only_without_outside_chunks(da
             command.downgrade(config, "0004")
         transaction.rollback()
         assert (
-            connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0011"
+            connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0012"
         )  # the failed downgrade rolled back whole
     engine.dispose()
 

@@ -198,4 +198,6 @@ def test_the_statements_follow_the_chunk_size() -> None:
     assert CHUNK_SIZE == 262144
     assert "size_bytes >= 262144" in grep_index._CANDIDATES
     assert migration.count("< 262144") == 4  # the comment, both triggers and the backfill
+    one_call = (resources.files("workspacefs.backends.sql") / "migrations/versions/0012_fewer_writes.py").read_text()
+    assert one_call.count("< 262144") == 2  # PostgreSQL's trigger again, and wsfs_write_small queueing itself
     assert migration.count(">= 262144") == 2  # the partial index of large files

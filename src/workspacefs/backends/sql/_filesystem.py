@@ -540,7 +540,19 @@ class SqlFilesystem(BaseFilesystem):
         return row, StreamReader(path, blob, row[4])
 
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
-        _, data = self._read_small(path, inline_limit)
+        """A whole file's content: one statement of three columns (:data:`_hot.READ_CONTENT`) for inline content;
+        content in chunks takes a second statement (:meth:`_read_chunked`), a file over ``inline_limit`` a reader."""
+        with self._store.driver.statement() as tx:
+            cursor = tx.run(self._sql.read_content, (self._session, path), binary=True)
+            tx.sync()
+            row = cursor.fetchone()
+        if row is None:
+            raise errors.file_not_found(path)
+        if row[0]:
+            raise errors.is_a_directory(path)
+        data = None
+        if row[1] <= inline_limit:
+            data = bytes(row[2]) if row[2] is not None else self._read_chunked(path, inline_limit)[1]
         return data if data is not None else self._open_row_reader(path)[1]
 
     def _open_writer(self, path: str, mode: WriteMode) -> ByteWriter:

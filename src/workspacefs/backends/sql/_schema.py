@@ -120,7 +120,9 @@ session_files = sa.Table(
     sa.CheckConstraint("path NOT LIKE '/%' AND path NOT LIKE '%//%'", name="wsfs_files_path_normalised"),
     sa.CheckConstraint("NOT is_directory OR blob_id IS NULL", name="wsfs_files_directory_no_content"),
     sa.Index("wsfs_files_parent", "session_id", "parent", "name"),
+    sqlite_with_rowid=False,
 )
+"""On SQLite without rowid (migration ``0012``): a row lives in its key's B-tree, one B-tree per new file fewer."""
 
 snapshots = sa.Table(
     "wsfs_snapshots",
@@ -217,7 +219,6 @@ journal = sa.Table(
     sa.Column("read_only_before", sa.Boolean, nullable=True),
     sa.Column("read_only_after", sa.Boolean, nullable=True),
     sa.Index("wsfs_journal_session", "session_id", "seq"),
-    sa.Index("wsfs_journal_path", "session_id", "path"),
     sa.Index(
         "wsfs_journal_op",
         "op_key",
@@ -232,7 +233,9 @@ journal = sa.Table(
     ),
 )
 """One row per path a change touched, written in the change's own transaction (migration ``0006``). The rows of
-one operation share ``op_key`` and form one entry whose id is their lowest ``seq``; a one-row entry has no key.
+one operation share ``op_key`` and form one entry whose id is their lowest ``seq``; a one-row entry has no key. A
+``seq`` is never given twice (on SQLite since migration ``0012`` without ``AUTOINCREMENT``: ``wsfs_journal_floor``
+and two triggers keep that promise, a page less per journaled commit).
 ``before_id``/``after_id`` hold a content id (a blob's id), ``'directory'`` or NULL; a blob named by ``before_id``
 is kept (undo writes it back) until retention drops the row. ``read_only_before``/``read_only_after`` (migration
 ``0010``) hold the file's read-only flag where the change set it (NULL: left alone; a read-only file that went
