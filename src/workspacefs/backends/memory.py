@@ -682,8 +682,11 @@ class InMemoryFilesystem(BaseFilesystem):
         start: FilesystemSnapshot,
         writes: Mapping[str, Written],
         deletes: Collection[str],
+        *,
+        read_only: Mapping[str, bool],
     ) -> FilesystemSnapshot:
-        """A new state from ``start``'s: O(changed paths), content shared with the snapshots it came from."""
+        """A new state from ``start``'s: O(changed paths), content shared with the snapshots it came from (no
+        per-file flags here: ``read_only`` is empty)."""
         edit = _Edit(self._payload(start))
         for path in sorted(deletes, reverse=True):  # children before their parents
             if edit.get(path) is not None:

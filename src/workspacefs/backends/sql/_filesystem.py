@@ -1478,15 +1478,23 @@ class SqlFilesystem(BaseFilesystem):
         spool.seek(0)
         return StreamReader(path, spool, entry.size_bytes)
 
+    def _read_only_files(self, snapshot: FilesystemSnapshot) -> Collection[str]:
+        with self._store.read() as connection:
+            entries = versions.entries(self._own_snapshot(connection, snapshot))
+            query = sa.select(entries.c.path).where(entries.c.is_directory.is_(False), entries.c.is_readonly.is_(True))
+            return frozenset(connection.execute(query).scalars())
+
     def _capture_merged(
         self,
         draft: FilesystemSnapshot,
         start: FilesystemSnapshot,
         writes: Mapping[str, Written],
         deletes: Collection[str],
+        *,
+        read_only: Mapping[str, bool],
     ) -> FilesystemSnapshot:
         """One transaction: ``start``'s entries copied set-based (rows only), the merged paths fixed, new
-        content stored as blobs (deduplicated like any write)."""
+        content stored as blobs (deduplicated like any write), the merged read-only flags set."""
         with self._store.write() as connection:
             count, total = capture_merged(
                 connection,
@@ -1496,6 +1504,7 @@ class SqlFilesystem(BaseFilesystem):
                 start=self._own_snapshot(connection, start),
                 writes=writes,
                 deletes=deletes,
+                read_only=read_only,
             )
         return self._completed(
             draft, file_count=count, total_bytes=total, commit_ref=str(draft.snapshot_id), strategy="manifest"
