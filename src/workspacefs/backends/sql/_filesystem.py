@@ -861,6 +861,7 @@ class SqlFilesystem(BaseFilesystem):
         self._committed(tag)
 
     def _copy_file(self, src: str, dst: str) -> None:
+        """The copy points at the same content and keeps the read-only flag, as a tree copy's files do."""
         tag = self._tag("copy")
         with self._store.write() as connection:
             source = self._file_row(connection, src)
@@ -869,7 +870,14 @@ class SqlFilesystem(BaseFilesystem):
             self._check_writable_file(existing, dst, "overwrite")
             try:
                 self._put_file(
-                    connection, dst, source.blob_id, source.size_bytes, existing=existing, mode="overwrite", tag=tag
+                    connection,
+                    dst,
+                    source.blob_id,
+                    source.size_bytes,
+                    existing=existing,
+                    mode="overwrite",
+                    tag=tag,
+                    read_only=True if source.is_readonly else None,
                 )
             except _Raced:
                 raise errors.file_exists(dst) from None
