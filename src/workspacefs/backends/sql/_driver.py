@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from workspacefs.backends.sql._reach import lost_connection
+from workspacefs.backends.sql._reach import classified
 from workspacefs.backends.sql._turns import Turns
 
 __all__ = ["Driver", "Scope", "Tx"]
@@ -337,8 +337,8 @@ class Scope:
 
 
 def _raise_if_lost(exc: BaseException, where: str) -> None:
-    """Raise the ``ConnectionError`` ``exc`` means if it is a lost or refused connection (else return, and
-    the caller re-raises ``exc`` as it was)."""
-    lost = lost_connection(exc, where)
+    """Raise the typed error ``exc`` means: ``ConnectionError`` for a lost or refused connection,
+    ``ConcurrentChangeError`` for a broken deadlock (else return, and the caller re-raises ``exc`` as it was)."""
+    lost = classified(exc, where)
     if lost is not None:
         raise lost from exc

@@ -49,6 +49,7 @@ from workspacefs.backends.sql._journal import (
     tagged,
     tree_rows,
 )
+from workspacefs.backends.sql._restore_locks import lock_paths, lock_session
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     file_versions,
@@ -128,6 +129,8 @@ class _NoParent(Exception):  # noqa: N818 - a signal, not an error anyone sees
 
 
 _RETRIES = 5
+_RESTORE_ATTEMPTS = 3
+"""How often a restore runs again after PostgreSQL broke a deadlock it was part of (it changed nothing)."""
 _NO_JOURNAL = (False, None, None, None, None, None, None, None, None)
 """``wsfs_write_small``'s journal arguments when the store keeps no journal."""
 
@@ -1197,30 +1200,52 @@ class SqlFilesystem(BaseFilesystem):
         of another session of the family, one taken before migration 0008) is compared set-based in the
         database, as a whole."""
         tag = self._tag("restore", rows=True)
-        with self._store.write() as connection:
-            row = self._own_snapshot(connection, snapshot)
-            before = self._usage_in(connection) if self._quota is not None else None
-            if self._marked(row):
-                self._restore_versions(connection, tag, int(row.mark))
-            else:
-                self._restore_entries(connection, tag, versions.entries(row))
-            if before is not None:
-                after = self._usage_in(connection) or before
-                self._hold_to_quota(connection, "/", Usage(after.bytes - before.bytes, after.files - before.files))
+        postgres = self._store.dialect == "postgresql"
+        for attempt in range(1, _RESTORE_ATTEMPTS + 1):
+            try:
+                with self._store.write() as connection:
+                    released = self._restore_rows(connection, snapshot, tag)
+                    if not postgres:  # one writer at a time: collected in the same transaction
+                        self._store.release(connection, released)
+                break
+            except ConcurrentChangeError:  # PostgreSQL broke a deadlock (see _restore_locks): nothing changed
+                if attempt == _RESTORE_ATTEMPTS:
+                    raise
         self._committed(tag)
+        if postgres and released:  # after the commit, as a small write's (see _restore_locks)
+            with self._store.write() as connection:
+                self._store.release(connection, released)
 
-    def _restore_versions(self, connection: Connection, tag: JournalTag | None, mark: int) -> None:
+    def _restore_rows(self, connection: Connection, snapshot: FilesystemSnapshot, tag: JournalTag | None) -> list[str]:
+        """The restore's changes in ``connection``'s transaction; the content it no longer references."""
+        row = self._own_snapshot(connection, snapshot)
+        before = self._usage_in(connection) if self._quota is not None else None
+        if self._marked(row):
+            released = self._restore_versions(connection, tag, int(row.mark))
+        else:
+            released = self._restore_entries(connection, tag, versions.entries(row))
+        if before is not None:
+            after = self._usage_in(connection) or before
+            self._hold_to_quota(connection, "/", Usage(after.bytes - before.bytes, after.files - before.files))
+        return released
+
+    def _restore_versions(self, connection: Connection, tag: JournalTag | None, mark: int) -> list[str]:
         """Restore to the session's state at ``mark``: each path changed since is set to its oldest version after
         the mark (no version: the path is as it is now). Journaled, like the set-based restore, for every path
-        whose kind or content changes (times alone are no change)."""
+        whose kind or content changes (times alone are no change). The content no longer referenced."""
         session = self._session
-        # no lock against the session's writers, as the set-based restore takes none: a writer that holds a row
-        # this restore must change would wait for that lock while the restore waits for its row (a deadlock).
-        # A change of the same path at the same moment races as it did with the set-based restore.
+        # no session-wide lock against the session's writers, as the set-based restore takes none: a writer that
+        # holds a row this restore must change would wait for that lock while the restore waits for its row (a
+        # deadlock). On PostgreSQL the rows it changes are locked first (_restore_locks); a change of a path not
+        # changed since the mark, made at the same moment, races as it did with the set-based restore.
         wanted = {r.path: r for r in connection.execute(versions.first_versions(session, mark)) if r.path != ROOT}
         if not wanted:
-            return
-        current = {r.path: r for r in self._rows_at(connection, sorted(wanted), F)}
+            return []
+        if self._store.dialect == "postgresql":
+            rows = lock_paths(connection, session, wanted)
+        else:
+            rows = self._rows_at(connection, sorted(wanted), F)
+        current = {r.path: r for r in rows}
         plan = _RestorePlan(session)
         for path, then in wanted.items():
             plan.add(path, then, current.get(path))
@@ -1233,7 +1258,7 @@ class SqlFilesystem(BaseFilesystem):
             connection.execute(_SET_ROW, plan.updates)
         if plan.inserts:  # parents before children
             connection.execute(_INSERT_ROW, sorted(plan.inserts, key=lambda v: v["path"]))
-        self._store.release(connection, [b for b in plan.released if b])
+        return [b for b in plan.released if b]
 
     def _rows_at(self, connection: Connection, paths: Sequence[str], *columns: Any) -> list[Row[Any]]:
         """The session's rows at ``paths`` (those that exist): each one a lookup by the whole key, in batches of
@@ -1248,9 +1273,11 @@ class SqlFilesystem(BaseFilesystem):
             found.extend(connection.execute(lookups[0] if len(lookups) == 1 else sa.union_all(*lookups)))
         return found
 
-    def _restore_entries(self, connection: Connection, tag: JournalTag | None, entries: Any) -> None:
+    def _restore_entries(self, connection: Connection, tag: JournalTag | None, entries: Any) -> list[str]:
         """Put back the rows of ``entries`` (a snapshot's whole manifest), set-based: the database compares the
-        two sets; unchanged rows are neither deleted nor rewritten."""
+        two sets; unchanged rows are neither deleted nor rewritten. The content no longer referenced."""
+        if self._store.dialect == "postgresql":
+            lock_session(connection, self._session)  # any row may change: all are locked first (_restore_locks)
         # path by plain equality, so both databases look the entry up by its key (IS NOT DISTINCT FROM is
         # not indexable on PostgreSQL: it made this an O(n²) scan); the other columns compare as values
         same = sa.and_(
@@ -1271,7 +1298,7 @@ class SqlFilesystem(BaseFilesystem):
                 .order_by(entries.c.path),  # parents before children
             )
         )
-        self._store.release(connection, [b for b in released if b])
+        return [b for b in released if b]
 
     def _journal_restore(self, connection: Connection, tag: JournalTag, entries: Any) -> None:
         """Journal what restoring ``entries`` changes, before it does: every path whose kind, content or read-only

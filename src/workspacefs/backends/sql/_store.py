@@ -29,7 +29,7 @@ from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORED_SQL, ContentStore
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
-from workspacefs.backends.sql._reach import lost_connection
+from workspacefs.backends.sql._reach import classified
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
@@ -265,11 +265,12 @@ class SqlStore:
 
     @contextmanager
     def _reachable(self) -> Iterator[None]:
-        """A lost or refused connection becomes ``ConnectionError`` (see ``_reach.py``)."""
+        """A lost or refused connection becomes ``ConnectionError``, a broken deadlock ``ConcurrentChangeError``
+        (see ``_reach.py``)."""
         try:
             yield
         except sa.exc.DBAPIError as exc:
-            lost = lost_connection(exc, self.shown_url)
+            lost = classified(exc, self.shown_url)
             if lost is None:
                 raise
             raise lost from exc
