@@ -567,7 +567,7 @@ class SqlFilesystem(BaseFilesystem):
         self, path: str, mode: WriteMode, expect: str | None, read_only: bool | None, upload: FinishedUpload
     ) -> None:
         tag = self._tag("write")
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             self._store.finish_upload(connection, upload.upload_id)
             self._parent_dir(connection, path)
             row = self._row(connection, path, lock=True)
@@ -596,7 +596,7 @@ class SqlFilesystem(BaseFilesystem):
         tag = self._tag("write")
         for attempt in range(_RETRIES):
             try:
-                with self._store.write() as connection:
+                with self._writing(path) as connection:
                     self._parent_dir(connection, path)
                     row = self._row(connection, path, lock=True)
                     _check_expected(row, path, expect)
@@ -655,10 +655,37 @@ class SqlFilesystem(BaseFilesystem):
             except _NoParent:
                 with self._store.read() as connection:
                     self._parent_dir(connection, path)  # raises the error that fits (or the parent is back)
-            except driver.integrity_error:  # another writer created the file after the rows were locked
-                if mode == "create":
+            except driver.integrity_error as exc:
+                if _foreign_key_failed(exc):  # what the row refers to went meanwhile: the session, or the parent
+                    self._check_still_there(path)
+                elif mode == "create":  # another writer created the file after the rows were locked
                     raise errors.file_exists(path) from None
         raise ConcurrentChangeError(path, "Too many concurrent writers; try again")
+
+    @contextlib.contextmanager
+    def _writing(self, path: str) -> Iterator[Connection]:
+        """A write transaction changing ``path``: a foreign key's refusal because the session was deleted meanwhile
+        raises what every other change of a deleted session raises, ``FileNotFoundError``."""
+        try:
+            with self._store.write() as connection:
+                yield connection
+        except IntegrityError as exc:
+            if _foreign_key_failed(exc.orig) and self._session_deleted():
+                raise errors.file_not_found(path) from None
+            raise
+
+    def _session_deleted(self) -> bool:
+        """Whether this session's row is gone (deleted, by this process or another)."""
+        with self._store.read() as connection:
+            return connection.execute(sa.select(sessions.c.id).where(sessions.c.id == self._session)).first() is None
+
+    def _check_still_there(self, path: str) -> None:
+        """After a foreign key refused a change of ``path``: raise what a change of a deleted session raises
+        everywhere else (``FileNotFoundError``), or the parent's error; return if both are back (run again)."""
+        if self._session_deleted():
+            raise errors.file_not_found(path)
+        with self._store.read() as connection:
+            self._parent_dir(connection, path)
 
     def _write_small_call(  # noqa: PLR0917 - the hot path: positional, as _write_small's
         self,
@@ -751,21 +778,23 @@ class SqlFilesystem(BaseFilesystem):
 
     def _make_dir(self, path: str) -> None:
         tag = self._tag("mkdir")
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             self._parent_dir(connection, path)
             if self._row(connection, path) is not None:
                 raise errors.file_exists(path)
             try:
                 with connection.begin_nested():
                     connection.execute(_INSERT_ROW, self._new_row(path, directory=True, blob_id=None, size=0))
-            except IntegrityError:
+            except IntegrityError as exc:
+                if _foreign_key_failed(exc.orig):  # its parent is locked: the session went meanwhile
+                    raise
                 raise errors.file_exists(path) from None
             self._journal_changes(connection, tag, Change(path, None, DIRECTORY))
         self._committed(tag)
 
     def _remove_file(self, path: str) -> None:
         tag = self._tag("delete")
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             row = self._row(connection, path, lock=True)
             if row is None:
                 raise errors.file_not_found(path)
@@ -779,7 +808,7 @@ class SqlFilesystem(BaseFilesystem):
 
     def _remove_empty_dir(self, path: str) -> None:
         tag = self._tag("delete")
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             row = self._row(connection, path, lock=True)
             if row is None:
                 raise errors.file_not_found(path)
@@ -800,7 +829,7 @@ class SqlFilesystem(BaseFilesystem):
 
     def _remove_tree(self, path: str) -> None:
         tag = self._tag("delete", rows=True)
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             row = self._row(connection, path, lock=True)
             if row is None:
                 raise errors.file_not_found(path)
@@ -840,7 +869,7 @@ class SqlFilesystem(BaseFilesystem):
 
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         tag = self._tag("move")
-        with self._store.write() as connection:
+        with self._writing(dst) as connection:
             moved = self._row(connection, src, lock=True)
             if moved is None:
                 raise errors.file_not_found(src)
@@ -866,7 +895,7 @@ class SqlFilesystem(BaseFilesystem):
     def _copy_file(self, src: str, dst: str) -> None:
         """The copy points at the same content and keeps the read-only flag, as a tree copy's files do."""
         tag = self._tag("copy")
-        with self._store.write() as connection:
+        with self._writing(dst) as connection:
             source = self._file_row(connection, src)
             self._parent_dir(connection, dst)
             existing = self._row(connection, dst, lock=True)
@@ -889,7 +918,7 @@ class SqlFilesystem(BaseFilesystem):
 
     def _copy_tree(self, src: str, dst: str) -> None:
         tag = self._tag("copy", rows=True)
-        with self._store.write() as connection:
+        with self._writing(dst) as connection:
             if self._row(connection, src) is None:
                 raise errors.file_not_found(src)
             self._parent_dir(connection, dst)
@@ -975,7 +1004,7 @@ class SqlFilesystem(BaseFilesystem):
         """Set a file's flag (over content id ``expect``, where given), journaled as ``set_read_only`` when it
         changes: an entry that undo can put back."""
         tag = self._tag("set_read_only")
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             row = self._row(connection, path, lock=True)
             _check_expected(row, path, expect)
             if row is None:
@@ -1558,6 +1587,13 @@ def _growth(row: Row[Any] | None, size: int) -> Usage:
 def _grows_toward(quota: Quota, grew: Usage) -> bool:
     """Whether a change that adds ``grew`` can pass one of ``quota``'s totals (only then is it checked again)."""
     return (grew.bytes > 0 and quota.max_bytes is not None) or (grew.files > 0 and quota.max_files is not None)
+
+
+def _foreign_key_failed(exc: BaseException | None) -> bool:
+    """Whether a driver's integrity error is a foreign key's (a row referred to is gone), not a unique key's."""
+    if getattr(exc, "sqlstate", None) == "23503":  # PostgreSQL's foreign_key_violation
+        return True
+    return getattr(exc, "sqlite_errorname", None) == "SQLITE_CONSTRAINT_FOREIGNKEY"
 
 
 def _check_session_id(session_id: object) -> None:
