@@ -26,9 +26,10 @@ _RACES = frozenset({"40P01", "40001"})
 """PostgreSQL's deadlock_detected and serialization_failure: the transaction was rolled back, nothing changed."""
 
 
-def classified(exc: BaseException, where: str) -> OSError | None:
-    """The typed error a database failure means (:func:`lost_connection`, :func:`lost_race`), else ``None``."""
-    return lost_connection(exc, where) or lost_race(exc)
+def classified(exc: BaseException, where: str, connection: object = None) -> OSError | None:
+    """The typed error a database failure means (:func:`lost_connection`, :func:`lost_race`), else ``None``;
+    ``connection``: the driver's connection the error came from (ask before closing it)."""
+    return lost_connection(exc, where, connection) or lost_race(exc)
 
 
 def lost_race(exc: BaseException) -> ConcurrentChangeError | None:
@@ -40,8 +41,16 @@ def lost_race(exc: BaseException) -> ConcurrentChangeError | None:
     return ConcurrentChangeError(None, "Another writer of the workspace held what this change needed; try again")
 
 
-def lost_connection(exc: BaseException, where: str) -> ConnectionError | None:
-    """``ConnectionError`` naming ``where`` if ``exc`` is a lost or refused connection, else ``None``."""
+def lost_connection(exc: BaseException, where: str, connection: object = None) -> ConnectionError | None:
+    """``ConnectionError`` naming ``where`` if ``exc`` is a lost or refused connection, else ``None``.
+
+    A server's error says so by its SQLSTATE (class ``08``, or the server going away). An error psycopg raises
+    itself has none, and is a connection failure only when the connection failed: a connection attempt's (its
+    ``pgconn`` is the failed connection), a connect timeout, or one raised by ``connection`` (the driver's
+    connection it came from) that broke under it (psycopg's ``broken``: interrupted, not closed by us; SQLAlchemy
+    marks such an error ``connection_invalidated``). Any other (a pipeline aborted by an earlier error, a
+    connection this process closed, a cancellation timeout) keeps its own type and message.
+    """
     original: BaseException | None = exc
     if isinstance(exc, sa.exc.DBAPIError):
         if exc.connection_invalidated:
@@ -54,7 +63,10 @@ def lost_connection(exc: BaseException, where: str) -> ConnectionError | None:
     if not isinstance(original, psycopg.OperationalError):
         return None
     state = getattr(original, "sqlstate", None)
-    if state is None or state.startswith("08") or state in _SERVER_GONE:
+    if state is not None:
+        return _unreachable(where, original) if state.startswith("08") or state in _SERVER_GONE else None
+    attempt = isinstance(original, psycopg.errors.ConnectionTimeout) or original.pgconn is not None
+    if attempt or getattr(connection, "broken", False) is True:
         return _unreachable(where, original)
     return None
 
