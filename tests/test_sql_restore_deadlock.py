@@ -3,7 +3,7 @@
 A writer locks its file row, then its statement's trigger updates the session's usage row; a restore changed
 rows in several statements, so after its first one it held the usage row while it waited for a file row a writer
 held: PostgreSQL broke the deadlock by failing one of them (SQLSTATE ``40P01``, an unclassified error). Now a
-restore locks its rows first (``_restore_locks``), and a deadlock that still happens is ``ConcurrentChangeError``.
+restore locks its rows first (``_lock_order``), and a deadlock that still happens is ``ConcurrentChangeError``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ _ids = itertools.count()
 FILES = 20
 RESTORES = 20
 WRITERS = 3
+SESSION_ROUNDS = 40
 
 
 class CountingFilesystem(SqlFilesystem):
@@ -120,3 +121,39 @@ def test_a_deadlock_postgresql_breaks_is_a_concurrent_change(store: SqlStore, wa
     for thread in threads:
         thread.join()
     assert [type(exc) for exc in raised] == [ConcurrentChangeError]
+
+
+def test_deleting_a_session_never_deadlocks_with_its_writers(store: SqlStore) -> None:
+    """A session's delete cascades to its file rows; a writer holding one checked its foreign key against the
+    session's row the delete held: PostgreSQL broke that deadlock. The delete locks the file rows first now."""
+    failures: list[BaseException] = []
+    for round_ in range(SESSION_ROUNDS):
+        session = f"gone-{round_}"
+        fs = SqlFilesystem(store, session)
+        for n in range(5):
+            fs.write(f"d/f{n}.txt", "a")
+        start = threading.Barrier(WRITERS + 1)
+
+        def write(k: int, session: str = session, start: threading.Barrier = start) -> None:
+            writer = SqlFilesystem(store, session)
+            start.wait()
+            for n in range(20):
+                try:
+                    writer.write(f"d/f{n % 5}.txt" if n % 2 else f"d/new-{k}-{n}.txt", "x")
+                except FileNotFoundError:
+                    return  # the session is gone: what a write of a deleted session raises
+                except BaseException as exc:
+                    failures.append(exc)
+                    return
+
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(WRITERS)]
+        for thread in threads:
+            thread.start()
+        start.wait()
+        try:
+            fs.delete_session()
+        except BaseException as exc:
+            failures.append(exc)
+        for thread in threads:
+            thread.join()
+    assert failures == []

@@ -49,7 +49,7 @@ from workspacefs.backends.sql._journal import (
     tagged,
     tree_rows,
 )
-from workspacefs.backends.sql._restore_locks import lock_paths, lock_session
+from workspacefs.backends.sql._lock_order import lock_paths, lock_session
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     file_versions,
@@ -1237,11 +1237,11 @@ class SqlFilesystem(BaseFilesystem):
                     if not postgres:  # one writer at a time: collected in the same transaction
                         self._store.release(connection, released)
                 break
-            except ConcurrentChangeError:  # PostgreSQL broke a deadlock (see _restore_locks): nothing changed
+            except ConcurrentChangeError:  # PostgreSQL broke a deadlock (see _lock_order): nothing changed
                 if attempt == _RESTORE_ATTEMPTS:
                     raise
         self._committed(tag)
-        if postgres and released:  # after the commit, as a small write's (see _restore_locks)
+        if postgres and released:  # after the commit, as a small write's (see _lock_order)
             with self._store.write() as connection:
                 self._store.release(connection, released)
 
@@ -1265,7 +1265,7 @@ class SqlFilesystem(BaseFilesystem):
         session = self._session
         # no session-wide lock against the session's writers, as the set-based restore takes none: a writer that
         # holds a row this restore must change would wait for that lock while the restore waits for its row (a
-        # deadlock). On PostgreSQL the rows it changes are locked first (_restore_locks); a change of a path not
+        # deadlock). On PostgreSQL the rows it changes are locked first (_lock_order); a change of a path not
         # changed since the mark, made at the same moment, races as it did with the set-based restore.
         wanted = {r.path: r for r in connection.execute(versions.first_versions(session, mark)) if r.path != ROOT}
         if not wanted:
@@ -1306,7 +1306,7 @@ class SqlFilesystem(BaseFilesystem):
         """Put back the rows of ``entries`` (a snapshot's whole manifest), set-based: the database compares the
         two sets; unchanged rows are neither deleted nor rewritten. The content no longer referenced."""
         if self._store.dialect == "postgresql":
-            lock_session(connection, self._session)  # any row may change: all are locked first (_restore_locks)
+            lock_session(connection, self._session)  # any row may change: all are locked first (_lock_order)
         # path by plain equality, so both databases look the entry up by its key (IS NOT DISTINCT FROM is
         # not indexable on PostgreSQL: it made this an O(n²) scan); the other columns compare as values
         same = sa.and_(

@@ -29,6 +29,7 @@ from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORED_SQL, ContentStore
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
+from workspacefs.backends.sql._lock_order import lock_session
 from workspacefs.backends.sql._reach import classified
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
@@ -387,6 +388,8 @@ class SqlStore:
         if connection is None:
             with self.write() as own:
                 return self.delete_session(session_id, own)
+        if self.dialect == "postgresql":
+            lock_session(connection, session_id)  # before the session's row: the writers' order (_lock_order)
         released = self._blob_ids(connection, session_id)
         # its snapshots first, so the triggers stop keeping versions of the rows the session's delete cascades to
         connection.execute(sa.delete(snapshots).where(snapshots.c.session_id == session_id))

@@ -1,4 +1,5 @@
-"""The lock order of a restore on PostgreSQL: the file rows first, like every writer, then the usage row.
+"""The lock order of a restore (and of a session's delete) on PostgreSQL: the file rows first, like every writer,
+then the usage row (or the session's row).
 
 A writer locks its file row (a new file: its parent directory, ``FOR KEY SHARE``), changes it, and only then, in
 its statement's trigger (migration ``0009``), updates the session's usage row. A restore changes many rows in
@@ -8,6 +9,10 @@ So a restore locks, in one statement and in path order, every row it may change 
 to before it changes anything; a writer that holds one commits first, one that comes later waits for the
 restore. The content a restore releases is collected after its commit, as a small write's is: a writer storing
 the same content locks that blob row before it waits for the usage row.
+
+Deleting a session is the same story with the session's row: its delete cascades to the file rows, and a writer
+holding one waited to check its foreign key against the session's row the delete held. The delete locks the
+session's file rows first.
 """
 
 from __future__ import annotations
