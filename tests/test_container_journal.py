@@ -128,6 +128,23 @@ def test_a_command_that_changes_nothing_makes_no_entry(sandbox: ContainerSandbox
     assert [(e.operation, [c.path for c in e.changes]) for e in fs.history(since=newest)] == [("exec", ["keep.txt"])]
 
 
+def test_commands_run_inside_a_group_are_named_in_the_groups_entry(sandbox: ContainerSandbox) -> None:
+    """An ``exec`` inside ``fs.grouped()`` is part of the group's entry, and the entry's ``detail`` lists each
+    command (the detail an ``exec`` entry of its own would hold), so the log still says what ran."""
+    fs = sandbox.filesystem
+    _seed(fs)
+    with fs.grouped("build"):
+        fs.write("notes.txt", "plan\n")
+        assert sandbox.exec("echo built > out.txt").exit_code == 0
+        assert sandbox.exec(["sh", "-c", "rm gone.txt"]).exit_code == 0
+    entry = _newest(fs)
+    assert entry.operation == "build"
+    assert {"notes.txt", "out.txt", "gone.txt"} <= set(entry.paths)
+    assert entry.detail == "exec: echo built > out.txt\nexec: sh -c 'rm gone.txt'"
+    fs.undo(entry.entry_id)
+    assert not fs.exists("out.txt") and fs.read("gone.txt").content == "bye\n"
+
+
 def test_a_timed_out_command_still_journals_what_it_changed(sandbox: ContainerSandbox) -> None:
     fs = sandbox.filesystem
     result = sandbox.exec("echo partial > half.txt; sleep 60", timeout=1)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from workspacefs import HostMount, InMemoryFilesystem
+from workspacefs import FileTooLargeError, HostMount, InMemoryFilesystem, Quota, QuotaExceededError, Usage
 
 
 @pytest.fixture
@@ -88,3 +88,27 @@ def test_missing_mount_and_read_only(project: Path) -> None:
         InMemoryFilesystem().hydrate_from_host(HostMount("nope"), allowed_roots=[project])
     with pytest.raises(PermissionError):
         InMemoryFilesystem(read_only=True).hydrate_from_host(HostMount("src"), allowed_roots=[project])
+
+
+def test_hydration_counts_against_the_quota_all_or_nothing(project: Path) -> None:
+    """Loading host files is a growing change like a write: past a limit it is refused, and nothing is loaded."""
+    fs = InMemoryFilesystem(quota=Quota(max_files=4))
+    fs.write("kept.txt", "k")
+    with pytest.raises(QuotaExceededError):
+        fs.hydrate_from_host(HostMount("src/"), allowed_roots=[project])  # 4 files: 5 with kept.txt
+    assert [m.path for m in fs.glob("**")] == ["kept.txt"] and fs.usage() == Usage(1, 1)
+    fs.hydrate_from_host(HostMount("src/", include_glob=("*.py",)), allowed_roots=[project])  # 3 files: 4 in all
+    assert fs.usage().files == 4
+    with pytest.raises(QuotaExceededError):  # the loaded files count: the workspace is full
+        fs.write("more.txt", "m")
+    fs.hydrate_from_host(HostMount("src/", include_glob=("*.py",)), allowed_roots=[project])  # replaced: no growth
+    assert fs.usage().files == 4
+    sizes = sum(len(p.read_bytes()) for p in (project / "src").rglob("*") if p.is_file())
+    small = InMemoryFilesystem(quota=Quota(max_bytes=sizes - 1))
+    with pytest.raises(QuotaExceededError):
+        small.hydrate_from_host(HostMount("src/"), allowed_roots=[project])
+    assert small.usage() == Usage(0, 0) and list(small.list()) == []
+    one_file = InMemoryFilesystem(quota=Quota(max_file_bytes=10))
+    with pytest.raises(FileTooLargeError):
+        one_file.hydrate_from_host(HostMount("src/"), allowed_roots=[project])
+    assert list(one_file.list()) == []

@@ -38,6 +38,9 @@ __all__ = ["HistoryMixin", "Scope", "operation_key", "undo_in_group", "undo_requ
 _T = TypeVar("_T")
 
 
+MAX_GROUP_DETAIL = 4000
+"""Characters of the details a grouped entry keeps of the operations run inside it (commands, restores)."""
+
 _ENDING = threading.Lock()
 """Orders a worker thread's change against its scope's end: it joins the scope or is an entry of its own (one lock
 for every scope: it is held for a list's extend, and a lock per scope would cost each operation one more object)."""
@@ -71,6 +74,15 @@ class Scope:
         """The block ended: no change joins from now on (a worker thread still writing records its own)."""
         with _ENDING:
             self.ended = True
+
+    def absorb(self, operation: str, detail: str | None) -> None:
+        """An operation run inside this one (a command in a grouped block) gives its detail to this entry, one
+        line each (``exec: make test``): the entry keeps what ran, as the operation's own entry would have."""
+        if detail is None:
+            return
+        line = f"{operation}: {detail}"
+        joined = line if self.detail is None else f"{self.detail}\n{line}"
+        self.detail = joined if len(joined) <= MAX_GROUP_DETAIL else joined[: MAX_GROUP_DETAIL - 1] + "…"
 
 
 class _Mutations(Protocol):
@@ -149,6 +161,7 @@ class HistoryMixin(FilesystemCore):
         already in progress on this filesystem absorbs it)."""
         scope = self._current_scope()
         if scope is not None:
+            scope.absorb(operation, detail)
             yield scope
             return
         scope = Scope(self, operation, operation_key(), current_actor(), undoes, detail)

@@ -7,8 +7,10 @@ snapshots (``_snapshot_content``), and merged by line when it is text (:func:`wo
 
 The result is a new snapshot, made by the backend from ``ours`` plus the merge's writes and deletions
 (``_capture_merged``) without touching the live files: the caller looks at the conflicts and applies it with
-``restore``. Snapshots of a fork are snapshots of the same family (memory: any fork; SQL: sessions forked from
-one another; host: roots sharing a ``snapshot_dir``), so an agent's work on a fork merges back into its parent.
+``restore``. Where files carry a read-only flag (``capabilities.file_read_only``), the flag merges three-way on
+its own, beside the content (:func:`merged_flag`). Snapshots of a fork are snapshots of the same family (memory:
+any fork; SQL: sessions forked from one another; host: roots sharing a ``snapshot_dir``), so an agent's work on a
+fork merges back into its parent.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from workspacefs.paths import MAX_CONVENIENCE_BYTES, ancestors
 from workspacefs.protocol import ByteReader
 from workspacefs.results import FilesystemSnapshot
 
-__all__ = ["MergeMixin", "SnapshotFile"]
+__all__ = ["MergeMixin", "SnapshotFile", "merged_flag"]
 
 _MISSING: object = object()
 
@@ -89,11 +91,18 @@ class MergeMixin(SnapshotMixin):
         start: FilesystemSnapshot,
         writes: Mapping[str, Written],
         deletes: Collection[str],
+        *,
+        read_only: Mapping[str, bool],
     ) -> FilesystemSnapshot:
         """Keep, under ``draft``'s id, the state of ``start`` with ``deletes`` removed (files, and directories
-        left for a file to take their place) and ``writes`` written (missing parent directories made), without
-        touching the live files; ``draft`` completed, as ``_capture`` returns it."""
+        left for a file to take their place) and ``writes`` written (missing parent directories made), then the
+        read-only flag of each file in ``read_only`` set (only where ``capabilities.file_read_only``; it names
+        every written file), without touching the live files; ``draft`` completed, as ``_capture`` returns it."""
         raise UnsupportedOperationError(f"{type(self).__name__} cannot make a snapshot from other snapshots")
+
+    def _read_only_files(self, snapshot: FilesystemSnapshot) -> Collection[str]:
+        """The files ``snapshot`` holds read-only (a backend with ``capabilities.file_read_only`` writes this)."""
+        return frozenset()
 
     def mergeable_snapshots(self) -> Sequence[FilesystemSnapshot]:
         """The snapshots :meth:`merge` and ``restore`` accept by name here, oldest first: this filesystem's, and
@@ -144,7 +153,8 @@ class MergeMixin(SnapshotMixin):
             tag=tag,
             parent_id=ours.snapshot_id,
         )
-        taken = self._capture_merged(draft, ours, plan.writes, plan.deletes)
+        flags = self._merged_flags(sides, plan) if self.capabilities.file_read_only else {}
+        taken = self._capture_merged(draft, ours, plan.writes, plan.deletes, read_only=flags)
         written = sorted(plan.writes)
         return MergeResult(
             snapshot=taken,
@@ -200,6 +210,22 @@ class MergeMixin(SnapshotMixin):
         plan.writes[path] = outcome.content
         plan.merged.append(path)
 
+    def _merged_flags(self, sides: _Sides, plan: _Plan) -> dict[str, bool]:
+        """The read-only flag of every file the result writes, and of every other file of the result whose flag
+        is not ours' (:func:`merged_flag`, path by path)."""
+        before, mine, yours = (self._read_only_files(s) for s in (sides.base, sides.ours, sides.theirs))
+
+        def flag(held: Mapping[str, Fingerprint], flagged: Collection[str], path: str) -> bool | None:
+            return None if path not in held else path in flagged
+
+        flags: dict[str, bool] = {}
+        for path in (set(sides.mine) - plan.deletes) | set(plan.writes):
+            ours = flag(sides.mine, mine, path)
+            wanted = merged_flag(flag(sides.before, before, path), ours, flag(sides.yours, yours, path))
+            if path in plan.writes or wanted != bool(ours):
+                flags[path] = wanted
+        return flags
+
     def _merge_input(self, snapshot: FilesystemSnapshot, path: str) -> bytes | None:
         """A file's whole content in a snapshot; ``None`` past the convenience cap (merged as binary)."""
         content = self._snapshot_content(snapshot, path)
@@ -209,6 +235,23 @@ class MergeMixin(SnapshotMixin):
             if content.size > MAX_CONVENIENCE_BYTES:
                 return None
             return content.read()
+
+
+def merged_flag(base: bool | None, ours: bool | None, theirs: bool | None) -> bool:
+    """A file's read-only flag in the merge result, three-way like content (``None``: no file on that side).
+
+    A side that left the flag as the base had it takes the other side's; a side without the file has no say.
+    Two sides that set it differently (only possible for a file both added) never conflict: the file is
+    read-only, the safer of the two (a writable file wrongly locked costs one ``set_read_only``; a lock
+    wrongly dropped lets the next write through).
+    """
+    if ours is None or theirs is None:
+        return bool(theirs if ours is None else ours)
+    if theirs in (ours, base):
+        return ours
+    if base == ours:
+        return theirs
+    return True
 
 
 def _settle_file_directory(plan: _Plan, mine: Mapping[str, Fingerprint]) -> None:

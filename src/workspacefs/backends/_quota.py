@@ -99,8 +99,10 @@ class QuotaMixin(FilesystemCore):
             raise TypeError(f"quota must be a workspacefs.Quota, not {type(quota).__name__}")
         self._quota = quota if quota is not None and quota.limited else None
         self._usage_cache: Usage | None = None
-        self._reserved = Usage()
-        """Growth admitted but not yet counted (counted usage only), under ``_quota_lock``."""
+        self._reserving: set[QuotaStep] = set()
+        """The steps holding a reservation (counted usage only; changed under ``_quota_lock``). Each step keeps
+        its own, so a step's end releases exactly what it holds, whenever an exception (a ``KeyboardInterrupt``)
+        stopped it: there is no total kept apart from the steps for the two to disagree."""
         self._quota_lock = threading.Lock()
 
     @property
@@ -179,8 +181,18 @@ class QuotaMixin(FilesystemCore):
         transaction. Memory returns its state lock, so check and change are one step there."""
         return nullcontext()
 
+    @property
+    def _reserved(self) -> Usage:
+        """Growth admitted but not yet counted: what every step holding a reservation holds (a copy of the set is
+        taken in one step, so a check outside the lock reads it while another thread reserves)."""
+        steps = tuple(self._reserving)
+        return Usage(sum(s.reserved.bytes for s in steps), sum(s.reserved.files for s in steps))
+
     def _admit(self, step: QuotaStep, path: str, bytes_delta: int, files_delta: int, largest: int) -> None:
-        """Check a change for ``step``; on counted usage, reserve its growth against every other check."""
+        """Check a change for ``step``; on counted usage, reserve its growth against every other check.
+
+        The reservation is the step's own (one assignment, after the step joined :attr:`_reserving`): an exception
+        at any point leaves nothing its ``__exit__`` (:meth:`_settle`) does not release."""
         if self._quota is None:
             return
         if self.usage_is_live:
@@ -190,20 +202,24 @@ class QuotaMixin(FilesystemCore):
         with self._quota_lock:
             now = self._counted_usage()
             self._check(path, bytes_delta=bytes_delta, files_delta=files_delta, largest=largest, usage=now)
-            reserved = self._reserved
-            self._reserved = Usage(reserved.bytes + grows.bytes, reserved.files + grows.files)
-        step.reserved = Usage(step.reserved.bytes + grows.bytes, step.reserved.files + grows.files)
+            self._reserving.add(step)
+            step.reserved = Usage(step.reserved.bytes + grows.bytes, step.reserved.files + grows.files)
         step.change = Usage(step.change.bytes + bytes_delta, step.change.files + files_delta)
 
     def _settle(self, step: QuotaStep, *, succeeded: bool) -> None:
-        """The end of ``step``: release what it reserved and, if its change succeeded, count it."""
-        if not step.reserved.bytes and not step.reserved.files and not step.change.bytes and not step.change.files:
+        """The end of ``step``: release what it reserved and, if its change succeeded, count it. An exception
+        while counting (a ``KeyboardInterrupt``) still releases, and drops the count (made again on next use)."""
+        if step not in self._reserving and not step.change.bytes and not step.change.files:
             return
         with self._quota_lock:
-            reserved = self._reserved
-            self._reserved = Usage(reserved.bytes - step.reserved.bytes, reserved.files - step.reserved.files)
-            if succeeded:
-                self._count(step.change)
+            try:
+                if succeeded:
+                    self._count(step.change)
+            except BaseException:
+                self._usage_cache = None  # counted or not, nobody knows: count again
+                raise
+            finally:
+                self._reserving.discard(step)
 
     # --- checks -----------------------------------------------------------------------------------------
 

@@ -691,8 +691,11 @@ class InMemoryFilesystem(BaseFilesystem):
         start: FilesystemSnapshot,
         writes: Mapping[str, Written],
         deletes: Collection[str],
+        *,
+        read_only: Mapping[str, bool],
     ) -> FilesystemSnapshot:
-        """A new state from ``start``'s: O(changed paths), content shared with the snapshots it came from."""
+        """A new state from ``start``'s: O(changed paths), content shared with the snapshots it came from (no
+        per-file flags here: ``read_only`` is empty)."""
         edit = _Edit(self._payload(start))
         for path in sorted(deletes, reverse=True):  # children before their parents
             if edit.get(path) is not None:
@@ -753,13 +756,16 @@ class InMemoryFilesystem(BaseFilesystem):
             PermissionError: the mount is outside every allowed root, or this filesystem is read-only.
             FileNotFoundError: the mount does not exist.
             ValueError: more than ``max_bytes``.
+            QuotaExceededError, FileTooLargeError: the files would take the workspace past its quota, as the
+                same files written one by one would (nothing is loaded then).
         """
         self._writable(mount.mount_path or mount.host_path)
         root, relative = locate_mount(mount.host_path, allowed_roots)
         target_base = self._norm(mount.mount_path if mount.mount_path is not None else relative)
         loaded, total, skipped = collect_mount(mount, root, relative, target_base, self._norm)
-        with self._lock:
-            edit = _Edit(self._capture_state())
+        with self._quota_step() as step, self._lock:  # the step holds the state lock too: check and load are one
+            state = self._capture_state()
+            edit = _Edit(state)
             for path in sorted(loaded):
                 for directory in [*ancestors(path)]:
                     node = edit.get(directory)
@@ -770,6 +776,9 @@ class InMemoryFilesystem(BaseFilesystem):
                 if isinstance(edit.get(path), _Dir):
                     raise errors.is_a_directory(path)
                 edit.put_file(path, loaded[path])
+            largest = max((len(data) for data in loaded.values()), default=0)
+            grew = Usage(edit.total_bytes - state.total_bytes, edit.file_count - state.file_count)
+            step.admit(target_base, bytes_delta=grew.bytes, files_delta=grew.files, largest=largest)
             self._set_state(edit.finish())
         return HydrationResult(len(loaded), total, skipped)
 

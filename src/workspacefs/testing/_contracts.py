@@ -55,6 +55,23 @@ class CapabilitiesSuite(SuiteBase):
         fs.set_read_only("a.txt", False)
         fs.write("a.txt", "b")
 
+    def test_a_copy_keeps_the_read_only_flag(self) -> None:
+        """A single-file copy and a tree copy agree: the copy of a read-only file is read-only."""
+        fs: Any = self.make({"a.txt": "a", "d/x.txt": "x", "c.txt": "old"})
+        if not fs.capabilities.file_read_only:
+            return
+        fs.set_read_only("a.txt")
+        fs.set_read_only("d/x.txt")
+        fs.copy("a.txt", "b.txt")
+        fs.copy("d", "e")
+        fs.copy("a.txt", "c.txt", overwrite=True)
+        assert [fs.stat(p).read_only for p in ("b.txt", "e/x.txt", "c.txt")] == [True, True, True]
+        with pytest.raises(PermissionError):
+            fs.write("b.txt", "b")
+        if fs.capabilities.history:  # the flag is part of the copy's entry: undo puts the writable file back
+            fs.undo(fs.history(limit=1)[0].entry_id)
+            assert (fs.read("c.txt").content, fs.stat("c.txt").read_only) == ("old", False)
+
 
 class ConditionalWritesSuite(SuiteBase):
     """``content_id``, ``open_versioned``, ``write_bytes_if`` and ``open_write_if`` (compare-and-set)."""

@@ -228,6 +228,23 @@ class HistorySuite(SuiteBase):
         with pytest.raises(ValueError):
             fs.grouped("")
 
+    def test_an_operation_inside_a_group_keeps_its_detail_in_the_group_entry(self) -> None:
+        """A restore (or a sandbox's command) run inside a grouped block is part of the group's entry; the group's
+        ``detail`` says what it was, as the operation's own entry would have."""
+        fs = self.journaled({"a.txt": "a1"})
+        if fs is None:
+            return
+        snapshot = fs.snapshot()
+        fs.write("a.txt", "a2")
+        with fs.grouped("try, then go back"):
+            fs.write("b.txt", "b")
+            fs.restore(snapshot)
+        entry = self.newest(fs)
+        assert entry.operation == "try, then go back" and {"a.txt", "b.txt"} <= set(entry.paths)
+        assert entry.detail is not None and entry.detail.startswith("restore: ")  # a composite's: its mount's snapshot
+        if fs.capabilities.snapshots and not hasattr(fs, "mounts"):
+            assert entry.detail == f"restore: {snapshot.snapshot_id}"
+
     def test_restore_is_journaled_and_undoable(self) -> None:
         fs = self.journaled({"a.txt": "a1", "b.txt": "b1"})
         if fs is None:

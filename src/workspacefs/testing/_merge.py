@@ -235,6 +235,60 @@ class MergeSuite(SuiteBase):
         assert result.clean
         assert self.applied(fs, result) == {"thing": None, "thing/inside.txt": b"now a directory\n"}
 
+    # --- the read-only flag (capabilities.file_read_only) ------------------------------------------------------
+
+    def flagged(self, files: Mapping[str, Content], locked: tuple[str, ...], ours: Edit, theirs: Edit) -> Any:
+        """As :meth:`branch`, from ``files`` with ``locked`` read-only in the base: the merged result, applied."""
+        fs = self.mergeable(files)
+        for path in locked:
+            fs.set_read_only(path)
+        base = fs.snapshot()
+        theirs(fs)
+        their_snapshot = fs.snapshot()
+        fs.restore(base)
+        ours(fs)
+        result = fs.merge(base, fs.snapshot(), their_snapshot)
+        assert result.clean, result.conflicts
+        fs.restore(result.snapshot)
+        return fs
+
+    def test_a_flag_set_on_one_side_is_taken(self) -> None:
+        if not self.make().capabilities.file_read_only:
+            return
+        unlocked: Edit = lambda f: f.set_read_only("a.txt", False)  # noqa: E731
+        theirs_locks = self.flagged({"a.txt": "a\n"}, (), lambda f: None, lambda f: f.set_read_only("a.txt"))
+        assert theirs_locks.stat("a.txt").read_only
+        ours_locks = self.flagged(
+            {"a.txt": "a\n"}, (), lambda f: f.set_read_only("a.txt"), lambda f: f.write("a.txt", "theirs\n")
+        )
+        assert ours_locks.stat("a.txt").read_only and ours_locks.read("a.txt").content == "theirs\n"
+        theirs_unlocks = self.flagged({"a.txt": "a\n"}, ("a.txt",), lambda f: None, unlocked)
+        assert not theirs_unlocks.stat("a.txt").read_only
+        relocked: Edit = lambda f: (unlocked(f), f.write("a.txt", "theirs\n"), f.set_read_only("a.txt"))  # noqa: E731
+        ours_unlocks = self.flagged({"a.txt": "a\n"}, ("a.txt",), unlocked, relocked)
+        assert not ours_unlocks.stat("a.txt").read_only and ours_unlocks.read("a.txt").content == "theirs\n"
+
+    def test_a_line_merge_keeps_the_merged_flag(self) -> None:
+        if not self.make().capabilities.file_read_only:
+            return
+        fs = self.flagged(
+            {"doc.txt": TEXT},
+            (),
+            lambda f: (f.write("doc.txt", _replace_line(TEXT, 2, "ours")), f.set_read_only("doc.txt")),
+            lambda f: f.write("doc.txt", _replace_line(TEXT, 8, "theirs")),
+        )
+        assert fs.read("doc.txt").content == _replace_line(_replace_line(TEXT, 2, "ours"), 8, "theirs")
+        assert fs.stat("doc.txt").read_only
+
+    def test_flags_set_differently_on_both_sides_keep_the_file_read_only(self) -> None:
+        if not self.make().capabilities.file_read_only:
+            return
+        lock: Edit = lambda f: (f.write("new.txt", "same\n"), f.set_read_only("new.txt"))  # noqa: E731
+        add: Edit = lambda f: f.write("new.txt", "same\n")  # noqa: E731
+        ours_locked = self.flagged({"k.txt": "k\n"}, (), lock, add)
+        theirs_locked = self.flagged({"k.txt": "k\n"}, (), add, lock)
+        assert ours_locked.stat("new.txt").read_only and theirs_locked.stat("new.txt").read_only
+
     # --- forks: two agents ---------------------------------------------------------------------------------------
 
     def test_two_forks_editing_different_lines_merge_back(self) -> None:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import linecache
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import CodeType, FrameType
 from typing import Any, cast
 
 import pytest
 
+from workspacefs.backends._quota import QuotaMixin
 from workspacefs.errors import FileTooLargeError, QuotaExceededError
 from workspacefs.protocol import ConditionalWrites, Filesystem, SnapshotableFilesystem
 from workspacefs.quota import Quota, Usage
@@ -32,6 +36,37 @@ def _switching_often() -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(before)
+
+
+@contextmanager
+def _interrupting(codes: tuple[CodeType, ...], at: int) -> Iterator[list[bool]]:
+    """Raise ``KeyboardInterrupt`` (as Ctrl-C would, between two statements) at the ``at``-th line run, in this
+    thread, of the functions whose code is ``codes``; yields ``[fired]``. A ``with`` line is passed over: an
+    exception raised there as the block exits skips the context manager's own ``__exit__`` (a lock stays held),
+    which no code can guard against."""
+    fired = [False]
+    seen = 0
+
+    def local(frame: FrameType, event: str, arg: object) -> Any:
+        nonlocal seen
+        if event == "line" and not fired[0]:
+            if linecache.getline(frame.f_code.co_filename, frame.f_lineno).lstrip().startswith("with "):
+                return local
+            seen += 1
+            if seen == at:
+                fired[0] = True
+                raise KeyboardInterrupt
+        return local
+
+    def calls(frame: FrameType, event: str, arg: object) -> Any:
+        return local if frame.f_code in codes else None
+
+    before = sys.gettrace()
+    sys.settrace(calls)
+    try:
+        yield fired
+    finally:
+        sys.settrace(before)
 
 
 def _race(writers: list[Callable[[], object]]) -> list[BaseException | None]:
@@ -217,6 +252,24 @@ class QuotaSuite(SuiteBase):
             for number in range(_ROUNDS):
                 finishes(lambda number=number: round_of_writers(number))  # type: ignore[misc]
         assert self.usage(fs) == Usage(0, 0)
+
+    def test_an_interrupt_anywhere_in_a_quota_step_leaks_no_reservation(self) -> None:
+        """A ``KeyboardInterrupt`` landing at any line of a change's admission (its check and reservation) or of
+        its counting at the end leaves nothing reserved and usage right: the workspace can still be filled
+        exactly to its limit, never past it."""
+        codes = (QuotaMixin._admit.__code__, QuotaMixin._count.__code__)
+        at = 1
+        while True:
+            fs = self.limited(max_bytes=100)
+            with _interrupting(codes, at) as fired, contextlib.suppress(KeyboardInterrupt):
+                fs.write_bytes("a.bin", b"a" * 60)
+            if not fired[0]:
+                break  # every line has had its interrupt
+            written = 60 if fs.exists("a.bin") else 0
+            assert self.usage(fs) == Usage(written, 1 if written else 0), f"interrupted at line {at}"
+            fs.write_bytes("b.bin", b"b" * (100 - written))  # exactly full: refused if a reservation leaked
+            at += 1
+        assert at > 3  # the step's lines were reached
 
     def test_usage_without_a_quota_follows_every_change(self) -> None:
         """Without a quota nothing keeps a count current, so ``usage()`` is counted when asked (a host, object

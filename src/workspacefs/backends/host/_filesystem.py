@@ -592,7 +592,10 @@ class HostFilesystem(HostHistoryMixin):
         start: FilesystemSnapshot,
         writes: Mapping[str, Written],
         deletes: Collection[str],
+        *,
+        read_only: Mapping[str, bool],
     ) -> FilesystemSnapshot:
+        """The merge result as a snapshot of this root (no per-file flags here: ``read_only`` is empty)."""
         return capture_merged(self._snapshots, draft, start, writes, deletes)
 
     def __repr__(self) -> str:

@@ -156,6 +156,7 @@ class ObjectHistory(SnapshotMixin):
         with self._drafts_lock:
             draft = self._drafts.pop(scope.key, None)
         if draft is not None:
+            draft.detail = scope.detail  # grown by the operations run in a group (Scope.absorb)
             record = self._settle_draft(draft)
             scope.entry_id = None if record is None else record.entry_id
 

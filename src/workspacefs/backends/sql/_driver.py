@@ -21,7 +21,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
-from workspacefs.backends.sql._reach import lost_connection
+from workspacefs.backends.sql._reach import classified
 from workspacefs.backends.sql._turns import Turns
 
 __all__ = ["Driver", "Scope", "Tx"]
@@ -294,8 +294,10 @@ class Scope:
             try:
                 tx.run(self._begin)
             except BaseException as exc:
-                self._driver._recover(held, tx, error=exc)
-                _raise_if_lost(exc, self._driver.where)
+                typed = classified(exc, driver.where, held[0])  # before _recover closes a broken connection
+                driver._recover(held, tx, error=exc)
+                if typed is not None:
+                    raise typed from exc
                 raise
         return tx
 
@@ -325,20 +327,23 @@ class Scope:
             driver._recover(held, tx, keep=False)
             raise
         except BaseException as exc:
+            typed = classified(exc, driver.where, held[0])  # before _recover closes a broken connection
             driver._recover(held, tx, error=exc)
-            _raise_if_lost(exc, driver.where)
+            if typed is not None:
+                raise typed from exc
             raise
         if kind is not None:
+            typed = None if error is None or not driver.postgres else classified(error, driver.where, held[0])
             driver._recover(held, tx, error=error)
-            if error is not None and driver.postgres:
-                _raise_if_lost(error, driver.where)
+            if typed is not None:
+                raise typed from error
             return
         driver._checkin(held)
 
 
 def _raise_if_lost(exc: BaseException, where: str) -> None:
-    """Raise the ``ConnectionError`` ``exc`` means if it is a lost or refused connection (else return, and
-    the caller re-raises ``exc`` as it was)."""
-    lost = lost_connection(exc, where)
+    """Raise the typed error ``exc`` (a failed connection attempt) means: ``ConnectionError`` for a lost or refused
+    connection (else return, and the caller re-raises ``exc`` as it was)."""
+    lost = classified(exc, where)
     if lost is not None:
         raise lost from exc

@@ -49,6 +49,7 @@ from workspacefs.backends.sql._journal import (
     tagged,
     tree_rows,
 )
+from workspacefs.backends.sql._lock_order import lock_paths, lock_session
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     file_versions,
@@ -128,6 +129,8 @@ class _NoParent(Exception):  # noqa: N818 - a signal, not an error anyone sees
 
 
 _RETRIES = 5
+_RESTORE_ATTEMPTS = 3
+"""How often a restore runs again after PostgreSQL broke a deadlock it was part of (it changed nothing)."""
 _NO_JOURNAL = (False, None, None, None, None, None, None, None, None)
 """``wsfs_write_small``'s journal arguments when the store keeps no journal."""
 
@@ -576,7 +579,7 @@ class SqlFilesystem(BaseFilesystem):
         self, path: str, mode: WriteMode, expect: str | None, read_only: bool | None, upload: FinishedUpload
     ) -> None:
         tag = self._tag("write")
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             self._store.finish_upload(connection, upload.upload_id)
             self._parent_dir(connection, path)
             row = self._row(connection, path, lock=True)
@@ -605,7 +608,7 @@ class SqlFilesystem(BaseFilesystem):
         tag = self._tag("write")
         for attempt in range(_RETRIES):
             try:
-                with self._store.write() as connection:
+                with self._writing(path) as connection:
                     self._parent_dir(connection, path)
                     row = self._row(connection, path, lock=True)
                     _check_expected(row, path, expect)
@@ -664,10 +667,37 @@ class SqlFilesystem(BaseFilesystem):
             except _NoParent:
                 with self._store.read() as connection:
                     self._parent_dir(connection, path)  # raises the error that fits (or the parent is back)
-            except driver.integrity_error:  # another writer created the file after the rows were locked
-                if mode == "create":
+            except driver.integrity_error as exc:
+                if _foreign_key_failed(exc):  # what the row refers to went meanwhile: the session, or the parent
+                    self._check_still_there(path)
+                elif mode == "create":  # another writer created the file after the rows were locked
                     raise errors.file_exists(path) from None
         raise ConcurrentChangeError(path, "Too many concurrent writers; try again")
+
+    @contextlib.contextmanager
+    def _writing(self, path: str) -> Iterator[Connection]:
+        """A write transaction changing ``path``: a foreign key's refusal because the session was deleted meanwhile
+        raises what every other change of a deleted session raises, ``FileNotFoundError``."""
+        try:
+            with self._store.write() as connection:
+                yield connection
+        except IntegrityError as exc:
+            if _foreign_key_failed(exc.orig) and self._session_deleted():
+                raise errors.file_not_found(path) from None
+            raise
+
+    def _session_deleted(self) -> bool:
+        """Whether this session's row is gone (deleted, by this process or another)."""
+        with self._store.read() as connection:
+            return connection.execute(sa.select(sessions.c.id).where(sessions.c.id == self._session)).first() is None
+
+    def _check_still_there(self, path: str) -> None:
+        """After a foreign key refused a change of ``path``: raise what a change of a deleted session raises
+        everywhere else (``FileNotFoundError``), or the parent's error; return if both are back (run again)."""
+        if self._session_deleted():
+            raise errors.file_not_found(path)
+        with self._store.read() as connection:
+            self._parent_dir(connection, path)
 
     def _write_small_call(  # noqa: PLR0917 - the hot path: positional, as _write_small's
         self,
@@ -760,21 +790,23 @@ class SqlFilesystem(BaseFilesystem):
 
     def _make_dir(self, path: str) -> None:
         tag = self._tag("mkdir")
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             self._parent_dir(connection, path)
             if self._row(connection, path) is not None:
                 raise errors.file_exists(path)
             try:
                 with connection.begin_nested():
                     connection.execute(_INSERT_ROW, self._new_row(path, directory=True, blob_id=None, size=0))
-            except IntegrityError:
+            except IntegrityError as exc:
+                if _foreign_key_failed(exc.orig):  # its parent is locked: the session went meanwhile
+                    raise
                 raise errors.file_exists(path) from None
             self._journal_changes(connection, tag, Change(path, None, DIRECTORY))
         self._committed(tag)
 
     def _remove_file(self, path: str) -> None:
         tag = self._tag("delete")
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             row = self._row(connection, path, lock=True)
             if row is None:
                 raise errors.file_not_found(path)
@@ -788,7 +820,7 @@ class SqlFilesystem(BaseFilesystem):
 
     def _remove_empty_dir(self, path: str) -> None:
         tag = self._tag("delete")
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             row = self._row(connection, path, lock=True)
             if row is None:
                 raise errors.file_not_found(path)
@@ -809,7 +841,7 @@ class SqlFilesystem(BaseFilesystem):
 
     def _remove_tree(self, path: str) -> None:
         tag = self._tag("delete", rows=True)
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             row = self._row(connection, path, lock=True)
             if row is None:
                 raise errors.file_not_found(path)
@@ -849,7 +881,7 @@ class SqlFilesystem(BaseFilesystem):
 
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         tag = self._tag("move")
-        with self._store.write() as connection:
+        with self._writing(dst) as connection:
             moved = self._row(connection, src, lock=True)
             if moved is None:
                 raise errors.file_not_found(src)
@@ -873,15 +905,23 @@ class SqlFilesystem(BaseFilesystem):
         self._committed(tag)
 
     def _copy_file(self, src: str, dst: str) -> None:
+        """The copy points at the same content and keeps the read-only flag, as a tree copy's files do."""
         tag = self._tag("copy")
-        with self._store.write() as connection:
+        with self._writing(dst) as connection:
             source = self._file_row(connection, src)
             self._parent_dir(connection, dst)
             existing = self._row(connection, dst, lock=True)
             self._check_writable_file(existing, dst, "overwrite")
             try:
                 self._put_file(
-                    connection, dst, source.blob_id, source.size_bytes, existing=existing, mode="overwrite", tag=tag
+                    connection,
+                    dst,
+                    source.blob_id,
+                    source.size_bytes,
+                    existing=existing,
+                    mode="overwrite",
+                    tag=tag,
+                    read_only=True if source.is_readonly else None,
                 )
             except _Raced:
                 raise errors.file_exists(dst) from None
@@ -890,7 +930,7 @@ class SqlFilesystem(BaseFilesystem):
 
     def _copy_tree(self, src: str, dst: str) -> None:
         tag = self._tag("copy", rows=True)
-        with self._store.write() as connection:
+        with self._writing(dst) as connection:
             if self._row(connection, src) is None:
                 raise errors.file_not_found(src)
             self._parent_dir(connection, dst)
@@ -976,7 +1016,7 @@ class SqlFilesystem(BaseFilesystem):
         """Set a file's flag (over content id ``expect``, where given), journaled as ``set_read_only`` when it
         changes: an entry that undo can put back."""
         tag = self._tag("set_read_only")
-        with self._store.write() as connection:
+        with self._writing(path) as connection:
             row = self._row(connection, path, lock=True)
             _check_expected(row, path, expect)
             if row is None:
@@ -1201,30 +1241,52 @@ class SqlFilesystem(BaseFilesystem):
         of another session of the family, one taken before migration 0008) is compared set-based in the
         database, as a whole."""
         tag = self._tag("restore", rows=True)
-        with self._store.write() as connection:
-            row = self._own_snapshot(connection, snapshot)
-            before = self._usage_in(connection) if self._quota is not None else None
-            if self._marked(row):
-                self._restore_versions(connection, tag, int(row.mark))
-            else:
-                self._restore_entries(connection, tag, versions.entries(row))
-            if before is not None:
-                after = self._usage_in(connection) or before
-                self._hold_to_quota(connection, "/", Usage(after.bytes - before.bytes, after.files - before.files))
+        postgres = self._store.dialect == "postgresql"
+        for attempt in range(1, _RESTORE_ATTEMPTS + 1):
+            try:
+                with self._store.write() as connection:
+                    released = self._restore_rows(connection, snapshot, tag)
+                    if not postgres:  # one writer at a time: collected in the same transaction
+                        self._store.release(connection, released)
+                break
+            except ConcurrentChangeError:  # PostgreSQL broke a deadlock (see _lock_order): nothing changed
+                if attempt == _RESTORE_ATTEMPTS:
+                    raise
         self._committed(tag)
+        if postgres and released:  # after the commit, as a small write's (see _lock_order)
+            with self._store.write() as connection:
+                self._store.release(connection, released)
 
-    def _restore_versions(self, connection: Connection, tag: JournalTag | None, mark: int) -> None:
+    def _restore_rows(self, connection: Connection, snapshot: FilesystemSnapshot, tag: JournalTag | None) -> list[str]:
+        """The restore's changes in ``connection``'s transaction; the content it no longer references."""
+        row = self._own_snapshot(connection, snapshot)
+        before = self._usage_in(connection) if self._quota is not None else None
+        if self._marked(row):
+            released = self._restore_versions(connection, tag, int(row.mark))
+        else:
+            released = self._restore_entries(connection, tag, versions.entries(row))
+        if before is not None:
+            after = self._usage_in(connection) or before
+            self._hold_to_quota(connection, "/", Usage(after.bytes - before.bytes, after.files - before.files))
+        return released
+
+    def _restore_versions(self, connection: Connection, tag: JournalTag | None, mark: int) -> list[str]:
         """Restore to the session's state at ``mark``: each path changed since is set to its oldest version after
         the mark (no version: the path is as it is now). Journaled, like the set-based restore, for every path
-        whose kind or content changes (times alone are no change)."""
+        whose kind or content changes (times alone are no change). The content no longer referenced."""
         session = self._session
-        # no lock against the session's writers, as the set-based restore takes none: a writer that holds a row
-        # this restore must change would wait for that lock while the restore waits for its row (a deadlock).
-        # A change of the same path at the same moment races as it did with the set-based restore.
+        # no session-wide lock against the session's writers, as the set-based restore takes none: a writer that
+        # holds a row this restore must change would wait for that lock while the restore waits for its row (a
+        # deadlock). On PostgreSQL the rows it changes are locked first (_lock_order); a change of a path not
+        # changed since the mark, made at the same moment, races as it did with the set-based restore.
         wanted = {r.path: r for r in connection.execute(versions.first_versions(session, mark)) if r.path != ROOT}
         if not wanted:
-            return
-        current = {r.path: r for r in self._rows_at(connection, sorted(wanted), F)}
+            return []
+        if self._store.dialect == "postgresql":
+            rows = lock_paths(connection, session, wanted)
+        else:
+            rows = self._rows_at(connection, sorted(wanted), F)
+        current = {r.path: r for r in rows}
         plan = _RestorePlan(session)
         for path, then in wanted.items():
             plan.add(path, then, current.get(path))
@@ -1237,7 +1299,7 @@ class SqlFilesystem(BaseFilesystem):
             connection.execute(_SET_ROW, plan.updates)
         if plan.inserts:  # parents before children
             connection.execute(_INSERT_ROW, sorted(plan.inserts, key=lambda v: v["path"]))
-        self._store.release(connection, [b for b in plan.released if b])
+        return [b for b in plan.released if b]
 
     def _rows_at(self, connection: Connection, paths: Sequence[str], *columns: Any) -> list[Row[Any]]:
         """The session's rows at ``paths`` (those that exist): each one a lookup by the whole key, in batches of
@@ -1252,9 +1314,11 @@ class SqlFilesystem(BaseFilesystem):
             found.extend(connection.execute(lookups[0] if len(lookups) == 1 else sa.union_all(*lookups)))
         return found
 
-    def _restore_entries(self, connection: Connection, tag: JournalTag | None, entries: Any) -> None:
+    def _restore_entries(self, connection: Connection, tag: JournalTag | None, entries: Any) -> list[str]:
         """Put back the rows of ``entries`` (a snapshot's whole manifest), set-based: the database compares the
-        two sets; unchanged rows are neither deleted nor rewritten."""
+        two sets; unchanged rows are neither deleted nor rewritten. The content no longer referenced."""
+        if self._store.dialect == "postgresql":
+            lock_session(connection, self._session)  # any row may change: all are locked first (_lock_order)
         # path by plain equality, so both databases look the entry up by its key (IS NOT DISTINCT FROM is
         # not indexable on PostgreSQL: it made this an O(n²) scan); the other columns compare as values
         same = sa.and_(
@@ -1275,7 +1339,7 @@ class SqlFilesystem(BaseFilesystem):
                 .order_by(entries.c.path),  # parents before children
             )
         )
-        self._store.release(connection, [b for b in released if b])
+        return [b for b in released if b]
 
     def _journal_restore(self, connection: Connection, tag: JournalTag, entries: Any) -> None:
         """Journal what restoring ``entries`` changes, before it does: every path whose kind, content or read-only
@@ -1490,15 +1554,23 @@ class SqlFilesystem(BaseFilesystem):
         spool.seek(0)
         return StreamReader(path, spool, entry.size_bytes)
 
+    def _read_only_files(self, snapshot: FilesystemSnapshot) -> Collection[str]:
+        with self._store.read() as connection:
+            entries = versions.entries(self._own_snapshot(connection, snapshot))
+            query = sa.select(entries.c.path).where(entries.c.is_directory.is_(False), entries.c.is_readonly.is_(True))
+            return frozenset(connection.execute(query).scalars())
+
     def _capture_merged(
         self,
         draft: FilesystemSnapshot,
         start: FilesystemSnapshot,
         writes: Mapping[str, Written],
         deletes: Collection[str],
+        *,
+        read_only: Mapping[str, bool],
     ) -> FilesystemSnapshot:
         """One transaction: ``start``'s entries copied set-based (rows only), the merged paths fixed, new
-        content stored as blobs (deduplicated like any write)."""
+        content stored as blobs (deduplicated like any write), the merged read-only flags set."""
         with self._store.write() as connection:
             count, total = capture_merged(
                 connection,
@@ -1508,6 +1580,7 @@ class SqlFilesystem(BaseFilesystem):
                 start=self._own_snapshot(connection, start),
                 writes=writes,
                 deletes=deletes,
+                read_only=read_only,
             )
         return self._completed(
             draft, file_count=count, total_bytes=total, commit_ref=str(draft.snapshot_id), strategy="manifest"
@@ -1526,6 +1599,13 @@ def _growth(row: Row[Any] | None, size: int) -> Usage:
 def _grows_toward(quota: Quota, grew: Usage) -> bool:
     """Whether a change that adds ``grew`` can pass one of ``quota``'s totals (only then is it checked again)."""
     return (grew.bytes > 0 and quota.max_bytes is not None) or (grew.files > 0 and quota.max_files is not None)
+
+
+def _foreign_key_failed(exc: BaseException | None) -> bool:
+    """Whether a driver's integrity error is a foreign key's (a row referred to is gone), not a unique key's."""
+    if getattr(exc, "sqlstate", None) == "23503":  # PostgreSQL's foreign_key_violation
+        return True
+    return getattr(exc, "sqlite_errorname", None) == "SQLITE_CONSTRAINT_FOREIGNKEY"
 
 
 def _check_session_id(session_id: object) -> None:

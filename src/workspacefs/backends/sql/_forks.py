@@ -137,9 +137,11 @@ def capture_merged(
     start: Any,
     writes: Mapping[str, Written],
     deletes: Collection[str],
+    read_only: Mapping[str, bool],
 ) -> tuple[int, int]:
     """Make snapshot ``draft`` of ``session_id`` from ``start``'s entries (``start``: its ``wsfs_snapshots`` row)
-    with ``deletes`` removed and ``writes`` written (in the caller's write transaction); its file count and bytes.
+    with ``deletes`` removed, ``writes`` written and the files of ``read_only`` given that flag (in the caller's
+    write transaction); its file count and bytes.
     The result is written out in ``wsfs_snapshot_entries``: it is no state the session was ever in."""
     new, now = str(draft.snapshot_id), datetime.now(UTC)
     connection.execute(
@@ -182,6 +184,10 @@ def capture_merged(
         else:
             values = _row(new, path, blob_id=store.put_content(connection, wanted), size=len(wanted), now=now)
         connection.execute(sa.insert(E).values(values))
+    for flag in (False, True):
+        paths = sorted(path for path, wanted in read_only.items() if wanted is flag)
+        if paths:
+            connection.execute(sa.update(E).where(E.c.snapshot_id == new, E.c.path.in_(paths)).values(is_readonly=flag))
     count, total = connection.execute(
         sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(E.c.size_bytes), 0)).where(
             E.c.snapshot_id == new, E.c.is_directory.is_(False)

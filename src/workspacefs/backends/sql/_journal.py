@@ -494,7 +494,7 @@ def _entry(rows: Sequence[Any]) -> JournalEntry:
         first.operation,
         tuple(_change(r) for r in rows),
         None if first.undoes is None else int(first.undoes),
-        first.detail,
+        rows[-1].detail,  # a group's detail grows with the operations run in it (Scope.absorb): the last is whole
     )
 
 

@@ -1,8 +1,11 @@
-"""Which database failures mean "the server cannot be reached": those become ``ConnectionError``.
+"""Which database failures mean "the server cannot be reached" (``ConnectionError``) or "try again"
+(``ConcurrentChangeError``).
 
 Every surface maps ``ConnectionError`` once (503 ``storage_unavailable``, exit 1, a "try again" tool message),
 so a stopped or restarting PostgreSQL answers like an unreachable object store instead of a 500. Only a lost
-or refused connection counts: a constraint, a syntax error or a locked SQLite file keeps its own type.
+or refused connection counts: a constraint, a syntax error or a locked SQLite file keeps its own type. A
+transaction PostgreSQL rolled back to break a deadlock (SQLSTATE ``40P01``) or a serialization failure
+(``40001``) changed nothing and may simply run again: ``ConcurrentChangeError`` (409 ``conflict``).
 """
 
 from __future__ import annotations
@@ -11,14 +14,43 @@ import errno
 
 import sqlalchemy as sa
 
-__all__ = ["lost_connection"]
+from workspacefs.errors import ConcurrentChangeError
+
+__all__ = ["classified", "lost_connection", "lost_race"]
 
 _SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 """PostgreSQL's admin shutdown, crash shutdown and "cannot connect now" (class 08 is connection exceptions)."""
 
 
-def lost_connection(exc: BaseException, where: str) -> ConnectionError | None:
-    """``ConnectionError`` naming ``where`` if ``exc`` is a lost or refused connection, else ``None``."""
+_RACES = frozenset({"40P01", "40001"})
+"""PostgreSQL's deadlock_detected and serialization_failure: the transaction was rolled back, nothing changed."""
+
+
+def classified(exc: BaseException, where: str, connection: object = None) -> OSError | None:
+    """The typed error a database failure means (:func:`lost_connection`, :func:`lost_race`), else ``None``;
+    ``connection``: the driver's connection the error came from (ask before closing it)."""
+    return lost_connection(exc, where, connection) or lost_race(exc)
+
+
+def lost_race(exc: BaseException) -> ConcurrentChangeError | None:
+    """``ConcurrentChangeError`` if PostgreSQL rolled the transaction back to break a deadlock or a
+    serialization conflict (it changed nothing and may run again), else ``None``."""
+    original = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    if getattr(original, "sqlstate", None) not in _RACES or not type(original).__module__.startswith("psycopg"):
+        return None
+    return ConcurrentChangeError(None, "Another writer of the workspace held what this change needed; try again")
+
+
+def lost_connection(exc: BaseException, where: str, connection: object = None) -> ConnectionError | None:
+    """``ConnectionError`` naming ``where`` if ``exc`` is a lost or refused connection, else ``None``.
+
+    A server's error says so by its SQLSTATE (class ``08``, or the server going away). An error psycopg raises
+    itself has none, and is a connection failure only when the connection failed: a connection attempt's (its
+    ``pgconn`` is the failed connection), a connect timeout, or one raised by ``connection`` (the driver's
+    connection it came from) that broke under it (psycopg's ``broken``: interrupted, not closed by us; SQLAlchemy
+    marks such an error ``connection_invalidated``). Any other (a pipeline aborted by an earlier error, a
+    connection this process closed, a cancellation timeout) keeps its own type and message.
+    """
     original: BaseException | None = exc
     if isinstance(exc, sa.exc.DBAPIError):
         if exc.connection_invalidated:
@@ -31,7 +63,10 @@ def lost_connection(exc: BaseException, where: str) -> ConnectionError | None:
     if not isinstance(original, psycopg.OperationalError):
         return None
     state = getattr(original, "sqlstate", None)
-    if state is None or state.startswith("08") or state in _SERVER_GONE:
+    if state is not None:
+        return _unreachable(where, original) if state.startswith("08") or state in _SERVER_GONE else None
+    attempt = isinstance(original, psycopg.errors.ConnectionTimeout) or original.pgconn is not None
+    if attempt or getattr(connection, "broken", False) is True:
         return _unreachable(where, original)
     return None
 

@@ -29,7 +29,8 @@ from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORED_SQL, ContentStore
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
-from workspacefs.backends.sql._reach import lost_connection
+from workspacefs.backends.sql._lock_order import lock_session
+from workspacefs.backends.sql._reach import classified
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
@@ -265,11 +266,12 @@ class SqlStore:
 
     @contextmanager
     def _reachable(self) -> Iterator[None]:
-        """A lost or refused connection becomes ``ConnectionError`` (see ``_reach.py``)."""
+        """A lost or refused connection becomes ``ConnectionError``, a broken deadlock ``ConcurrentChangeError``
+        (see ``_reach.py``)."""
         try:
             yield
         except sa.exc.DBAPIError as exc:
-            lost = lost_connection(exc, self.shown_url)
+            lost = classified(exc, self.shown_url)
             if lost is None:
                 raise
             raise lost from exc
@@ -386,6 +388,8 @@ class SqlStore:
         if connection is None:
             with self.write() as own:
                 return self.delete_session(session_id, own)
+        if self.dialect == "postgresql":
+            lock_session(connection, session_id)  # before the session's row: the writers' order (_lock_order)
         released = self._blob_ids(connection, session_id)
         # its snapshots first, so the triggers stop keeping versions of the rows the session's delete cascades to
         connection.execute(sa.delete(snapshots).where(snapshots.c.session_id == session_id))

@@ -1,0 +1,50 @@
+"""The lock order of a restore (and of a session's delete) on PostgreSQL: the file rows first, like every writer,
+then the usage row (or the session's row).
+
+A writer locks its file row (a new file: its parent directory, ``FOR KEY SHARE``), changes it, and only then, in
+its statement's trigger (migration ``0009``), updates the session's usage row. A restore changes many rows in
+several statements, and its first statement's trigger takes the usage row: had it then waited for a file row a
+writer held, while that writer waited for the usage row, PostgreSQL broke the deadlock by failing one of them.
+So a restore locks, in one statement and in path order, every row it may change and the directories it may add
+to before it changes anything; a writer that holds one commits first, one that comes later waits for the
+restore. The content a restore releases is collected after its commit, as a small write's is: a writer storing
+the same content locks that blob row before it waits for the usage row.
+
+Deleting a session is the same story with the session's row: its delete cascades to the file rows, and a writer
+holding one waited to check its foreign key against the session's row the delete held. The delete locks the
+session's file rows first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from workspacefs.paths import ROOT, parent
+
+__all__ = ["lock_paths", "lock_session"]
+
+_LOCK_PATHS = sa.text(
+    "SELECT f.* FROM unnest(CAST(:paths AS text[])) AS p(path) CROSS JOIN LATERAL"
+    " (SELECT * FROM wsfs_files w WHERE w.session_id = :session AND w.path = p.path FOR UPDATE) AS f"
+)
+"""One key lookup per path, locked in the order given (a nested loop over the array)."""
+_LOCK_SESSION = sa.text(
+    "SELECT count(*) FROM (SELECT 1 FROM wsfs_files WHERE session_id = :session ORDER BY path FOR UPDATE) AS locked"
+)
+
+
+def lock_paths(connection: Connection, session: str, paths: Iterable[str]) -> Sequence[Any]:
+    """Lock the rows at ``paths`` and at their parents, in path order; the rows at ``paths`` that exist."""
+    wanted = set(paths)
+    every = sorted(wanted | {parent(p) for p in wanted if p != ROOT})
+    rows = connection.execute(_LOCK_PATHS, {"paths": every, "session": session}).all()
+    return [row for row in rows if row.path in wanted]
+
+
+def lock_session(connection: Connection, session: str) -> None:
+    """Lock every row of the session, in path order (a restore compared as a whole may change any)."""
+    connection.execute(_LOCK_SESSION, {"session": session})
