@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from workspacefs import SqlFilesystem, SqlStore
 from workspacefs.server import SessionCatalog, TokenStore, create_app
+from workspacefs.server._access import AccessReader
 from workspacefs.server._service import Service
+from workspacefs.server._tables import tokens as wsfs_tokens
 
 FILES = "/v1/agents/{agent_id}/sessions/{session_id}/fs"
 
@@ -116,3 +120,27 @@ def test_an_unknown_query_parameter_is_refused_by_every_router_before_the_token(
             answer = client.request(method, url + "?typo=1", headers=headers, json={"pattern": "x"})
             assert answer.status_code == 400, (method, url, answer.text)
             assert answer.json()["error"]["code"] == "unknown_parameter"
+
+
+def test_a_tokens_row_typed_once_is_still_read_every_time(service_url: str) -> None:
+    """The typed values of a token's row are kept (``_access.py``), keyed by the whole row: an expiry changed by
+    another process applies to the next lookup, and a revoked token is refused at once."""
+    store = SqlStore(service_url)
+    try:
+        agent = f"typed-{uuid.uuid4().hex[:8]}"
+        SessionCatalog(store).create(agent, "main")
+        tokens = TokenStore(store)
+        secret, info = tokens.create(agent_id=agent)
+        reader = AccessReader(store)
+        first = reader.lookup(secret, agent, "main")
+        assert first.token == info and reader.lookup(secret, agent, "main").token is first.token  # typed once
+        soon = datetime.now(UTC) + timedelta(minutes=5)
+        with store.write() as connection:  # as another process would change it
+            connection.execute(sa.update(wsfs_tokens).where(wsfs_tokens.c.id == info.token_id).values(expires_at=soon))
+        changed = reader.lookup(secret, agent, "main").token
+        assert changed is not None and changed.expires_at is not None
+        assert abs((changed.expires_at - soon).total_seconds()) < 1
+        assert tokens.revoke(info.token_id)
+        assert reader.lookup(secret, agent, "main").token is None
+    finally:
+        store.close()
