@@ -13,6 +13,7 @@ booleans) — the same values :class:`~workspacefs.server.tokens.TokenStore` and
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,8 +83,16 @@ class Access:
     session: SessionAccess | None
 
 
+_REMEMBERED = 1024
+"""Rows whose typed values are kept (per reader): the same row read again needs no conversion."""
+
+
 class AccessReader:
-    """The lookup, its statements built once per store in the database's placeholder style."""
+    """The lookup, its statements built once per store in the database's placeholder style.
+
+    Typing a row (timestamps parsed, the token's policy decoded) cost about 6 µs of a 21 µs lookup on SQLite, for
+    the same values request after request: the typed values are kept per row, keyed by every column read, so a
+    changed row (a new expiry, a renamed session) is typed anew and a row that is gone is never used."""
 
     def __init__(self, store: SqlStore) -> None:
         self._driver = store.driver
@@ -91,6 +100,8 @@ class AccessReader:
         self._token_only = sql(_BY_TOKEN)
         self._with_session = sql(_WITH_SESSION)
         self._with_default_session = sql(_WITH_DEFAULT_SESSION)
+        self._typed_token = functools.lru_cache(maxsize=_REMEMBERED)(self._token_of)
+        self._typed_entry = functools.lru_cache(maxsize=_REMEMBERED)(self._entry_of)
 
     def lookup(self, secret: str | None, agent_id: str | None = None, session_id: str | None = None) -> Access:
         """The token of ``secret`` (if given) and, if both ids are given, that session of that agent: one
@@ -103,7 +114,7 @@ class AccessReader:
                 cursor = tx.run(self._token_only, (hashed,))
                 tx.sync()
                 row = cursor.fetchone()
-            return Access(None if row is None else self._token(row), None)
+            return Access(None if row is None else self._typed_token(tuple(row[:10])), None)
         params: tuple[str | None, ...]
         if agent_id == DEFAULT_AGENT:
             statement, params = self._with_default_session, (hashed, agent_id, session_id, session_id)
@@ -113,14 +124,15 @@ class AccessReader:
             cursor = tx.run(statement, params)
             tx.sync()
             row = cursor.fetchone()
-        token = self._token(row) if row[0] is not None else None
-        entry = None
-        if row[10] is not None:
-            stamp = self._driver.stamp
-            entry = CatalogEntry(row[11], agent_id, stamp(row[12]), stamp(row[13]), row[10])
+        token = self._typed_token(tuple(row[:10])) if row[0] is not None else None
+        entry = None if row[10] is None else self._typed_entry(agent_id, *row[10:14])
         return Access(token, SessionAccess(agent_id, session_id, entry, row[14]))
 
-    def _token(self, row: Any) -> TokenInfo:
+    def _entry_of(self, agent_id: str, storage_id: str, public_id: str, created: Any, updated: Any) -> CatalogEntry:
+        stamp = self._driver.stamp
+        return CatalogEntry(public_id, agent_id, stamp(created), stamp(updated), storage_id)
+
+    def _token_of(self, row: tuple[Any, ...]) -> TokenInfo:
         stamp = self._driver.stamp
         return TokenInfo(
             row[0],

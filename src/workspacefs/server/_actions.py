@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter
 from fastapi.responses import Response
 from starlette.convertors import Convertor, register_url_convertor
 
@@ -29,13 +29,12 @@ from workspacefs.server._service import (
     ServedFilesystem,
     ServiceDep,
     SessionId,
-    known_query_only,
     wire_path,
 )
 
 __all__ = ["router"]
 
-router = APIRouter(prefix=PREFIX + "/_", tags=["actions"], dependencies=[Depends(known_query_only)])
+router = APIRouter(prefix=PREFIX + "/_", tags=["actions"])
 ACTIONS = ("stat", "move", "copy", "grep", "glob")
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Path
+from fastapi import APIRouter, Body, Path
 from fastapi.responses import Response
 
 from workspacefs.server._auth import Admin
@@ -22,12 +22,12 @@ from workspacefs.server._models import (
     TokenList,
     TokenModel,
 )
-from workspacefs.server._service import ServiceDep, known_query_only
+from workspacefs.server._service import ServiceDep
 from workspacefs.server.tokens import TokenInfo
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/tokens", tags=["tokens"], dependencies=[Depends(known_query_only)])
+router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
 TokenId = Annotated[str, Path(max_length=64, description="A token's id (from the list, never its secret)")]
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import Response
 from starlette.convertors import Convertor, register_url_convertor
 
@@ -25,11 +25,10 @@ from workspacefs.server._models import CreateFileRequest, FileList, FileModel, U
 from workspacefs.server._service import (
     AgentId,
     ServedFilesystem,
-    ServiceDep,
     SessionId,
     decode_content,
     file_model,
-    known_query_only,
+    serving,
     wire_path,
 )
 from workspacefs.server._transfer import (
@@ -63,7 +62,7 @@ class _AnyPath(Convertor[str]):
 register_url_convertor("wsfs_path", _AnyPath())
 
 PREFIX = "/v1/agents/{agent_id}/sessions/{session_id}/fs"
-router = APIRouter(prefix=PREFIX, tags=["files"], dependencies=[Depends(known_query_only)])
+router = APIRouter(prefix=PREFIX, tags=["files"])
 
 
 def _if_match_schema(schema: dict[str, Any]) -> None:
@@ -182,8 +181,9 @@ def _listing(fs: ServedFilesystem, session_id: str, norm: str) -> Response:
 
 
 @router.get("", response_model=FileList, responses=error_responses(404), summary="List the root directory")
-async def list_root(*, agent_id: AgentId, session_id: SessionId, access: ReadAccess, running: ServiceDep) -> Response:
+async def list_root(*, agent_id: AgentId, session_id: SessionId, access: ReadAccess) -> Response:
     """The root directory's entries."""
+    running = serving(access)
 
     def work() -> Response:
         return _listing(running.filesystem(access.verify(), agent_id, session_id), session_id, "/")
@@ -217,9 +217,9 @@ async def read(
     agent_id: AgentId,
     session_id: SessionId,
     access: ReadAccess,
-    running: ServiceDep,
 ) -> Response:
     """A file as JSON (text or base64 content), its raw bytes, or a directory as ``{"data": [...]}``."""
+    running = serving(access)
     raw = wants_raw(request)
 
     def work() -> Response:
@@ -266,10 +266,10 @@ async def create(
     agent_id: AgentId,
     session_id: SessionId,
     access: WriteAccess,
-    running: ServiceDep,
 ) -> Response:
     """Create a file (JSON ``content`` or a raw body) or, with ``is_directory``, a directory; parents are
     created as needed. 409 if something is already there."""
+    running = serving(access)
     if is_raw(request):
         who = await running.run(access.verify)
         norm = target_path(path)
@@ -332,11 +332,11 @@ async def update(
     agent_id: AgentId,
     session_id: SessionId,
     access: WriteAccess,
-    running: ServiceDep,
     if_match: IfMatch = None,
 ) -> Response:
     """Replace an existing file's content (JSON or raw body) and/or its read-only flag. With ``If-Match``
     the write happens only if the file still has that ETag (412 otherwise), so editors never clobber."""
+    running = serving(access)
     if is_raw(request):
         who = await running.run(access.verify)
         norm = target_path(path)
@@ -382,11 +382,11 @@ async def delete(
     agent_id: AgentId,
     session_id: SessionId,
     access: WriteAccess,
-    running: ServiceDep,
     recursive: Recursive = False,
     if_match: IfMatch = None,
 ) -> Response:
     """Delete a file (read-only files too) or an empty directory; ``?recursive=true`` for a whole tree."""
+    running = serving(access)
 
     def work() -> None:
         who = access.verify()

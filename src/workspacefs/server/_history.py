@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, Path, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from workspacefs.errors import UndoConflictError, UnsupportedOperationError, error_code
@@ -33,14 +33,12 @@ from workspacefs.server._history_models import (
     UndoResponse,
     entry_model,
 )
-from workspacefs.server._service import AgentId, Service, ServiceDep, SessionId, known_query_only, wire_path
+from workspacefs.server._service import AgentId, Service, ServiceDep, SessionId, wire_path
 from workspacefs.server._transfer import parse_json
 
 __all__ = ["router"]
 
-router = APIRouter(
-    prefix="/v1/agents/{agent_id}/sessions/{session_id}", tags=["history"], dependencies=[Depends(known_query_only)]
-)
+router = APIRouter(prefix="/v1/agents/{agent_id}/sessions/{session_id}", tags=["history"])
 
 EntryId = Annotated[int, Path(ge=1, le=2**62, description="A journal entry's id")]
 PathFilter = Annotated[

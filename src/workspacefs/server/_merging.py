@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, cast
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from workspacefs.merge import MergeConflict, MergeResult
@@ -18,14 +18,14 @@ from workspacefs.protocol import MergeableFilesystem
 from workspacefs.server._auth import Writer
 from workspacefs.server._errors import ApiError, error_responses
 from workspacefs.server._models import SnapshotModel
-from workspacefs.server._service import AgentId, ServiceDep, SessionId, known_query_only
+from workspacefs.server._service import AgentId, ServiceDep, SessionId
 from workspacefs.server._sessions import SESSION, snapshot_model
 from workspacefs.server._transfer import parse_json
 from workspacefs.snapshots import find_snapshot
 
 __all__ = ["ConflictModel", "HunkModel", "MergeRequest", "MergeResponse", "router"]
 
-router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(known_query_only)])
+router = APIRouter(prefix="/v1", tags=["sessions"])
 SnapshotName = Annotated[str, Field(min_length=1, max_length=200)]
 
 

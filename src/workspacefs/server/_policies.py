@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Body, Depends, Path, Query
+from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import Response
 
 from workspacefs.policy import Policy
@@ -24,11 +24,11 @@ from workspacefs.server._models import (
     PolicyRuleModel,
     SessionPolicyModel,
 )
-from workspacefs.server._service import AgentId, ServiceDep, SessionId, known_query_only
+from workspacefs.server._service import AgentId, ServiceDep, SessionId
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1", tags=["policy"], dependencies=[Depends(known_query_only)])
+router = APIRouter(prefix="/v1", tags=["policy"])
 ApprovalId = Annotated[str, Path(max_length=64, description="An approval's id")]
 StatusFilter = Annotated[
     Literal["pending", "approved", "denied", "expired", "all"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
 from workspacefs.errors import SnapshotNotFoundError
@@ -32,7 +32,6 @@ from workspacefs.server._service import (
     ServedFilesystem,
     ServiceDep,
     SessionId,
-    known_query_only,
     session_model,
     uuid7,
 )
@@ -41,7 +40,7 @@ from workspacefs.snapshots import find_snapshot
 
 __all__ = ["SESSION", "router", "snapshot_model"]
 
-router = APIRouter(prefix="/v1", tags=["sessions"], dependencies=[Depends(known_query_only)])
+router = APIRouter(prefix="/v1", tags=["sessions"])
 SESSION = "/agents/{agent_id}/sessions/{session_id}"
 SnapshotId = Annotated[
     str,

@@ -22,7 +22,9 @@ from workspacefs.server.tokens import Scope, TokenInfo
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/v1/signin", tags=["sign-in"], dependencies=[Depends(known_query_only)])
+router = APIRouter(prefix="/v1/signin", tags=["sign-in"])
+_QUERY_CHECKED = [Depends(known_query_only)]
+"""Signing in and out take no credentials, whose dependency checks the query string for the other routes."""
 
 
 def _model(info: TokenInfo | None, *, browser: bool) -> SignInModel:
@@ -42,6 +44,7 @@ async def whoami(*, who: Reader) -> SignInModel:
     response_model=SignInModel,
     responses=error_responses(),
     summary="Sign a browser in",
+    dependencies=_QUERY_CHECKED,
     openapi_extra={
         "security": [],  # this is where a browser gets its credentials
         "requestBody": {
@@ -86,7 +89,12 @@ async def sign_in(*, request: Request, running: ServiceDep) -> Response:
 
 
 @router.delete(
-    "", status_code=204, responses=error_responses(), summary="Sign the browser out", openapi_extra={"security": []}
+    "",
+    status_code=204,
+    responses=error_responses(),
+    summary="Sign the browser out",
+    openapi_extra={"security": []},
+    dependencies=_QUERY_CHECKED,
 )
 async def sign_out(*, request: Request, running: ServiceDep) -> Response:
     """Revoke the browser's sign-in (its cookie's token, if still valid) and clear the cookie. Needs the header

@@ -1,0 +1,146 @@
+"""Work a REST request does besides its own: the FastAPI dependencies solved for it and its hops to a worker thread
+(counts, not times: ``bench/bench_server.py`` measures the time; the statements are in test_server_statements.py).
+
+Solving a dependency costs a request about 8 µs, a hop to a thread more: a file's read is about 100 µs of CPU.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
+
+from workspacefs import SqlFilesystem, SqlStore
+from workspacefs.server import SessionCatalog, TokenStore, create_app
+from workspacefs.server._access import AccessReader
+from workspacefs.server._service import Service
+from workspacefs.server._tables import tokens as wsfs_tokens
+
+FILES = "/v1/agents/{agent_id}/sessions/{session_id}/fs"
+
+
+def api_routes(routes: list[Any]) -> Iterator[APIRoute]:
+    """Every API route, also inside included routers (which newer FastAPI keeps whole, as one route object)."""
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield route
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from api_routes(inner.routes)
+
+
+def solved(dependant: Any) -> list[str]:
+    """The dependency functions FastAPI calls for one request of a route, nested ones too."""
+    found: list[str] = []
+    for sub in dependant.dependencies:
+        found += solved(sub)
+        if sub.call is not None:
+            found.append(sub.call.__name__)
+    return found
+
+
+def test_a_file_request_solves_one_dependency_and_others_two() -> None:
+    """A file's credentials, query check and service come from one dependency (there were four: the router's query
+    check, the scope's check, the credentials it wraps and the service); other routes add the service's."""
+    app = create_app("sqlite:///:memory:", auth=True)
+    walked = [route for route in api_routes(app.routes) if route.include_in_schema]
+    assert len(walked) > 30
+    for route in walked:
+        calls = solved(route.dependant)
+        if route.path == "/v1/signin" and route.methods & {"POST", "DELETE"}:
+            assert calls == ["known_query_only", "service"], route.path  # no credentials: signing in and out
+            continue
+        assert calls[0].startswith("needs_"), (route.path, route.methods, calls)
+        if route.path.startswith(FILES) and not route.path.startswith(FILES + "/_/"):
+            assert calls == [calls[0]], (route.path, route.methods, calls)  # nothing but the credentials
+        else:
+            assert calls in ([calls[0]], [calls[0], "service"]), (route.path, route.methods, calls)
+
+
+@pytest.fixture
+def served(service_url: str) -> Iterator[tuple[TestClient, Service, dict[str, str], str]]:
+    store = SqlStore(service_url)
+    agent = f"work-{uuid.uuid4().hex[:8]}"  # PostgreSQL is shared by the tests
+    entry = SessionCatalog(store).create(agent, "main")
+    SqlFilesystem(store, entry.storage_id, create=False).write("a.txt", "x" * 1024)
+    secret, _ = TokenStore(store).create(agent_id=agent, rate_limit=0)
+    with TestClient(create_app(store, auth=True)) as client:
+        running = client.app.state.workspacefs  # type: ignore[attr-defined]
+        yield client, running, {"Authorization": f"Bearer {secret}"}, f"/v1/agents/{agent}/sessions/main/fs/a.txt"
+    store.close()
+
+
+def test_a_file_request_crosses_to_a_worker_thread_once(
+    served: tuple[TestClient, Service, dict[str, str], str],
+) -> None:
+    client, running, auth, file = served
+    hops: list[str] = []
+    run = running.run
+
+    def counted(function: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+        hops.append(getattr(function, "__name__", "?"))
+        return run(function, *args)
+
+    running.run = counted  # type: ignore[method-assign]
+    for request in (
+        lambda: client.get(file, headers=auth),
+        lambda: client.put(file, headers=auth, json={"content": "new"}),
+        lambda: client.get("/v1/agents", headers=auth),
+    ):
+        hops.clear()
+        request().raise_for_status()
+        assert len(hops) == 1, hops
+
+
+def test_an_unknown_query_parameter_is_refused_by_every_router_before_the_token(
+    served: tuple[TestClient, Service, dict[str, str], str],
+) -> None:
+    """The check moved from each router into the one dependency: it still comes first (400 even without a token)."""
+    client, _, auth, file = served
+    session = file.rsplit("/fs/", 1)[0]
+    for method, url in (
+        ("GET", file),
+        ("PUT", file),
+        ("GET", "/v1/agents"),
+        ("GET", session),
+        ("GET", session + "/snapshots"),
+        ("GET", session + "/history"),
+        ("GET", session + "/policy"),
+        ("POST", session.replace("/fs", "") + "/fs/_/grep"),
+        ("GET", "/v1/tokens"),
+        ("GET", "/v1/signin"),
+    ):
+        for headers in (auth, {}):
+            answer = client.request(method, url + "?typo=1", headers=headers, json={"pattern": "x"})
+            assert answer.status_code == 400, (method, url, answer.text)
+            assert answer.json()["error"]["code"] == "unknown_parameter"
+
+
+def test_a_tokens_row_typed_once_is_still_read_every_time(service_url: str) -> None:
+    """The typed values of a token's row are kept (``_access.py``), keyed by the whole row: an expiry changed by
+    another process applies to the next lookup, and a revoked token is refused at once."""
+    store = SqlStore(service_url)
+    try:
+        agent = f"typed-{uuid.uuid4().hex[:8]}"
+        SessionCatalog(store).create(agent, "main")
+        tokens = TokenStore(store)
+        secret, info = tokens.create(agent_id=agent)
+        reader = AccessReader(store)
+        first = reader.lookup(secret, agent, "main")
+        assert first.token == info and reader.lookup(secret, agent, "main").token is first.token  # typed once
+        soon = datetime.now(UTC) + timedelta(minutes=5)
+        with store.write() as connection:  # as another process would change it
+            connection.execute(sa.update(wsfs_tokens).where(wsfs_tokens.c.id == info.token_id).values(expires_at=soon))
+        changed = reader.lookup(secret, agent, "main").token
+        assert changed is not None and changed.expires_at is not None
+        assert abs((changed.expires_at - soon).total_seconds()) < 1
+        assert tokens.revoke(info.token_id)
+        assert reader.lookup(secret, agent, "main").token is None
+    finally:
+        store.close()
