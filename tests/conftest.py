@@ -124,3 +124,16 @@ def xfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         gc.collect()  # filesystems still referenced by finished tests hold descriptors on the mount
         if subprocess.run(["umount", str(mount)], capture_output=True, check=False).returncode != 0:
             subprocess.run(["umount", "--lazy", str(mount)], check=False)
+
+
+def api_routes(routes: list[Any]) -> Iterator[Any]:
+    """Every FastAPI ``APIRoute`` of an app, also inside included routers (newer FastAPI keeps one whole, as one
+    route object); shared by the tests that read every route's declaration."""
+    from fastapi.routing import APIRoute
+
+    for route in routes:
+        if isinstance(route, APIRoute):
+            yield route
+        inner = getattr(route, "original_router", None)
+        if inner is not None:
+            yield from api_routes(inner.routes)

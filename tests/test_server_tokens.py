@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
-from fastapi.routing import APIRoute
+from conftest import api_routes
 from fastapi.testclient import TestClient
 
 from workspacefs import SqlStore
@@ -43,16 +43,6 @@ def _agent() -> str:
 
 
 # --- scopes ----------------------------------------------------------------------------------------------------
-
-
-def api_routes(routes: list[Any]) -> Iterator[APIRoute]:
-    """Every API route, also inside included routers (which newer FastAPI keeps whole, as one route object)."""
-    for route in routes:
-        if isinstance(route, APIRoute):
-            yield route
-        inner = getattr(route, "original_router", None)
-        if inner is not None:
-            yield from api_routes(inner.routes)
 
 
 def test_every_route_declares_its_scope_and_only_reads_are_open_to_read_tokens() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from fastapi.routing import APIRoute
+from conftest import api_routes
 from fastapi.testclient import TestClient
 
 from workspacefs import SqlFilesystem, SqlStore
@@ -23,16 +23,6 @@ from workspacefs.server._service import Service
 from workspacefs.server._tables import tokens as wsfs_tokens
 
 FILES = "/v1/agents/{agent_id}/sessions/{session_id}/fs"
-
-
-def api_routes(routes: list[Any]) -> Iterator[APIRoute]:
-    """Every API route, also inside included routers (which newer FastAPI keeps whole, as one route object)."""
-    for route in routes:
-        if isinstance(route, APIRoute):
-            yield route
-        inner = getattr(route, "original_router", None)
-        if inner is not None:
-            yield from api_routes(inner.routes)
 
 
 def solved(dependant: Any) -> list[str]:
@@ -134,12 +124,12 @@ def test_a_tokens_row_typed_once_is_still_read_every_time(service_url: str) -> N
         reader = AccessReader(store)
         first = reader.lookup(secret, agent, "main")
         assert first.token == info and reader.lookup(secret, agent, "main").token is first.token  # typed once
-        soon = datetime.now(UTC) + timedelta(minutes=5)
+        soon = (datetime.now(UTC) + timedelta(minutes=5)).replace(microsecond=0)  # stored exactly on both databases
         with store.write() as connection:  # as another process would change it
             connection.execute(sa.update(wsfs_tokens).where(wsfs_tokens.c.id == info.token_id).values(expires_at=soon))
         changed = reader.lookup(secret, agent, "main").token
         assert changed is not None and changed.expires_at is not None
-        assert abs((changed.expires_at - soon).total_seconds()) < 1
+        assert changed.expires_at == soon
         assert tokens.revoke(info.token_id)
         assert reader.lookup(secret, agent, "main").token is None
     finally:
