@@ -61,8 +61,8 @@ class MemoryJournal(Journal):
 
     Columns, not a tuple per entry: every object an entry keeps alive is one more for the cyclic garbage
     collector to walk on each full collection, which cost a journaled write more than recording it did. A
-    one-change entry keeps its change itself; several are kept as a list; a path's first entry id is kept
-    as a plain int in the path index.
+    one-change entry keeps no object of its own (its path and objects sit in three columns); several changes
+    are kept as one tuple; a path's first entry id is kept as a plain int in the path index.
     """
 
     def __init__(self, describe: Describe, *, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
@@ -74,8 +74,11 @@ class MemoryJournal(Journal):
         self._stamps: list[float] = []
         self._actors: list[Actor] = []
         self._operations: list[str] = []
-        self._changes: list[Any] = []
-        """Per entry: its one change, or a list of its changes."""
+        self._paths: list[str | None] = []
+        """Per entry: the path of its one change (``_befores``/``_afters`` hold the objects), or ``None`` when
+        ``_befores`` holds a tuple of its changes (several, or one with a ``from_path``)."""
+        self._befores: list[Any] = []
+        self._afters: list[Any] = []
         self._extras: list[tuple[int | None, str | None] | None] = []
         """Per entry: ``(undoes, detail)``, or ``None`` for the many that have neither."""
         self._built: dict[int, JournalEntry] = {}
@@ -83,6 +86,16 @@ class MemoryJournal(Journal):
         """Entry ids by each path they changed (a path's history is found without a walk of the journal)."""
         self._next = 1
         self.max_entries = max_entries
+
+    @property
+    def max_entries(self) -> int:
+        """Entries kept; past an eighth more, the oldest are dropped (in batches: a drop walks the path index)."""
+        return self._max_entries
+
+    @max_entries.setter
+    def max_entries(self, value: int) -> None:
+        self._max_entries = value
+        self._cap = value + value // 8
 
     def record(
         self,
@@ -100,7 +113,15 @@ class MemoryJournal(Journal):
             self._stamps.append(time.time())
             self._actors.append(actor)
             self._operations.append(operation)
-            self._changes.append(changes[0] if len(changes) == 1 else list(changes))
+            if len(changes) == 1 and changes[0][_FROM] is None:
+                change = changes[0]
+                self._paths.append(change[_PATH])
+                self._befores.append(change[_BEFORE])
+                self._afters.append(change[_AFTER])
+            else:
+                self._paths.append(None)
+                self._befores.append(tuple(changes))
+                self._afters.append(None)
             self._extras.append(None if undoes is None and detail is None else (undoes, detail))
             by_path = self._by_path
             for change in changes:
@@ -112,7 +133,32 @@ class MemoryJournal(Journal):
                     _index(by_path, path, entry_id)
                 if change[_FROM] is not None:
                     _index(by_path, change[_FROM], entry_id)
-            if len(self._stamps) > self.max_entries + self.max_entries // 8:  # in batches: a drop walks the index
+            if entry_id - self._first >= self._cap:
+                self._drop(len(self._stamps) - self.max_entries)
+            raw = self._raw(entry_id) if self._watchers else None
+        if raw is not None:
+            self.publish(self._build(raw).events())
+        return entry_id
+
+    def record_change(self, operation: str, path: str, before: Any, after: Any, actor: Actor, *, stamp: float) -> int:
+        """:meth:`record` for the commonest entry, one change without a ``from_path``, at ``stamp`` (the
+        caller's ``time.time()``): the same entry at a third less of the cost, on every write."""
+        with self._lock:
+            entry_id = self._next
+            self._next = entry_id + 1
+            self._stamps.append(stamp)
+            self._actors.append(actor)
+            self._operations.append(operation)
+            self._paths.append(path)
+            self._befores.append(before)
+            self._afters.append(after)
+            self._extras.append(None)
+            by_path = self._by_path
+            if path in by_path:
+                _index(by_path, path, entry_id)
+            else:
+                by_path[path] = entry_id
+            if entry_id - self._first >= self._cap:
                 self._drop(len(self._stamps) - self.max_entries)
             raw = self._raw(entry_id) if self._watchers else None
         if raw is not None:
@@ -128,12 +174,12 @@ class MemoryJournal(Journal):
         id after the newest (the lock is held: copying is a slice per column, the old list's cost)."""
         at = start - self._first
         stamps, actors, operations = self._stamps[at:], self._actors[at:], self._operations[at:]
-        changes, extras = self._changes[at:], self._extras[at:]
+        paths, befores, afters, extras = self._paths[at:], self._befores[at:], self._afters[at:], self._extras[at:]
 
         def raw(entry_id: int) -> _Raw:
             i = entry_id - start
-            kept = changes[i]
-            each = tuple(kept) if type(kept) is list else (kept,)
+            path = paths[i]
+            each = befores[i] if path is None else ((path, befores[i], afters[i], None),)
             undoes, detail = extras[i] or (None, None)
             return (entry_id, stamps[i], actors[i], operations[i], each, undoes, detail)
 
@@ -218,7 +264,8 @@ class MemoryJournal(Journal):
         oldest = self._first + count
         for entry_id in range(self._first, oldest):
             self._built.pop(entry_id, None)
-        for column in (self._stamps, self._actors, self._operations, self._changes, self._extras):
+        columns = (self._stamps, self._actors, self._operations, self._paths, self._befores, self._afters, self._extras)
+        for column in columns:
             del column[:count]
         self._first = oldest
         for path in list(self._by_path):

@@ -464,7 +464,11 @@ class InMemoryFilesystem(BaseFilesystem):
             self._log = _Log(self._log, (path,))
             self._file_count += old is None
             self._total_bytes += len(data) - replaced
-            self._note("write", ((path, old, node, None),))  # a plain tuple: a RawChange costs 10x to make
+            journal = self._changes
+            if journal is not None and not _SCOPE.get():  # the commonest entry, recorded without a call between
+                journal.record_change("write", path, old, node, current_actor(), stamp=now)
+            else:
+                self._note("write", ((path, old, node, None),))  # a plain tuple: a RawChange costs 10x to make
 
     _write_content = _store
 
