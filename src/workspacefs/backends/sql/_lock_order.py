@@ -12,7 +12,10 @@ the same content locks that blob row before it waits for the usage row.
 
 Deleting a session is the same story with the session's row: its delete cascades to the file rows, and a writer
 holding one waited to check its foreign key against the session's row the delete held. The delete locks the
-session's file rows first.
+session's file rows first. Then comes the session's row, then the session's advisory lock (a snapshot's, and a
+first usage count's, exclusive; the triggers' shared): a snapshot takes the session's row (``FOR KEY SHARE``,
+:meth:`SqlStore.hold_session`) before its advisory lock, for it had waited for the row a delete was deleting
+while holding the advisory lock the delete's cascade waited for.
 """
 
 from __future__ import annotations
