@@ -49,7 +49,7 @@ from workspacefs.backends.sql._journal import (
     tagged,
     tree_rows,
 )
-from workspacefs.backends.sql._lock_order import lock_paths, lock_session
+from workspacefs.backends.sql._lock_order import lock_paths, lock_session, lock_tree
 from workspacefs.backends.sql._reach import foreign_key_failed
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
@@ -847,6 +847,7 @@ class SqlFilesystem(BaseFilesystem):
     def _remove_tree(self, path: str) -> None:
         tag = self._tag("delete", rows=True)
         with self._writing(path) as connection:
+            self._lock_tree(connection, path)
             row = self._row(connection, path, lock=True)
             if row is None:
                 raise errors.file_not_found(path)
@@ -857,6 +858,12 @@ class SqlFilesystem(BaseFilesystem):
             connection.execute(sa.delete(F).where(self._where(path)))  # the parent key cascades down
             self._store.release(connection, released)
         self._committed(tag)
+
+    def _lock_tree(self, connection: Connection, base: str, *also: str) -> None:
+        """PostgreSQL: lock every row a tree's move or delete will delete, in path order, before changing any (see
+        :mod:`._lock_order`); SQLite's writer already holds the database."""
+        if self._store.dialect == "postgresql":
+            lock_tree(connection, self._session, base, also)
 
     def _graft(self, connection: Connection, src: str, dst: str, *, keep_times: bool) -> Usage:
         """Insert a copy of the ``src`` subtree at ``dst`` (parents first): metadata only. What its files hold."""
@@ -890,6 +897,7 @@ class SqlFilesystem(BaseFilesystem):
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         tag = self._tag("move")
         with self._writing(dst) as connection:
+            self._lock_tree(connection, src, dst)
             moved = self._row(connection, src, lock=True)
             if moved is None:
                 raise errors.file_not_found(src)
