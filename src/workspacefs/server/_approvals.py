@@ -118,8 +118,10 @@ class ApprovalStore:
         return None if row is None else stored_policy(row.policy)
 
     def set_session_policy(self, storage_id: str, policy: Policy | None) -> None:
-        """Set (or with ``None`` remove) a session's own policy; every process applies it from the next request."""
+        """Set (or with ``None`` remove) a session's own policy; every process applies it from the next request.
+        ``FileNotFoundError`` if the session was deleted meanwhile (its policy row would refer to nothing)."""
         with self._store.write() as connection:
+            self._store.hold_session(connection, storage_id)  # kept until the policy's row is in
             connection.execute(sa.delete(session_policies).where(session_policies.c.session_id == storage_id))
             if policy is not None:
                 connection.execute(

@@ -49,13 +49,13 @@ from workspacefs.backends.sql._journal import (
     tagged,
     tree_rows,
 )
-from workspacefs.backends.sql._lock_order import lock_paths, lock_session
+from workspacefs.backends.sql._lock_order import lock_paths, lock_session, lock_tree
+from workspacefs.backends.sql._reach import foreign_key_failed
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     file_versions,
     session_files,
     session_usage,
-    sessions,
     snapshot_entries,
     snapshots,
 )
@@ -177,8 +177,19 @@ class SqlFilesystem(BaseFilesystem):
         self._sql = self._store.sql
         self._history = SqlJournal(self._store, session_id)
         if create:  # a caller that knows the session exists (the service) skips this write
-            with self._store.write() as connection:
-                self._store.ensure_session(connection, session_id)
+            self._ensure_session()
+
+    def _ensure_session(self) -> None:
+        """Create the session unless it exists. Deleted by another connection between its two rows: the session is
+        gone, ``FileNotFoundError``; made again meanwhile (another opener): run again."""
+        for attempt in range(_RETRIES):
+            try:
+                with self._store.session_write(self._session) as connection:
+                    self._store.ensure_session(connection, self._session)
+                return
+            except IntegrityError as exc:  # a foreign key's, with the session back: another opener made it again
+                if not foreign_key_failed(exc.orig) or attempt == _RETRIES - 1:
+                    raise
 
     @property
     def root(self) -> str:
@@ -668,7 +679,7 @@ class SqlFilesystem(BaseFilesystem):
                 with self._store.read() as connection:
                     self._parent_dir(connection, path)  # raises the error that fits (or the parent is back)
             except driver.integrity_error as exc:
-                if _foreign_key_failed(exc):  # what the row refers to went meanwhile: the session, or the parent
+                if foreign_key_failed(exc):  # what the row refers to went meanwhile: the session, or the parent
                     self._check_still_there(path)
                 elif mode == "create":  # another writer created the file after the rows were locked
                     raise errors.file_exists(path) from None
@@ -677,19 +688,13 @@ class SqlFilesystem(BaseFilesystem):
     @contextlib.contextmanager
     def _writing(self, path: str) -> Iterator[Connection]:
         """A write transaction changing ``path``: a foreign key's refusal because the session was deleted meanwhile
-        raises what every other change of a deleted session raises, ``FileNotFoundError``."""
-        try:
-            with self._store.write() as connection:
-                yield connection
-        except IntegrityError as exc:
-            if _foreign_key_failed(exc.orig) and self._session_deleted():
-                raise errors.file_not_found(path) from None
-            raise
+        raises what every other change of a deleted session raises, ``FileNotFoundError`` (``session_write``)."""
+        with self._store.session_write(self._session, path) as connection:
+            yield connection
 
     def _session_deleted(self) -> bool:
         """Whether this session's row is gone (deleted, by this process or another)."""
-        with self._store.read() as connection:
-            return connection.execute(sa.select(sessions.c.id).where(sessions.c.id == self._session)).first() is None
+        return not self._store.session_exists(self._session)
 
     def _check_still_there(self, path: str) -> None:
         """After a foreign key refused a change of ``path``: raise what a change of a deleted session raises
@@ -798,7 +803,7 @@ class SqlFilesystem(BaseFilesystem):
                 with connection.begin_nested():
                     connection.execute(_INSERT_ROW, self._new_row(path, directory=True, blob_id=None, size=0))
             except IntegrityError as exc:
-                if _foreign_key_failed(exc.orig):  # its parent is locked: the session went meanwhile
+                if foreign_key_failed(exc.orig):  # its parent is locked: the session went meanwhile
                     raise
                 raise errors.file_exists(path) from None
             self._journal_changes(connection, tag, Change(path, None, DIRECTORY))
@@ -842,6 +847,7 @@ class SqlFilesystem(BaseFilesystem):
     def _remove_tree(self, path: str) -> None:
         tag = self._tag("delete", rows=True)
         with self._writing(path) as connection:
+            self._lock_tree(connection, path)
             row = self._row(connection, path, lock=True)
             if row is None:
                 raise errors.file_not_found(path)
@@ -852,6 +858,12 @@ class SqlFilesystem(BaseFilesystem):
             connection.execute(sa.delete(F).where(self._where(path)))  # the parent key cascades down
             self._store.release(connection, released)
         self._committed(tag)
+
+    def _lock_tree(self, connection: Connection, base: str, *also: str) -> None:
+        """PostgreSQL: lock every row a tree's move or delete will delete, in path order, before changing any (see
+        :mod:`._lock_order`); SQLite's writer already holds the database."""
+        if self._store.dialect == "postgresql":
+            lock_tree(connection, self._session, base, also)
 
     def _graft(self, connection: Connection, src: str, dst: str, *, keep_times: bool) -> Usage:
         """Insert a copy of the ``src`` subtree at ``dst`` (parents first): metadata only. What its files hold."""
@@ -874,7 +886,10 @@ class SqlFilesystem(BaseFilesystem):
                     **times,
                 )
             )
-        for value in values:  # one by one, parents before children, so each parent key is satisfied
+        # the top row first, where a writer may have created a file meanwhile (no row to lock before): it exists
+        if values and connection.execute(self._store.insert_file_row, values[0]).first() is None:
+            raise errors.file_exists(dst)
+        for value in values[1:]:  # one by one, parents before children, so each parent key is satisfied
             connection.execute(sa.insert(F).values(value))
         files = [row for row in rows if not row.is_directory]
         return Usage(sum(int(row.size_bytes) for row in files), len(files))
@@ -882,6 +897,7 @@ class SqlFilesystem(BaseFilesystem):
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         tag = self._tag("move")
         with self._writing(dst) as connection:
+            self._lock_tree(connection, src, dst)
             moved = self._row(connection, src, lock=True)
             if moved is None:
                 raise errors.file_not_found(src)
@@ -1076,17 +1092,18 @@ class SqlFilesystem(BaseFilesystem):
         )
         if self.read_only:  # changes nothing, so takes no write lock: counted, not kept
             with self._store.read() as connection:
+                self._store.hold_session(connection, self._session, lock=False)  # a deleted session raises
                 _, total, files = connection.execute(counted).one()
             return Usage(int(total), int(files))
-        with self._store.write() as connection:
+        with self._store.session_write(self._session) as connection:
+            self._store.hold_session(connection, self._session)  # before the advisory lock (_lock_order)
             versions.take_mark(connection, self._session)
             made = (
                 self._store.insert(session_usage)
                 .from_select(["session_id", "bytes", "files"], counted)
                 .on_conflict_do_nothing(index_elements=["session_id"])
             )
-            if connection.execute(sa.select(sessions.c.id).where(sessions.c.id == self._session)).first():
-                connection.execute(made)  # (a deleted session gets no row)
+            connection.execute(made)
             found = connection.execute(row).first()
         return Usage(0, 0) if found is None else Usage(int(found.bytes), int(found.files))
 
@@ -1174,7 +1191,8 @@ class SqlFilesystem(BaseFilesystem):
         replace (see :mod:`._versions`); no file row is copied. Its file count and bytes come from the previous
         snapshot and the paths changed since (the session's first snapshot counts the rows once)."""
         snapshot_id = str(draft.snapshot_id)
-        with self._store.write() as connection:
+        with self._store.session_write(self._session) as connection:
+            self._store.hold_session(connection, self._session)  # a deleted session raises; before the advisory lock
             versions.take_mark(connection, self._session)  # no change of the session is half-way while we read
             count, total = self._file_totals(connection)
             connection.execute(
@@ -1244,7 +1262,7 @@ class SqlFilesystem(BaseFilesystem):
         postgres = self._store.dialect == "postgresql"
         for attempt in range(1, _RESTORE_ATTEMPTS + 1):
             try:
-                with self._store.write() as connection:
+                with self._store.session_write(self._session) as connection:
                     released = self._restore_rows(connection, snapshot, tag)
                     if not postgres:  # one writer at a time: collected in the same transaction
                         self._store.release(connection, released)
@@ -1506,6 +1524,7 @@ class SqlFilesystem(BaseFilesystem):
 
         Raises:
             FileExistsError: ``session_id`` is taken.
+            FileNotFoundError: this session was deleted (by any connection).
             SnapshotNotFoundError: ``snapshot`` is not this family's.
         """
         fork_id = session_id if session_id is not None else f"{self._session[:180]}.fork-{uuid.uuid4().hex[:12]}"
@@ -1513,6 +1532,7 @@ class SqlFilesystem(BaseFilesystem):
         if snapshot is not None:
             self._check_compatible(snapshot)
         with self._store.write(checked=False) as connection:  # copies of valid rows: SQLite skips FK checks
+            self._store.hold_session(connection, self._session)  # a deleted session forks into nothing: raise
             chosen = None if snapshot is None else self._own_snapshot(connection, snapshot)
             copy_session(connection, self._store, self._session, fork_id, chosen)
         return SqlFilesystem(
@@ -1571,7 +1591,7 @@ class SqlFilesystem(BaseFilesystem):
     ) -> FilesystemSnapshot:
         """One transaction: ``start``'s entries copied set-based (rows only), the merged paths fixed, new
         content stored as blobs (deduplicated like any write), the merged read-only flags set."""
-        with self._store.write() as connection:
+        with self._store.session_write(self._session) as connection:
             count, total = capture_merged(
                 connection,
                 self._store,
@@ -1599,13 +1619,6 @@ def _growth(row: Row[Any] | None, size: int) -> Usage:
 def _grows_toward(quota: Quota, grew: Usage) -> bool:
     """Whether a change that adds ``grew`` can pass one of ``quota``'s totals (only then is it checked again)."""
     return (grew.bytes > 0 and quota.max_bytes is not None) or (grew.files > 0 and quota.max_files is not None)
-
-
-def _foreign_key_failed(exc: BaseException | None) -> bool:
-    """Whether a driver's integrity error is a foreign key's (a row referred to is gone), not a unique key's."""
-    if getattr(exc, "sqlstate", None) == "23503":  # PostgreSQL's foreign_key_violation
-        return True
-    return getattr(exc, "sqlite_errorname", None) == "SQLITE_CONSTRAINT_FOREIGNKEY"
 
 
 def _check_session_id(session_id: object) -> None:

@@ -5,7 +5,8 @@ Every surface maps ``ConnectionError`` once (503 ``storage_unavailable``, exit 1
 so a stopped or restarting PostgreSQL answers like an unreachable object store instead of a 500. Only a lost
 or refused connection counts: a constraint, a syntax error or a locked SQLite file keeps its own type. A
 transaction PostgreSQL rolled back to break a deadlock (SQLSTATE ``40P01``) or a serialization failure
-(``40001``) changed nothing and may simply run again: ``ConcurrentChangeError`` (409 ``conflict``).
+(``40001``) changed nothing and may simply run again: ``ConcurrentChangeError`` (409 ``conflict``). A foreign key's
+refusal is told from a unique key's by its code (:func:`foreign_key_failed`), never by its message.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sqlalchemy as sa
 
 from workspacefs.errors import ConcurrentChangeError
 
-__all__ = ["classified", "lost_connection", "lost_race"]
+__all__ = ["classified", "foreign_key_failed", "lost_connection", "lost_race"]
 
 _SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 """PostgreSQL's admin shutdown, crash shutdown and "cannot connect now" (class 08 is connection exceptions)."""
@@ -39,6 +40,15 @@ def lost_race(exc: BaseException) -> ConcurrentChangeError | None:
     if getattr(original, "sqlstate", None) not in _RACES or not type(original).__module__.startswith("psycopg"):
         return None
     return ConcurrentChangeError(None, "Another writer of the workspace held what this change needed; try again")
+
+
+def foreign_key_failed(exc: BaseException | None) -> bool:
+    """Whether a driver's integrity error is a foreign key's (a row referred to is gone), not a unique key's:
+    PostgreSQL's SQLSTATE ``23503``, SQLite's extended result code ``SQLITE_CONSTRAINT_FOREIGNKEY``."""
+    original = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    if getattr(original, "sqlstate", None) == "23503":  # PostgreSQL's foreign_key_violation
+        return True
+    return getattr(original, "sqlite_errorname", None) == "SQLITE_CONSTRAINT_FOREIGNKEY"
 
 
 def lost_connection(exc: BaseException, where: str, connection: object = None) -> ConnectionError | None:

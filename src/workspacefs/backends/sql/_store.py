@@ -30,7 +30,7 @@ from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORE
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
 from workspacefs.backends.sql._lock_order import lock_session
-from workspacefs.backends.sql._reach import classified
+from workspacefs.backends.sql._reach import classified, foreign_key_failed
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
@@ -45,6 +45,7 @@ from workspacefs.backends.sql._schema import (
     uploads,
 )
 from workspacefs.backends.sql._turns import Turns, turns_for
+from workspacefs.errors import file_not_found
 from workspacefs.protocol import BytesLike
 from workspacefs.quota import QUOTA_URL_PARAMETERS
 from workspacefs.streams import content_id_of_chunks
@@ -118,6 +119,8 @@ _CHUNK_HASHES = sa.select(blob_chunks.c.chunk_hash).where(blob_chunks.c.blob_id 
 _INLINE_DATA = sa.select(blobs.c.data).where(blobs.c.id == _BLOB)
 _INSERT_BLOB_CHUNKS = sa.insert(blob_chunks)
 _SESSION_BY_ID = sa.select(sessions).where(sessions.c.id == sa.bindparam("b_id"))
+_SESSION_ROW = sa.select(sessions.c.id).where(sessions.c.id == sa.bindparam("b_id"))
+_HOLD_SESSION = _SESSION_ROW.with_for_update(key_share=True)
 
 
 def _utc(stamp: datetime) -> datetime:
@@ -297,6 +300,35 @@ class SqlStore:
             if taken:
                 assert turns is not None
                 turns.give()
+
+    @contextmanager
+    def session_write(self, session_id: str, path: str = "/") -> Iterator[Connection]:
+        """:meth:`write` for a change of session ``session_id``: a foreign key's refusal because the session was
+        deleted meanwhile (by any connection) raises what every change of a deleted session raises,
+        ``FileNotFoundError`` naming ``path``. Told by the error's code and the session's row being gone, never by
+        the message."""
+        try:
+            with self.write() as connection:
+                yield connection
+        except IntegrityError as exc:
+            if foreign_key_failed(exc.orig) and not self.session_exists(session_id):
+                raise file_not_found(path) from None
+            raise
+
+    def session_exists(self, session_id: str) -> bool:
+        """Whether the session's row exists now (in a statement of its own)."""
+        with self.read_once() as connection:
+            return connection.execute(_SESSION_ROW, {"b_id": session_id}).first() is not None
+
+    def hold_session(self, connection: Connection, session_id: str, path: str = "/", *, lock: bool = True) -> None:
+        """Keep the session's row from being deleted until the caller's transaction ends (PostgreSQL: ``FOR KEY
+        SHARE``, the lock a foreign key check takes; SQLite's writer holds the database), or raise
+        ``FileNotFoundError`` naming ``path`` if it is gone. Taken before the session's advisory lock (see
+        :mod:`._lock_order`), so a snapshot never waits for a session's delete while holding what the delete needs.
+        ``lock=False``: only the check (a reader, which may be on a standby)."""
+        query = _HOLD_SESSION if lock and self.dialect == "postgresql" else _SESSION_ROW
+        if connection.execute(query, {"b_id": session_id}).first() is None:
+            raise file_not_found(path)
 
     @contextmanager
     def _unchecked(self, connection: Connection) -> Iterator[None]:
