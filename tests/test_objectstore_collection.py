@@ -148,3 +148,28 @@ def test_a_capture_whose_collected_blob_cannot_be_copied_back_is_taken_again(buc
     assert rounds[0] == 2
     assert [(s.snapshot_id, s.file_count) for s in taker.snapshots()] == [(second.snapshot_id, 0)]
     assert not holds_one(bucket, deleter)
+
+
+# --- a reader settling a slow writer's entry ----------------------------------------------------------------
+
+
+def test_a_move_settled_between_its_copy_and_its_delete_records_only_the_delete_anew(bucket: S3Server) -> None:
+    """A reader settled a slow move's pending entry after the copy, before the delete: a copy, rightly. The
+    writer's confirmation then lost to it and recorded what was left anew, but as the whole move: the history
+    claimed b.txt changed twice and never that a.txt went; replaying it gave a.txt back."""
+    writer, reader, _ = two_processes(bucket)
+    reader.journal_grace = timedelta(0)  # the writer's entry is due at once: as if it had stalled for 10 minutes
+    writer.write("a.txt", "one")
+    cid = content_id_of(b"one")
+
+    def copy_then_read(*args: Any) -> None:
+        del writer._copy_object  # once
+        writer._copy_object(*args)
+        assert [e.operation for e in reader.history(limit=None)] == ["move", "write"]  # settled, as a copy
+
+    writer._copy_object = copy_then_read  # type: ignore[method-assign]
+    writer.move("a.txt", "b.txt")
+    newest, settled = writer.history(limit=2)
+    assert [(c.path, c.before, c.after, c.from_path) for c in settled.changes] == [("b.txt", None, cid, None)]
+    assert [(c.path, c.before, c.after, c.from_path) for c in newest.changes] == [("a.txt", cid, None, None)]
+    assert sorted(e.path for e in writer.walk() if e.is_file) == ["b.txt"]
