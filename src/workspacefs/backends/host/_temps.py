@@ -406,22 +406,28 @@ class TempFile:
             return
         if not self.name:  # an anonymous file is renamed from a temporary name of its own, taken at once
             self.name, _ = self._registry.reserve(functools.partial(_name_anonymous, self.fd, dir_fd))
-        for _ in range(_EXCHANGES if check is not None else 0):
+        if check is not None:
             exchanged = renameat_exchange(dir_fd, self.name, target)
-            if exchanged is None:
-                break  # no exchange here: rename
             if exchanged:
-                assert check is not None
                 self._settle_exchange(dir_fd, target, check)
                 return
-            if self.claim(dir_fd, target):  # the name went meanwhile: take it, replacing nothing
+            if exchanged is not None:
+                self._exchange_again(dir_fd, target, check)
                 return
-        else:
-            if check is not None:
-                raise ConcurrentChangeError(target, "The file kept being replaced and removed while it was written")
         os.rename(self.name, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         self.name = ""
         release_name()
+
+    def _exchange_again(self, dir_fd: int, target: str, check: Callable[[os.stat_result], None]) -> None:
+        """The name went between the look and the exchange: take it by a link (which never replaces), or, where
+        something came back meanwhile, exchange again; give up after a few rounds."""
+        for _ in range(_EXCHANGES):
+            if self.claim(dir_fd, target):
+                return
+            if renameat_exchange(dir_fd, self.name, target):
+                self._settle_exchange(dir_fd, target, check)
+                return
+        raise ConcurrentChangeError(target, "The file kept being replaced and removed while it was written")
 
     def _settle_exchange(self, dir_fd: int, target: str, check: Callable[[os.stat_result], None]) -> None:
         """After the exchange our content has ``target`` and the temporary name holds what it replaced: removed
@@ -432,8 +438,10 @@ class TempFile:
             old = None  # removed by someone else meanwhile: nothing left to remove
         if old is None or stat.S_ISREG(old.st_mode):
             if old is not None:
-                with contextlib.suppress(FileNotFoundError):
+                try:  # noqa: SIM105 - every overwrite passes here: no context manager to build
                     os.unlink(self.name, dir_fd=dir_fd)
+                except FileNotFoundError:
+                    pass  # removed by someone else meanwhile
             self.name = ""
             release_name()
             return
