@@ -36,6 +36,7 @@ __all__ = [
     "is_listable_name",
     "link_descriptor",
     "parent_and_name",
+    "renameat_exchange",
     "renameat_noreplace",
 ]
 
@@ -54,6 +55,7 @@ _RESOLVE_NO_MAGICLINKS = 0x02
 _RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
 _RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
 _AT_EMPTY_PATH = 0x1000
 
 
@@ -130,6 +132,22 @@ def renameat_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> bool:
     code = ctypes.get_errno()
     if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
         return False
+    raise OSError(code, os.strerror(code))
+
+
+def renameat_exchange(dir_fd: int, one: str, other: str) -> bool | None:
+    """``renameat2(RENAME_EXCHANGE)`` of two names of ``dir_fd``, atomically: ``True`` done, ``False`` one of
+    them is gone (``ENOENT``), ``None`` where the system cannot exchange (caller falls back)."""
+    if _renameat2 is None:
+        return None
+    result = _renameat2(dir_fd, os.fsencode(one), dir_fd, os.fsencode(other), _RENAME_EXCHANGE)
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code == errno.ENOENT:
+        return False
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return None
     raise OSError(code, os.strerror(code))
 
 

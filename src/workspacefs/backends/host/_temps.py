@@ -24,13 +24,22 @@ import functools
 import hashlib
 import itertools
 import os
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
 
-from workspacefs._hostio import DIR_FLAGS, TEMP_PREFIX, is_listable_name, link_descriptor, renameat_noreplace
+from workspacefs._hostio import (
+    DIR_FLAGS,
+    TEMP_PREFIX,
+    is_listable_name,
+    link_descriptor,
+    renameat_exchange,
+    renameat_noreplace,
+)
+from workspacefs.errors import ConcurrentChangeError, SpecialFileError
 from workspacefs.paths import MAX_PATH_DEPTH
 
 __all__ = [
@@ -367,6 +376,10 @@ def _sweep_dir(fd: int, writers: frozenset[str], depth: int) -> tuple[int, int]:
     return scanned, removed
 
 
+_EXCHANGES = 3
+"""Attempts at an exchange when the name keeps going and coming back between the exchange and a link."""
+
+
 class TempFile:
     """New content for one write: an anonymous inode (``name`` empty) or a file under a reserved name."""
 
@@ -377,18 +390,72 @@ class TempFile:
         self.name = name
         self._registry = registry
 
-    def publish(self, dir_fd: int, target: str, *, replace: bool) -> None:
+    def publish(
+        self, dir_fd: int, target: str, *, replace: bool, check: Callable[[os.stat_result], None] | None = None
+    ) -> None:
         """Give the complete content the name ``target`` in ``dir_fd``: replacing what is there, or (create)
-        only if nothing is (``FileExistsError``). The descriptor stays open; :meth:`discard` closes it."""
+        only if nothing is (``FileExistsError``). The descriptor stays open; :meth:`discard` closes it.
+
+        With ``check`` (which raises for an entry a write must not replace), the replacement is an atomic
+        exchange (``renameat2(RENAME_EXCHANGE)``), and what it took out of the name is looked at afterwards: a
+        FIFO, socket, device, directory or link another process put there after the caller's look is exchanged
+        back and ``check`` raises. Where the system cannot exchange, a plain rename, as before."""
         if not replace:
             if not self.claim(dir_fd, target):
                 raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
             return
         if not self.name:  # an anonymous file is renamed from a temporary name of its own, taken at once
             self.name, _ = self._registry.reserve(functools.partial(_name_anonymous, self.fd, dir_fd))
+        if check is not None:
+            exchanged = renameat_exchange(dir_fd, self.name, target)
+            if exchanged:
+                self._settle_exchange(dir_fd, target, check)
+                return
+            if exchanged is not None:
+                self._exchange_again(dir_fd, target, check)
+                return
         os.rename(self.name, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         self.name = ""
         release_name()
+
+    def _exchange_again(self, dir_fd: int, target: str, check: Callable[[os.stat_result], None]) -> None:
+        """The name went between the look and the exchange: take it by a link (which never replaces), or, where
+        something came back meanwhile, exchange again; give up after a few rounds."""
+        for _ in range(_EXCHANGES):
+            if self.claim(dir_fd, target):
+                return
+            if renameat_exchange(dir_fd, self.name, target):
+                self._settle_exchange(dir_fd, target, check)
+                return
+        raise ConcurrentChangeError(target, "The file kept being replaced and removed while it was written")
+
+    def _settle_exchange(self, dir_fd: int, target: str, check: Callable[[os.stat_result], None]) -> None:
+        """After the exchange our content has ``target`` and the temporary name holds what it replaced: removed
+        if a regular file, else exchanged back and refused (``check`` raises)."""
+        try:
+            old = os.stat(self.name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            old = None  # removed by someone else meanwhile: nothing left to remove
+        if old is None or stat.S_ISREG(old.st_mode):
+            if old is not None:
+                try:  # noqa: SIM105 - every overwrite passes here: no context manager to build
+                    os.unlink(self.name, dir_fd=dir_fd)
+                except FileNotFoundError:
+                    pass  # removed by someone else meanwhile
+            self.name = ""
+            release_name()
+            return
+        renameat_exchange(dir_fd, self.name, target)  # put it back where it was
+        mine = os.fstat(self.fd)
+        try:
+            back = os.stat(self.name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            back = None
+        if back is None or (back.st_ino, back.st_dev) != (mine.st_ino, mine.st_dev):
+            self.name = ""  # the name holds something else now (raced again): never remove what is not ours
+            release_name()
+        check(old)
+        raise SpecialFileError(target)  # check refuses whatever is not a regular file; never reached
 
     def claim(self, dir_fd: int, target: str) -> bool:
         """Give the complete content the name ``target`` only if no entry has it: ``False`` (and no exception to

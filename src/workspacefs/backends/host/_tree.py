@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import os
 import stat
 from collections.abc import Callable
@@ -319,7 +320,9 @@ class HostTree:
                     return
                 if look is not None:
                     look()
-            temp.publish(dir_fd, name, replace=overwrite)
+            # replaced by an exchange, and what it took out looked at after: a FIFO, link … swapped in since the
+            # look above is put back and refused, never replaced
+            temp.publish(dir_fd, name, replace=overwrite, check=functools.partial(refuse_unless_file, path=path))
         except OSError as exc:
             if exc.filename != path:
                 raise fail(exc, path) from None

@@ -366,11 +366,16 @@ class ObjectHistory(SnapshotMixin):
             return list(self._client.latest_versions(prefix))
         return [item for item in self._client.list(prefix, recursive=True) if isinstance(item, ObjectInfo)]
 
-    def _keep_content(self, infos: Sequence[ObjectInfo], ids: Sequence[str], *, trust_seen: bool = True) -> None:
+    def _keep_content(
+        self, infos: Sequence[ObjectInfo], ids: Sequence[str], *, trust_seen: bool = True
+    ) -> dict[str, ObjectInfo]:
         """Make sure the store holds a fresh copy of every content id: copied where it lacks one or where its
-        copy is older than half the journal's ``tombstone_age`` (a prune in another process spares only young
-        blobs: one whose listing came before the entry or snapshot now naming it would release an old blob).
-        With ``trust_seen``, a blob this process made fresh within that time is not asked about again."""
+        copy is older than half the journal's ``tombstone_age`` (a prune or a snapshot's deletion in another
+        process spares only young blobs: one whose listing came before the entry or snapshot now naming it would
+        release an old blob). With ``trust_seen``, a blob this process made fresh within that time is not asked
+        about again. Returns the blobs that were there but old, refreshed (copied again) here, with their
+        sources: a collection that judged them old just before may still delete them (see
+        :meth:`~ObjectSnapshots._capture`)."""
         window = self._changes.tombstone_age / 2
         seen, lock = self._blobs_seen, self._blobs_lock
         sources: dict[str, ObjectInfo] = {}
@@ -382,9 +387,10 @@ class ObjectHistory(SnapshotMixin):
                 c for c in sources if not trust_seen or now - seen.get(c, -math.inf) >= window.total_seconds()
             )
         if not unknown:
-            return
+            return {}
         found, _ = self._client.probe([self._store.blob_key(content_id) for content_id in unknown], [])
-        stale = datetime.now(UTC) - window
+        clock = datetime.now(UTC)
+        stale = clock - window
         copies = [c for c, info in zip(unknown, found, strict=True) if info is None or info.modified < stale]
 
         def keep(content_id: str) -> None:
@@ -394,8 +400,16 @@ class ObjectHistory(SnapshotMixin):
                 raise _Changed from None
 
         self._parallel(keep, copies)
+        copied = set(copies)
+        # when each blob was made fresh: a blob found young was written before now, and is trusted only for what
+        # is left of its window (not a whole window from now, which let a blob twice the window old be trusted)
+        fresh = {
+            c: now if c in copied or info is None else now - max(0.0, (clock - info.modified).total_seconds())
+            for c, info in zip(unknown, found, strict=True)
+        }
         with lock:
-            seen.update(dict.fromkeys(unknown, now))
+            seen.update(fresh)
+        return {c: sources[c] for c, info in zip(unknown, found, strict=True) if info is not None and c in copied}
 
     def _history_content(self, entry: JournalEntry, index: int) -> ByteReader:
         step = self._changes.record_of(entry.entry_id).steps[index]

@@ -243,6 +243,19 @@ def _decode(data: bytes | bytearray, etag: str) -> Record:
     )
 
 
+def _left_over(step: Step, held: set[Step]) -> Step | None:
+    """What of a draft's ``step`` a reader's settled entry (``held``) does not record: nothing, the step, or for
+    a file move settled between its copy and its delete (recorded as a copy), the delete of the source. Recording
+    the whole move again claimed the destination changed twice."""
+    if step in held:
+        return None
+    change = step.change
+    copied = Step(replace(change, from_path=None), step.version)
+    if change.from_path is not None and change.after != DIRECTORY and copied in held:
+        return Step(Change(change.from_path, change.after, None, change.size_after, 0))
+    return step
+
+
 class ObjectJournal(Journal):
     """The entries of one workspace, kept under ``prefix`` (``bucket/.../journal/``) of the snapshot store."""
 
@@ -379,7 +392,11 @@ class ObjectJournal(Journal):
             self._writing.discard(draft.entry_id)
         stored = self._fetch(draft.entry_id)
         held = set(stored.steps) if stored is not None and stored.state == "done" else set()
-        kept = [(step, made) for step, made in zip(draft.steps, draft.applied, strict=True) if step not in held]
+        kept = [
+            (left, made)
+            for step, made in zip(draft.steps, draft.applied, strict=True)
+            if (left := _left_over(step, held)) is not None
+        ]
         draft.steps = [step for step, _ in kept]
         draft.applied = [made for _, made in kept]
         draft.entry_id = None

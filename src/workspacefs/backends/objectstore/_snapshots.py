@@ -8,7 +8,13 @@ concurrent batch of ``HEAD`` requests for versions this process has not seen) an
   a superseded version deletes that version, and so do the superseded versions no snapshot names, once
   superseded longer than a grace period (a capture in progress has listed them by then).
 - Elsewhere capture copies inside the store only content no snapshot holds yet, into content-addressed
-  blobs.
+  blobs, and copies again a blob older than half the journal's ``tombstone_age`` that it reuses. Deleting a
+  snapshot deletes the blobs nothing else holds only once they are older than ``tombstone_age`` (the journal's
+  prune judges the same way): a snapshot being taken in another process (its blobs copied or reused, its
+  manifest not listed yet) holds only young ones. The one window left, a blob judged old by the deletion and
+  refreshed by a capture before the delete lands, is closed from both sides: the deletion lists the snapshots
+  again afterwards and copies back what a new one names, the capture checks the blobs it refreshed once its
+  manifest is listed.
 
 Restore compares the manifest with one listing of the workspace and touches only what differs: checks that
 the store still holds every version or blob it needs (before changing anything), deletes what the snapshot
@@ -24,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from workspacefs.backends._core import Fingerprint
-from workspacefs.backends._objects._client import ObjectInfo
+from workspacefs.backends._objects._client import ObjectInfo, PreconditionFailed
 from workspacefs.backends.objectstore._history import ObjectHistory, _Changed
 from workspacefs.backends.objectstore._journal import Step
 from workspacefs.backends.objectstore._layout import Tree
@@ -60,9 +66,10 @@ class ObjectSnapshots(ObjectHistory):
             paths = sorted(tree.files)
             infos = [tree.files[path] for path in paths]
             ids = fs._ids_of(infos)
+            refreshed: dict[str, ObjectInfo] = {}
             if not versioned:
                 try:
-                    self._keep_content(infos, ids)
+                    refreshed = self._keep_content(infos, ids)
                 except _Changed:
                     continue
             files = {
@@ -79,8 +86,40 @@ class ObjectSnapshots(ObjectHistory):
                 commit_ref=str(draft.snapshot_id),
             )
             fs._store.write(snapshot, Manifest(frozenset(tree.directories), files))
+            if not self._still_kept(refreshed):
+                fs._store.drop(snapshot.snapshot_id)  # its content changed meanwhile: take it again
+                continue
             return snapshot
         raise SnapshotCreationError("Files kept changing while the snapshot was taken; take it again")
+
+    def _still_kept(self, refreshed: Mapping[str, ObjectInfo]) -> bool:
+        """After the manifest is listed, check the blobs this capture refreshed (one concurrent batch of
+        ``HEAD``s) and copy back any a snapshot's deletion in another process collected meanwhile: it judged them
+        old just before the refresh, and did not list this snapshot yet. ``False``: one is gone and its source
+        changed since (the snapshot must be taken again)."""
+        fs = self
+        if not refreshed:
+            return True
+        content_ids = sorted(refreshed)
+        found, _ = fs._client.probe([fs._store.blob_key(content_id) for content_id in content_ids], [])
+        gone = [content_id for content_id, info in zip(content_ids, found, strict=True) if info is None]
+        return not self._copy_back({content_id: [refreshed[content_id]] for content_id in gone})
+
+    def _copy_back(self, sources: Mapping[str, Sequence[ObjectInfo]]) -> set[str]:
+        """Copy each content id's blob again from the first of its sources still at the version named (the copy
+        is conditional on its ``ETag``); returns the content ids no source holds any more."""
+        fs = self
+
+        def copy(content_id: str) -> str | None:
+            for source in sources[content_id]:
+                try:
+                    fs._client.copy(source, fs._store.blob_key(content_id), content_id=content_id)
+                except (PreconditionFailed, FileNotFoundError):
+                    continue  # changed or gone since: try the next file that held it
+                return None
+            return content_id
+
+        return {content_id for content_id in fs._parallel(copy, sorted(sources)) if content_id is not None}
 
     # --- restore -------------------------------------------------------------------------------------
 
@@ -191,7 +230,9 @@ class ObjectSnapshots(ObjectHistory):
         return sorted(found, key=lambda snapshot: snapshot.created_at)
 
     def _drop_snapshot(self, snapshot: FilesystemSnapshot) -> None:
-        """Forget the snapshot and delete the content no other snapshot of this workspace holds."""
+        """Forget the snapshot and delete the content no other snapshot or entry holds, once older than the
+        journal's ``tombstone_age`` (a snapshot being taken elsewhere may hold a younger blob; a later pass
+        collects it)."""
         fs = self
         if not fs._store.exists(snapshot.snapshot_id):
             raise SnapshotNotFoundError(f"No snapshot {snapshot.snapshot_id} in this workspace's snapshot store")
@@ -200,14 +241,52 @@ class ObjectSnapshots(ObjectHistory):
         blobs, _ = fs._store.unheld(held.files, kept)
         journaled = fs._changes.held()  # whether or not this object journals: another one may
         blobs -= {ref[1] for ref in journaled if ref[0] == "blob"}
+        blobs = self._old_blobs(blobs)
         seen, lock = self._blobs_seen, self._blobs_lock
         with lock:
             for blob in blobs:
                 seen.pop(blob, None)
             fs._store.collect(blobs)
+        if blobs:
+            self._restore_named(blobs, kept)
         if any(entry.version is not None for entry in held.files.values()):
             self._prune_versions(kept, {(ref[1], ref[2]) for ref in journaled if ref[0] == "version"})
         fs._store.forget_ids(info.etag for info in fs._tree("").files.values())
+
+    def _old_blobs(self, content_ids: Iterable[str]) -> set[str]:
+        """Of these blobs, those older than the journal's ``tombstone_age`` (one concurrent batch of ``HEAD``s),
+        as the journal's prune judges: a younger one may be held by a snapshot or an entry another process is
+        writing (its blobs copied, its manifest not listed yet; a blob it reuses is copied again once half that
+        age old), so it stays for a later pass. One gone already is not deleted again."""
+        fs = self
+        candidates = sorted(content_ids)
+        if not candidates:
+            return set()
+        found, _ = fs._client.probe([fs._store.blob_key(content_id) for content_id in candidates], [])
+        before = datetime.now(UTC) - fs._changes.tombstone_age
+        return {c for c, info in zip(candidates, found, strict=True) if info is not None and info.modified < before}
+
+    def _restore_named(self, collected: set[str], kept: Iterable[uuid.UUID]) -> None:
+        """After collecting, copy back the blobs a snapshot listed since names: one taken in another process that
+        refreshed an old blob between this pass's look at its age and the delete (one ``LIST``; manifests read
+        only for snapshots not in ``kept``). Copied from the files the manifest names, where still unchanged."""
+        fs = self
+        known = set(kept)
+        sources: dict[str, list[ObjectInfo]] = {}
+        for snapshot_id in fs._store.snapshot_ids():
+            if snapshot_id in known:
+                continue
+            try:
+                files = fs._store.manifest(snapshot_id).files
+            except SnapshotNotFoundError:
+                continue  # dropped meanwhile
+            for path, entry in files.items():
+                if entry.version is None and entry.content_id in collected:
+                    modified = datetime.fromisoformat(entry.modified)
+                    source = ObjectInfo(fs._layout.key(path), entry.size, entry.etag, modified)
+                    sources.setdefault(entry.content_id, []).append(source)
+        if sources:
+            self._copy_back(sources)
 
     def _prune_versions(self, kept: Iterable[uuid.UUID], journaled: set[tuple[str, str]]) -> None:
         """Delete the superseded versions of the workspace's objects that no kept snapshot and no journal entry

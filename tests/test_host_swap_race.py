@@ -1,0 +1,122 @@
+"""A hostile process swaps the target of a host write for a FIFO or a symlink between the backend's look at it
+and the rename that puts the new content in place (interleaved by a hook on the look, not by timing): the
+write refuses, and what the other process put there stays as it was."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workspacefs import HostFilesystem
+from workspacefs.backends.host import _temps
+from workspacefs.errors import SpecialFileError
+
+
+def swapping_after_the_look(fs: HostFilesystem, swap: Any) -> list[int]:
+    """Make ``swap`` run once, right after the write's look at its target (``check_target``)."""
+    tree, ran = fs._tree, []
+    look = tree.check_target
+
+    def look_then_swap(*args: Any, **options: Any) -> Any:
+        found = look(*args, **options)
+        if not ran:
+            ran.append(1)
+            swap()
+        return found
+
+    tree.check_target = look_then_swap  # type: ignore[method-assign]
+    return ran
+
+
+@pytest.mark.parametrize("use_tmpfile", [True, False])
+def test_a_fifo_swapped_in_after_the_look_is_never_replaced(tmp_path: Path, use_tmpfile: bool) -> None:
+    fs = HostFilesystem(tmp_path, history=False, use_tmpfile=use_tmpfile)
+    fs.write("a.txt", "one")
+    target = tmp_path / "a.txt"
+
+    def to_fifo() -> None:
+        target.unlink()
+        os.mkfifo(target)
+
+    ran = swapping_after_the_look(fs, to_fifo)
+    with pytest.raises(SpecialFileError):
+        fs.write("a.txt", "two")
+    assert ran
+    assert stat.S_ISFIFO(os.lstat(target).st_mode)  # still the FIFO
+    assert sorted(os.listdir(tmp_path)) == ["a.txt"]  # no temporary file left beside it
+
+
+def test_a_symlink_swapped_in_after_the_look_is_left_as_it_is(tmp_path: Path) -> None:
+    inside = tmp_path / "root"
+    inside.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+    fs = HostFilesystem(inside, history=False)
+    fs.write("a.txt", "one")
+    target = inside / "a.txt"
+
+    def to_link() -> None:
+        target.unlink()
+        target.symlink_to(outside)
+
+    swapping_after_the_look(fs, to_link)
+    with pytest.raises(OSError) as raised:
+        fs.write("a.txt", "two")
+    assert raised.value.filename == "a.txt"
+    assert os.readlink(target) == str(outside)  # the link is left, as a write refuses a link it sees
+    assert outside.read_text() == "secret"
+    assert sorted(os.listdir(inside)) == ["a.txt"]
+
+
+def test_a_regular_file_swapped_in_after_the_look_is_replaced(tmp_path: Path) -> None:
+    """What a write may replace it still replaces, and the exchanged-out file goes."""
+    fs = HostFilesystem(tmp_path, history=False)
+    fs.write("a.txt", "one")
+    target = tmp_path / "a.txt"
+
+    def to_other_file() -> None:
+        target.unlink()
+        target.write_text("theirs")
+
+    swapping_after_the_look(fs, to_other_file)
+    fs.write("a.txt", "two")
+    assert target.read_text() == "two"
+    assert sorted(os.listdir(tmp_path)) == ["a.txt"]
+
+
+def test_a_name_removed_after_the_look_is_taken_without_replacing(tmp_path: Path) -> None:
+    fs = HostFilesystem(tmp_path, history=False)
+    fs.write("a.txt", "one")
+    swapping_after_the_look(fs, (tmp_path / "a.txt").unlink)
+    fs.write("a.txt", "two")
+    assert (tmp_path / "a.txt").read_text() == "two"
+    assert sorted(os.listdir(tmp_path)) == ["a.txt"]
+
+
+def test_with_history_a_fifo_swapped_in_before_the_rename_is_never_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal's look (which keeps the file for undo) stands in for ``check_target``: the swap comes after
+    it, at the rename itself."""
+    fs = HostFilesystem(tmp_path)
+    fs.write("a.txt", "one")
+    target, ran = tmp_path / "a.txt", []
+    publish = _temps.TempFile.publish
+
+    def swap_then_publish(self: _temps.TempFile, *args: Any, **options: Any) -> None:
+        if not ran:
+            ran.append(1)
+            target.unlink()
+            os.mkfifo(target)
+        publish(self, *args, **options)
+
+    monkeypatch.setattr(_temps.TempFile, "publish", swap_then_publish)
+    with pytest.raises(SpecialFileError):
+        fs.write("a.txt", "two")
+    assert ran
+    assert stat.S_ISFIFO(os.lstat(target).st_mode)
+    assert [e.operation for e in fs.history(limit=None)] == ["write"]  # the refused write left no entry
