@@ -1,0 +1,201 @@
+"""A hostile or broken model's arguments on every surface of the tool layer: lone surrogates (valid JSON, no
+Unicode), over-long values that a refusal would echo, a file moved onto itself. Each must get a clean refusal
+a model can act on, the same on Python's ``dispatch``, the providers' native tools and MCP over stdio.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import select
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem
+from workspacefs.protocol import Filesystem
+from workspacefs.tools import ToolContext, dispatch
+from workspacefs.tools.openai import handle_apply_patch_calls
+
+_ids = itertools.count()
+LONE = "\ud800"
+
+# (tool, arguments): every one holds a lone surrogate somewhere a model can put text
+SURROGATE_CALLS: list[tuple[str, Any]] = [
+    ("write_file", {"path": "new.txt", "content": f"x{LONE}y"}),
+    ("write_file", '{"path": "new.txt", "content": "x\\ud800y"}'),  # as a model's JSON carries it
+    ("write_file", {"path": f"n{LONE}.txt", "content": "x"}),
+    ("edit_file", {"path": "a.txt", "old_string": "hello", "new_string": LONE}),
+    ("edit_file", {"path": "a.txt", "edits": [{"old_string": "hello", "new_string": LONE}]}),
+    ("glob", {"pattern": LONE}),
+    ("grep", {"pattern": "x", "glob": LONE}),
+    ("grep", {"pattern": LONE}),
+    ("str_replace_based_edit_tool", {"command": "create", "path": "/s.txt", "file_text": LONE}),
+    ("memory", {"command": "create", "path": "/memories/m.txt", "file_text": LONE}),
+    ("apply_patch", {"input": f"*** Begin Patch\n*** Add File: p.txt\n+{LONE}\n*** End Patch"}),
+]
+
+
+@pytest.fixture(params=["memory", "host", "sqlite"])
+def fs(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[Filesystem]:
+    if request.param == "memory":
+        yield InMemoryFilesystem()
+    elif request.param == "host":
+        root = fast_tmp / f"root-{next(_ids)}"
+        root.mkdir()
+        yield HostFilesystem(root, snapshot_dir=fast_tmp / f"snaps-{next(_ids)}")
+    else:
+        yield SqlFilesystem(f"sqlite:///{fast_tmp / 'hostile.db'}", f"s{next(_ids)}")
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"), SURROGATE_CALLS, ids=[f"{t}-{i}" for i, (t, _) in enumerate(SURROGATE_CALLS)]
+)
+def test_a_lone_surrogate_is_refused_by_name_and_changes_nothing(fs: Filesystem, tool: str, arguments: Any) -> None:
+    fs.write("a.txt", "hello\n")
+    context = ToolContext(filesystem=fs)
+    dispatch("read_file", {"path": "a.txt"}, context)
+    before = sorted(match.path for match in fs.glob("**"))
+    result = dispatch(tool, arguments, context)
+    assert not result.success and result.error_code == "invalid_argument", result
+    assert "U+D800" in result.message and "lone UTF-16 surrogate" in result.message, result.message
+    assert result.message.encode("utf-8")  # the refusal itself is sendable text
+    assert sorted(match.path for match in fs.glob("**")) == before
+    assert fs.read("a.txt").content == "hello\n"
+
+
+def test_openai_apply_patch_refuses_a_lone_surrogate_in_a_diff_or_a_path(fs: Filesystem) -> None:
+    context = ToolContext(filesystem=fs)
+    for operation in (
+        {"type": "create_file", "path": "p.txt", "diff": f"+{LONE}\n"},
+        {"type": "create_file", "path": f"p{LONE}.txt", "diff": "+x\n"},
+    ):
+        [output] = handle_apply_patch_calls(
+            [{"type": "apply_patch_call", "call_id": "c1", "operation": operation}], context
+        )
+        assert output["status"] == "failed" and "U+D800" in output["output"], output
+        assert output["output"].encode("utf-8")
+    assert not fs.exists("p.txt")
+
+
+def test_a_refusal_does_not_echo_an_over_long_argument_back(fs: Filesystem) -> None:
+    fs.write("a.txt", "hello\n")
+    context = ToolContext(filesystem=fs)
+    huge = "q" * 100_000
+    refused = dispatch("restore", {"snapshot_id": huge}, context)
+    assert refused.error_code == "invalid_argument" and len(refused.message) < 500, refused.message[:300]
+    stale = dispatch("write_file", {"path": "a.txt", "content": "x", "expected_hash": huge}, context)
+    assert not stale.success and len(stale.message) < 500, stale.message[:300]
+    patch = f"*** Begin Patch\n*** Update File: a.txt\n@@\n-{huge}\n+x\n*** End Patch"
+    mismatch = dispatch("apply_patch", {"input": patch}, context)
+    assert mismatch.error_code == "patch_mismatch", mismatch.message[:300]
+    assert len(mismatch.message) < 9_000 and "characters of this message cut" in mismatch.message
+    assert mismatch.message.startswith("The patch was not applied")
+    call = {"type": "apply_patch_call", "call_id": "c1", "operation": {"type": "update_file", "path": "a.txt"}}
+    call["operation"]["diff"] = f"@@\n-{huge}\n+x\n"
+    [output] = handle_apply_patch_calls([call], context)
+    assert output["status"] == "failed" and len(output["output"]) < 9_000, len(output["output"])
+    assert fs.read("a.txt").content == "hello\n"
+
+
+def test_moving_or_copying_a_file_onto_itself_says_it_is_the_same_path(fs: Filesystem) -> None:
+    fs.write("a.txt", "hello\n")
+    context = ToolContext(filesystem=fs)
+    for tool in ("mv", "cp"):
+        result = dispatch(tool, {"src": "a.txt", "dst": "./a.txt", "overwrite": True}, context)
+        assert not result.success and "same path" in result.message and "directory" not in result.message, result
+    assert fs.read("a.txt").content == "hello\n"
+
+
+# --- MCP over stdio ---------------------------------------------------------------------------------------------
+# The official client cannot send a lone surrogate (its serializer refuses one), but JSON allows the escape and
+# a JavaScript client sends it; so these requests are written on the wire by hand.
+
+
+class RawMcp:
+    """``workspacefs mcp`` driven line by line over stdio, answers read in the order they come."""
+
+    def __init__(self, url: str) -> None:
+        env = {"PYTHONUNBUFFERED": "1", "HOME": os.environ.get("HOME", "/root"), "PATH": os.environ.get("PATH", "")}
+        env |= {"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}  # the code under test
+        command = [sys.executable, "-m", "workspacefs", "mcp", "--create", "--fs", url]
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        )
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line.encode("ascii") + b"\n")
+        self.process.stdin.flush()
+
+    def answer(self) -> dict[str, Any]:
+        """The next answer; a hang guard of 60 s fails the test rather than waiting for ever."""
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], 60)
+        assert ready, "the server sent no answer"
+        answer: dict[str, Any] = json.loads(self.process.stdout.readline())
+        return answer
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(30)
+
+
+@pytest.fixture
+def raw_mcp(fast_tmp: Path) -> Iterator[RawMcp]:
+    server = RawMcp(f"sqlite:///{fast_tmp / 'mcp.db'}?session=hostile")
+    server.send(
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            }
+        )
+    )
+    assert server.answer()["id"] == 1
+    server.send('{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+    yield server
+    server.close()
+
+
+def _call(request_id: int, name: str, arguments: str) -> str:
+    return (
+        f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", '
+        f'"params": {{"name": "{name}", "arguments": {arguments}}}}}'
+    )
+
+
+def test_mcp_answers_a_tool_call_holding_a_lone_surrogate_in_turn(raw_mcp: RawMcp) -> None:
+    raw_mcp.send(_call(2, "write_file", '{"path": "a.txt", "content": "x\\ud800"}'))
+    raw_mcp.send(_call(3, "write_file", '{"path": "b.txt", "content": "fine"}'))
+    refused = raw_mcp.answer()  # before the next call's answer: the request was not dropped
+    assert refused["id"] == 2, refused
+    assert refused["result"]["isError"] is True
+    assert refused["result"]["_meta"]["workspacefs/error_code"] == "invalid_argument"
+    assert "U+D800" in refused["result"]["content"][0]["text"]
+    written = raw_mcp.answer()
+    assert written["id"] == 3 and written["result"]["isError"] is False, written
+    raw_mcp.send(_call(4, "read_file", '{"path": "a.txt"}'))
+    assert "does not exist" in raw_mcp.answer()["result"]["content"][0]["text"]
+
+
+def test_mcp_answers_any_request_holding_a_lone_surrogate(raw_mcp: RawMcp) -> None:
+    raw_mcp.send(_call(2, "no_such_tool\\udc00", "{}"))
+    unknown = raw_mcp.answer()
+    assert unknown["id"] == 2 and unknown["result"]["isError"] is True, unknown
+    assert "lone UTF-16 surrogate" in unknown["result"]["content"][0]["text"]
+    raw_mcp.send('{"jsonrpc": "2.0", "id": "r5", "method": "resources/read", "params": {"uri": "workspace://\\ud800"}}')
+    error = raw_mcp.answer()
+    assert error["id"] == "r5" and error["error"]["code"] == -32602, error
