@@ -16,8 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem
+from workspacefs.mcp import build_server
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import ToolContext, dispatch
 from workspacefs.tools.openai import handle_apply_patch_calls
@@ -199,3 +202,15 @@ def test_mcp_answers_any_request_holding_a_lone_surrogate(raw_mcp: RawMcp) -> No
     raw_mcp.send('{"jsonrpc": "2.0", "id": "r5", "method": "resources/read", "params": {"uri": "workspace://\\ud800"}}')
     error = raw_mcp.answer()
     assert error["id"] == "r5" and error["error"]["code"] == -32602, error
+
+
+@pytest.mark.anyio
+async def test_an_mcp_resource_refusal_reads_cleanly_and_does_not_echo_a_huge_uri() -> None:
+    async with Client(build_server(InMemoryFilesystem())) as client:
+        with pytest.raises(MCPError) as escape:
+            await client.read_resource("workspace://../outside.txt")
+        assert "Path escapes the workspace root" in escape.value.error.message
+        assert "Errno" not in escape.value.error.message, escape.value.error.message
+        with pytest.raises(MCPError) as huge:
+            await client.read_resource("workspace://" + "x" * 100_000)
+        assert len(huge.value.error.message) < 500, len(huge.value.error.message)
