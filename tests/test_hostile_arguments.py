@@ -214,3 +214,22 @@ async def test_an_mcp_resource_refusal_reads_cleanly_and_does_not_echo_a_huge_ur
         with pytest.raises(MCPError) as huge:
             await client.read_resource("workspace://" + "x" * 100_000)
         assert len(huge.value.error.message) < 500, len(huge.value.error.message)
+
+
+def test_the_native_tools_carry_the_error_code_of_a_typed_refusal(fs: Filesystem) -> None:
+    context = ToolContext(filesystem=fs)
+    cases = [
+        (
+            "str_replace_based_edit_tool",
+            {"command": "create", "path": "/.git/config", "file_text": "x"},
+            "policy_denied",
+        ),
+        ("str_replace_based_edit_tool", {"command": "view", "path": "/" + "x" * 5000}, "path_too_long"),
+        ("str_replace_based_edit_tool", {"command": "view", "path": "/a\x00b"}, "invalid_path"),
+        ("str_replace_editor", {"command": "create", "path": "/AGENTS.md", "file_text": "x"}, "policy_denied"),
+        ("memory", {"command": "view", "path": "/memories/" + "x" * 5000}, "path_too_long"),
+        ("memory", {"command": "create", "path": "/memories/a\x01b", "file_text": "x"}, "invalid_path"),
+    ]
+    for tool, arguments, code in cases:
+        result = dispatch(tool, arguments, context)
+        assert not result.success and result.error_code == code, (tool, arguments, result)
