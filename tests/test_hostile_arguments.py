@@ -16,12 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem
+from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem, SqlStore
+from workspacefs.cli import main
 from workspacefs.mcp import build_server
 from workspacefs.protocol import Filesystem
+from workspacefs.server import create_app
 from workspacefs.tools import ToolContext, dispatch
 from workspacefs.tools.openai import handle_apply_patch_calls
 
@@ -233,3 +237,35 @@ def test_the_native_tools_carry_the_error_code_of_a_typed_refusal(fs: Filesystem
     for tool, arguments, code in cases:
         result = dispatch(tool, arguments, context)
         assert not result.success and result.error_code == code, (tool, arguments, result)
+
+
+# --- the REST service ---------------------------------------------------------------------------------------
+
+
+def test_the_service_refuses_a_url_whose_escapes_are_not_utf8_instead_of_naming_a_file_u_fffd(fast_tmp: Path) -> None:
+    store = SqlStore(f"sqlite:///{fast_tmp / 'service.db'}")
+    with TestClient(create_app(store, auth=False)) as client:
+        assert client.post("/v1/agents/a/sessions", json={"id": "s"}).status_code == 201
+        files = "/v1/agents/a/sessions/s/fs"
+        for name in ("caf%E9.txt", "%FF", "%ED%A0%80"):  # Latin-1, a stray byte, an encoded surrogate
+            created = client.post(f"{files}/{name}", json={"content": "x"})
+            assert created.status_code == 400, (name, created.text)
+            assert created.json()["error"]["code"] == "invalid_path" and "UTF-8" in created.json()["error"]["message"]
+        searched = client.post(f"{files}/_/glob?path=%FF", json={"pattern": "*"})
+        assert searched.status_code == 400 and searched.json()["error"]["code"] == "bad_request", searched.text
+        assert client.get(files).json()["data"] == []  # nothing was made under a replacement character
+        kept = client.post(f"{files}/caf%C3%A9.txt", json={"content": "x"})  # UTF-8 escapes still work
+        assert kept.status_code == 201 and kept.json()["name"] == "café.txt"
+    store.close()
+
+
+def test_the_command_line_refuses_an_argument_that_is_not_utf8_before_any_backend_sees_it(fast_tmp: Path) -> None:
+    root = fast_tmp / "cli-root"
+    root.mkdir()
+    url = f"file://{root}?snapshot_dir={fast_tmp / 'cli-snaps'}"
+    runner = CliRunner()
+    for args in (["snapshot", "create", "--tag", "a\udcffb"], ["grep", "\udcff"], ["glob", "x\udcfe"]):
+        result = runner.invoke(main, [*args, "--fs", url])
+        assert result.exit_code == 6, (args, result.output)
+        assert "is not UTF-8 text" in result.output, result.output
+    assert runner.invoke(main, ["snapshot", "list", "--fs", url]).output.strip() in ("", "No snapshots.")
