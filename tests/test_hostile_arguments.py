@@ -11,6 +11,7 @@ import os
 import select
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -269,3 +270,33 @@ def test_the_command_line_refuses_an_argument_that_is_not_utf8_before_any_backen
         assert result.exit_code == 6, (args, result.output)
         assert "is not UTF-8 text" in result.output, result.output
     assert runner.invoke(main, ["snapshot", "list", "--fs", url]).output.strip() in ("", "No snapshots.")
+
+
+def test_parallel_edits_of_one_file_in_one_conversation_are_refused_as_the_models_own(fs: Filesystem) -> None:
+    """A model's parallel tool calls of one turn edit one file: those that lose the race are told that another of
+    its own calls changed it (they said "another conversation", or "outside these tools, by a person")."""
+    context = ToolContext(filesystem=fs)
+    refusals: list[str] = []
+    for _ in range(5):  # rounds until some call loses a race (almost always the first)
+        fs.write("f.txt", "".join(f"line{i}\n" for i in range(16)))
+        dispatch("read_file", {"path": "f.txt"}, context)
+        results: list[Any] = []
+
+        def edit(i: int) -> None:
+            edit_args = {"path": "f.txt", "old_string": f"line{i}\n", "new_string": f"LINE{i}\n"}
+            results.append(dispatch("edit_file", edit_args, context))  # noqa: B023
+
+        threads = [threading.Thread(target=edit, args=(i,)) for i in range(16)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        refusals += [result.message for result in results if not result.success]
+        assert fs.read("f.txt").content.count("LINE") == sum(result.success for result in results)  # none lost
+        if refusals:
+            break
+    if isinstance(fs, InMemoryFilesystem) and not refusals:
+        return  # memory's writes may all win: nothing to attribute
+    assert refusals
+    for message in refusals:
+        assert "another of your calls, running at the same time" in message, message
