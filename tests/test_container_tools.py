@@ -114,3 +114,15 @@ async def test_mcp_serves_run_command_on_a_podman_workspace(image: str) -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def test_a_command_too_long_to_run_is_refused_as_such_and_a_long_one_is_not_echoed_whole(
+    sandbox: ContainerSandbox,
+) -> None:
+    context = ToolContext(filesystem=sandbox.filesystem)
+    huge = dispatch("run_command", {"command": "echo " + "y" * 200_000}, context)
+    assert huge.error_code == "invalid_argument" and "too long to run" in huge.message, huge.message
+    assert "working directory" not in huge.message
+    long = dispatch("run_command", {"command": "true " + "z" * 50_000}, context)
+    assert long.success and len(long.message) < 3_000, len(long.message)
+    assert "50,005 characters" in long.message

@@ -37,7 +37,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("workspacefs.backends",),
     ("workspacefs.open", "workspacefs.archive", "workspacefs.asyncfs"),
     ("workspacefs.tools", "workspacefs.agent", "workspacefs.manager", "workspacefs.fsspec"),
-    ("workspacefs.server", "workspacefs.mcp", "workspacefs._mcp_resources", "workspacefs.cli", "workspacefs.testing"),
+    (
+        "workspacefs.server",
+        "workspacefs.mcp",
+        "workspacefs._mcp_resources",
+        "workspacefs._mcp_wire",
+        "workspacefs.cli",
+        "workspacefs.testing",
+    ),
     ("workspacefs", "workspacefs.__main__"),
 )
 """Each module's layer is its longest prefix here; a module may import only its own layer and those above."""

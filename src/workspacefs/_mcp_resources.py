@@ -46,15 +46,30 @@ def uri_of(path: str) -> str:
     return SCHEME + quote(path, safe="/")
 
 
+def _shown(uri: object) -> str:
+    """A URI as an error names it: cut past 200 characters, so a client sending 100,000 does not get them back."""
+    text = str(uri)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, without Python's ``[Errno 13]`` prefix."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename!r}" if isinstance(exc.filename, str) else exc.strerror
+    return str(exc)
+
+
 def path_of(uri: str) -> str:
     """The workspace path a ``workspace://`` URI names (``workspace:///src/a.py`` too), normalised."""
     text = str(uri)
     if not text.startswith(SCHEME):
-        raise MCPError(types.INVALID_PARAMS, f"Not a workspace resource: {text} (they look like {SCHEME}src/app.py)")
+        raise MCPError(
+            types.INVALID_PARAMS, f"Not a workspace resource: {_shown(text)} (they look like {SCHEME}src/app.py)"
+        )
     try:
         return normalize_path(unquote(text[len(SCHEME) :]).lstrip("/"), mount_point=None)
     except (ValueError, PermissionError) as exc:
-        raise MCPError(types.INVALID_PARAMS, f"Invalid resource path in {text}: {exc}") from None
+        raise MCPError(types.INVALID_PARAMS, f"Invalid resource path in {_shown(text)}: {_reason(exc)}") from None
 
 
 def _contents(uri: str, data: bytes) -> types.TextResourceContents | types.BlobResourceContents:
@@ -107,7 +122,7 @@ class Resources:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri}") from None
         except (OSError, ValueError) as exc:
-            raise MCPError(types.INVALID_PARAMS, f"{uri} cannot be read: {exc}") from None
+            raise MCPError(types.INVALID_PARAMS, f"{_shown(uri)} cannot be read: {_reason(exc)}") from None
         return types.ReadResourceResult(contents=[_contents(uri_of(path), data)])
 
     # --- subscriptions ------------------------------------------------------------------------------

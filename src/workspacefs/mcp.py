@@ -47,6 +47,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from workspacefs._mcp_resources import Resources, path_of
+from workspacefs._mcp_wire import relay_answering_unparsed
 from workspacefs._version import __version__
 from workspacefs.history import acting_as
 from workspacefs.open import open_filesystem
@@ -54,6 +55,7 @@ from workspacefs.paths import is_within, normalize_path
 from workspacefs.policy import ApprovalRequest, Policy
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import NATIVE_TOOLS, Tool, ToolContext, ToolResult, dispatch, portable_schema, tools_for
+from workspacefs.tools._dispatch import surrogate_refusal
 
 __all__ = ["ERROR_META_KEY", "build_server", "offered_tools", "run_stdio", "serve_stdio"]
 
@@ -434,8 +436,22 @@ async def serve_stdio(
 ) -> None:
     """Serve ``fs`` over stdio until the client disconnects."""
     server = build_server(fs, tools=tools, policy=policy)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    names = {tool.name for tool in (tools if tools is not None else offered_tools(fs, None))}
+    async with stdio_server() as (read_stream, write_stream), anyio.create_task_group() as group:
+        received, relay = await relay_answering_unparsed(read_stream, write_stream, functools.partial(_unparsed, names))
+        group.start_soon(relay)
+        await server.run(received, write_stream, server.create_initialization_options())
+        group.cancel_scope.cancel()  # the relay ends with the client's stream; never outlive the server
+
+
+def _unparsed(names: set[str], name: str, arguments: object) -> types.CallToolResult:
+    """The answer to a ``tools/call`` the SDK could not parse (its text holds a lone surrogate): the tool layer's
+    refusal of the arguments, or of a name that is no tool offered here (never echoed: it may hold the surrogate)."""
+    refused = surrogate_refusal(name, arguments) if name in names else None
+    if refused is not None:
+        return _text(refused.message, error=True, code=refused.error_code)
+    message = "The tool call is not valid Unicode text (a lone UTF-16 surrogate escape such as \\ud800); send it again."
+    return _text(message, error=True, code="invalid_argument")
 
 
 def run_stdio(

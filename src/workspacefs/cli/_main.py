@@ -59,7 +59,27 @@ Exit codes: 0 ok; 1 failed (grep: no match); 2 bad usage; 3 not found;
 7 address in use (serve: the port is taken)."""
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110}, epilog=EPILOG)
+class _Commands(click.Group):
+    """The command group, which refuses an argument that is not text before any command sees it."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Python hands bytes of the command line that are not UTF-8 over as lone surrogates: a pattern, tag
+        or id holding one failed deep inside a backend with a codec message (exit 1 for a snapshot tag)."""
+        for arg in args:
+            if any("\udc80" <= char <= "\udcff" for char in arg):
+                fail(
+                    EXIT_INVALID,
+                    "invalid_argument",
+                    f"the argument {arg!a} is not UTF-8 text (the shell passed bytes that are not); write it as UTF-8",
+                )
+        return super().parse_args(ctx, args)
+
+
+@click.group(
+    cls=_Commands,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+    epilog=EPILOG,
+)
 @click.version_option(package_name="workspacefs")
 @click.option(
     "--as",

@@ -21,7 +21,7 @@ from workspacefs.server import _actions, _admin, _files, _history, _merging, _po
 from workspacefs.server._actor import ActorHeaders
 from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT
 from workspacefs.server._errors import ASGIApp, Message, Receive, Scope, Send, install_error_handlers
-from workspacefs.server._limits import DEFAULT_MAX_JSON_BYTES, DEFAULT_RATE_LIMIT, BodyLimit
+from workspacefs.server._limits import DEFAULT_MAX_JSON_BYTES, DEFAULT_RATE_LIMIT, BodyLimit, refuse_undecodable_url
 from workspacefs.server._service import Service
 from workspacefs.server._storage import session_storage
 
@@ -87,6 +87,8 @@ class _SecurityHeaders:
             await self.app(scope, receive, send)
             return
         policy = _page_policy(scope.get("path", ""))
+        if await refuse_undecodable_url(scope, send):  # outermost: before anything reads the mangled path
+            return
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -12,10 +12,11 @@ import json
 import math
 import threading
 import time
+from urllib.parse import unquote_to_bytes
 
 from workspacefs.server._errors import ASGIApp, Message, Receive, Scope, Send, error_body
 
-__all__ = ["DEFAULT_MAX_JSON_BYTES", "DEFAULT_RATE_LIMIT", "BodyLimit", "RateLimiter"]
+__all__ = ["DEFAULT_MAX_JSON_BYTES", "DEFAULT_RATE_LIMIT", "BodyLimit", "RateLimiter", "refuse_undecodable_url"]
 
 DEFAULT_MAX_JSON_BYTES = 4 * 1024 * 1024
 """A JSON request body is held in memory whole: 4 MiB covers any source file; larger content streams raw."""
@@ -111,3 +112,30 @@ class RateLimiter:
             allowed = left >= 1.0
             self._buckets[key] = (left - 1.0 if allowed else left, now)
         return None if allowed else max(1, math.ceil((1.0 - left) / refill))
+
+
+async def refuse_undecodable_url(scope: Scope, send: Send) -> bool:
+    """Refuse (400) a URL whose percent-escapes are not UTF-8, and say so; ``True`` when it did.
+
+    The server decodes such escapes to U+FFFD, so ``POST …/fs/caf%E9`` (Latin-1) would create a file named
+    ``caf\ufffd``, and two different names would land on the same file. Only a URL holding ``%`` is looked at.
+    """
+    for part, code, raw in (
+        ("path", "invalid_path", scope.get("raw_path") or b""),
+        ("query string", "bad_request", scope.get("query_string") or b""),
+    ):
+        if b"%" not in raw:
+            continue
+        try:
+            unquote_to_bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            message = (
+                f"The URL's {part} has percent-escapes that are not UTF-8 ({exc.reason} at byte {exc.start}); "
+                "percent-encode names as UTF-8 bytes"
+            )
+            payload = json.dumps(error_body(code, message)).encode()
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+            await send({"type": "http.response.start", "status": 400, "headers": headers})
+            await send({"type": "http.response.body", "body": payload})
+            return True
+    return False

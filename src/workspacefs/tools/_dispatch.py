@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -12,7 +13,7 @@ from pydantic import ValidationError
 from workspacefs.errors import WorkspaceError
 from workspacefs.policy import GuardedFilesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult, acting_for
-from workspacefs.tools._messages import failure, failure_from
+from workspacefs.tools._messages import MAX_FAILURE_CHARS, cut_long, failure, failure_from, lone_surrogate
 from workspacefs.tools._schema import openai_strict_schema, portable_schema, prune_nulls
 from workspacefs.tools._sets import ALL_TOOLS, NATIVE_TOOLS, tools_for
 from workspacefs.undo import UndoLog
@@ -31,6 +32,19 @@ def _describe_validation(tool: Tool[Any], error: ValidationError) -> str:
     return f"Invalid arguments for {tool.name}: " + "; ".join(problems) + f". It takes: {fields}."
 
 
+def surrogate_refusal(name: str, arguments: object) -> ToolResult[Any] | None:
+    """The refusal of arguments that hold a lone surrogate anywhere (``None`` when none does); ``name`` is the
+    tool's, shown as it is."""
+    found = lone_surrogate(arguments)
+    if found is None:
+        return None
+    return failure(
+        f"Invalid arguments for {name}: {found}, a lone UTF-16 surrogate, which is not a character and cannot be "
+        "stored as UTF-8. Send that text again as valid Unicode.",
+        "invalid_argument",
+    )
+
+
 def _parse(tool: Tool[Any], arguments: str | Mapping[str, Any] | None) -> Any:
     if arguments is None or arguments == "":
         arguments = {}
@@ -43,6 +57,9 @@ def _parse(tool: Tool[Any], arguments: str | Mapping[str, Any] | None) -> Any:
         return failure(
             f"The arguments for {tool.name} must be a JSON object, not {type(arguments).__name__}.", "invalid_argument"
         )
+    refused = surrogate_refusal(tool.name, arguments)
+    if refused is not None:
+        return refused
     try:
         return tool.params.model_validate(prune_nulls(dict(arguments)))
     except ValidationError as exc:
@@ -97,7 +114,14 @@ def dispatch(
     the model's ``call_id`` (its tool-call / tool-use id) and ``via="tool"``.
     """
     with acting_for(context, call_id):
-        return _dispatch(name, arguments, context, tools)
+        return _bounded(_dispatch(name, arguments, context, tools))
+
+
+def _bounded(result: ToolResult[Any]) -> ToolResult[Any]:
+    """``result``, with a failure's over-long message cut in the middle (see :func:`cut_long`)."""
+    if result.success or len(result.message) <= MAX_FAILURE_CHARS:
+        return result
+    return dataclasses.replace(result, message=cut_long(result.message))
 
 
 def _dispatch(

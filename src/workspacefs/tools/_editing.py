@@ -134,26 +134,53 @@ def _beneath(fs: Filesystem) -> Filesystem:
     return fs.unguarded if isinstance(fs, GuardedFilesystem) else fs
 
 
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """One write through the tool layer: who made it, the content it wrote, and the ledger (the conversation's
+    ``ReadState``) of the context that made it, by identity."""
+
+    actor: str | None
+    content_id: str
+    ledger: int
+
+
 class _LastWriters:
-    """Who last wrote each file through the tool layer, per workspace (the actor and the content id), so a
-    refused stale write can name who changed the file when the change came through workspacefs."""
+    """Who recently wrote each file through the tool layer, per workspace, so a refused stale write can name who
+    changed the file when the change came through workspacefs. A write is noted as under way before it is made
+    (so a call refused while another call's write is still returning learns who made it) and kept once made."""
+
+    RECENT = 8
+    """Writes made kept per path, besides those under way: parallel calls of one turn write one file at once."""
 
     def __init__(self) -> None:
-        self._by_fs: weakref.WeakKeyDictionary[Filesystem, dict[str, tuple[str | None, str]]] = (
+        self._by_fs: weakref.WeakKeyDictionary[Filesystem, dict[str, tuple[tuple[Writer, ...], ...]]] = (
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
 
-    def note(self, fs: Filesystem, path: str, actor: str | None, content_id: str) -> None:
+    def begin(self, fs: Filesystem, path: str, writer: Writer) -> None:
+        """Note a write about to be made."""
         with self._lock:
             files = self._by_fs.setdefault(_beneath(fs), {})
-            files[path] = (actor, content_id)
-            if len(files) > 10_000:  # bounded: the oldest entries go first
+            made, under_way = files.pop(path, ((), ()))  # re-inserted last: the oldest paths go first
+            files[path] = (made, (*under_way, writer))
+            if len(files) > 10_000:
                 del files[next(iter(files))]
 
-    def of(self, fs: Filesystem, path: str) -> tuple[str | None, str] | None:
+    def end(self, fs: Filesystem, path: str, writer: Writer, *, made: bool) -> None:
+        """The write is over: keep it among the writes made, or forget it."""
         with self._lock:
-            return self._by_fs.get(_beneath(fs), {}).get(path)
+            files = self._by_fs.get(_beneath(fs), {})
+            done, under_way = files.get(path, ((), ()))
+            under_way = tuple(noted for noted in under_way if noted is not writer)
+            done = (writer, *done[: self.RECENT - 1]) if made else done
+            files[path] = (done, under_way)
+
+    def of(self, fs: Filesystem, path: str, content_id: str) -> Writer | None:
+        """The newest noted write of ``path`` that wrote ``content_id``."""
+        with self._lock:
+            done, under_way = self._by_fs.get(_beneath(fs), {}).get(path, ((), ()))
+        return next((writer for writer in (*under_way, *done) if writer.content_id == content_id), None)
 
 
 LAST_WRITERS = _LastWriters()
@@ -243,15 +270,23 @@ def short_diff(before: str, after: str, where: str, *, limit: int = 40) -> str:
 
 
 def _who_changed(context: ToolContext, fs: Filesystem, path: str, now: str | None) -> str:
-    known = LAST_WRITERS.of(fs, display(fs, path))
     if now is None:
         return "it has been deleted since"
-    if known is not None and known[1] == now:
-        actor = known[0]
-        if actor is not None and actor != context.actor:
-            return f"{actor} changed it"
-        return "another conversation changed it"
-    return "it was changed outside these tools, by another program, a command or a person"
+    # who wrote what the file holds now: a call that loaded it before another call of its own conversation wrote
+    # it holds an older version than the one that made it stale
+    where = display(fs, path)
+    try:
+        holds = current_id(fs, path) or now
+    except (OSError, ValueError):  # it became a directory, or cannot be read: name the version the call met
+        holds = now
+    known = LAST_WRITERS.of(fs, where, holds)
+    if known is not None and known.ledger == id(context.read_state):
+        return "another of your calls, running at the same time, changed it: change one file in one call at a time"
+    if known is None:
+        return "it was changed outside these tools, by another program, a command or a person"
+    if known.actor is not None and known.actor != context.actor:
+        return f"{known.actor} changed it"
+    return "another conversation changed it"
 
 
 def _changes_since(context: ToolContext, fs: Filesystem, path: str, where: str) -> str:
@@ -350,16 +385,21 @@ def commit(
 ) -> WriteResult:
     """Write ``data`` to ``path`` — over exactly version ``expect`` where the backend can compare and set —
     then remember it as read by this caller (the model knows what it just wrote) and who wrote it."""
+    written, where = content_id_of(data), display(fs, path)
+    writer = Writer(context.actor, written, id(context.read_state))
+    LAST_WRITERS.begin(fs, where, writer)
+    made = False
     try:
         if expect is not None and fs.capabilities.conditional_writes:
             result = cast(ConditionalWrites, fs).write_bytes_if(path, data, expect=expect)
         else:
             result = fs.write_bytes(path, data)
+        made = True
     except PreconditionFailedError:  # changed between the check and the write
         raise stale_refusal(context, fs, path, current_id(fs, path), reread) from None
-    written = content_id_of(data)
+    finally:
+        LAST_WRITERS.end(fs, where, writer, made=made)
     context.read_state.record(fs, path, written, text)
-    LAST_WRITERS.note(fs, display(fs, path), context.actor, written)
     return result
 
 

@@ -7,6 +7,7 @@ plain statement when the command was killed for running too long.
 
 from __future__ import annotations
 
+import errno
 from typing import Any, cast
 
 from pydantic import Field
@@ -24,6 +25,10 @@ DEFAULT_TIMEOUT = 120
 MAX_TIMEOUT = 600
 MAX_SHOWN_CHARS = 30_000
 """What the model reads of a command's output, stdout and stderr together (head and tail)."""
+
+
+MAX_ECHOED_COMMAND = 2_000
+"""A result repeats the command it ran up to this many characters (a model that sent more need not read it again)."""
 
 
 class RunCommandParams(_Params):
@@ -48,7 +53,12 @@ def describe(result: ExecResult, command: str, timeout: int) -> str:
         head = f"Exit code {result.exit_code}" + (" (success)." if result.exit_code == 0 else ".")
         if result.exit_code == 127:
             head += " (127: the command was not found in the sandbox.)"
-    parts = [f"$ {command}", head]
+    shown = (
+        command
+        if len(command) <= MAX_ECHOED_COMMAND
+        else f"{command[:MAX_ECHOED_COMMAND]}… ({len(command):,} characters)"
+    )
+    parts = [f"$ {shown}", head]
     if result.stdout:
         parts.append("stdout:\n" + result.stdout)
     if result.stderr:
@@ -71,7 +81,15 @@ def run_command(params: RunCommandParams, *, context: ToolContext) -> ToolResult
         # each stream keeps no more than the model will read (half the budget each): one cut, made where the
         # output is captured, which says exactly how much went
         result = runner.exec(params.command, timeout=timeout, cwd=params.cwd, max_output=MAX_SHOWN_CHARS // 2)
-    except (OSError, ValueError, SandboxError) as exc:
+    except OSError as exc:
+        if exc.errno == errno.E2BIG:  # the kernel's limit on one argument (128 KiB), not the directory's fault
+            return failure(
+                f"The command is too long to run ({len(params.command):,} characters). Write it to a script file "
+                "with write_file and run that file instead.",
+                "invalid_argument",
+            )
+        return failure_from(exc, fs, params.cwd or ".", verb="used as the working directory")
+    except (ValueError, SandboxError) as exc:
         return failure_from(exc, fs, params.cwd or ".", verb="used as the working directory")
     value: dict[str, object] = {
         "exit_code": result.exit_code,

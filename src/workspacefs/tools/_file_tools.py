@@ -258,7 +258,8 @@ def _transfer(params: TransferParams, context: ToolContext, *, move: bool) -> To
         return failure_from(exc, fs, exc.filename if isinstance(exc.filename, str) else params.dst, verb=verb)
     except MoveIntoSelfError:
         action = "move" if move else "copy"
-        return failure(f"Cannot {action} '{src}' to '{dst}': a directory cannot go inside itself.", "move_into_itself")
+        why = "they are the same path" if src == dst else "a directory cannot go inside itself"
+        return failure(f"Cannot {action} '{src}' to '{dst}': {why}.", "move_into_itself")
     except ValueError as exc:
         return failure_from(exc, fs, params.src, verb=verb)
     except OSError as exc:

@@ -28,7 +28,7 @@ from workspacefs.tools._editing import (
     refuse_if_stale,
     require_fresh,
 )
-from workspacefs.tools._messages import explain, failure
+from workspacefs.tools._messages import failure, failure_from
 from workspacefs.tools._text_editor import clip
 from workspacefs.tools._text_tools import MAX_WRITE_CHARS
 from workspacefs.undo import UndoLog
@@ -261,7 +261,7 @@ def _memory(params: MemoryParams, *, context: ToolContext) -> ToolResult[Any]:
     except RefusalError as refused:
         return refused.result()
     except (OSError, ValueError) as exc:
-        return failure(explain(exc, fs, params.path or params.old_path or "", verb="changed"))
+        return failure_from(exc, fs, params.path or params.old_path or "", verb="changed")  # with the type's code
 
 
 def _undo_plan(params: MemoryParams, log: UndoLog) -> None:

@@ -97,6 +97,36 @@ def human_size(size: int) -> str:
     return f"{size} B"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(value: object, where: str = "") -> str | None:
+    """Where a lone surrogate is in a model's arguments (``content: holds U+D800``), or ``None``: JSON lets
+    ``"\\ud800"`` through, but no UTF-8 encoder takes it, so it would fail deep inside a backend instead."""
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        return None if found is None else f"{where or 'arguments'}: holds U+{ord(found.group()):04X}"
+    items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        described = lone_surrogate(item, f"{where}.{key}" if where else str(key))
+        if described is not None:
+            return described
+    return None
+
+
+MAX_FAILURE_CHARS = 8_000
+"""A refusal's message is cut to about this many characters: some quote what the model sent (a snapshot id, a
+patch's lines), and a model that sent 100,000 characters should not read them back."""
+
+
+def cut_long(message: str) -> str:
+    """``message`` with its middle cut when it passes :data:`MAX_FAILURE_CHARS` (its head and its advice kept)."""
+    if len(message) <= MAX_FAILURE_CHARS:
+        return message
+    head, tail = MAX_FAILURE_CHARS * 3 // 4, MAX_FAILURE_CHARS // 8
+    return f"{message[:head]}\n[… {len(message) - head - tail:,} characters of this message cut …]\n{message[-tail:]}"
+
+
 def failure(message: str, error_code: str | None = None) -> ToolResult[Any]:
     """A failed result: the model reads ``message`` and tries something else; ``error_code`` names the
     kind of failure for code (the shared codes of ``errors.ERROR_CODES``)."""

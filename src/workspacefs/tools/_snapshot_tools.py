@@ -100,7 +100,7 @@ def snapshot(params: SnapshotParams, *, context: ToolContext) -> ToolResult[dict
 
 
 class RestoreParams(_Params):
-    snapshot_id: str = Field(description="The snapshot's id (or its tag) as snapshot returned it.")
+    snapshot_id: str = Field(max_length=200, description="The snapshot's id (or its tag) as snapshot returned it.")
 
 
 def restore(params: RestoreParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:
@@ -128,8 +128,10 @@ def restore(params: RestoreParams, *, context: ToolContext) -> ToolResult[dict[s
 
 
 class DiffParams(_Params):
-    snapshot_id: str = Field(description="The snapshot to compare from (its id or tag).")
-    other_snapshot_id: str | None = Field(None, description="Compare to this snapshot instead of the current files.")
+    snapshot_id: str = Field(max_length=200, description="The snapshot to compare from (its id or tag).")
+    other_snapshot_id: str | None = Field(
+        None, max_length=200, description="Compare to this snapshot instead of the current files."
+    )
 
 
 def diff(params: DiffParams, *, context: ToolContext) -> ToolResult[dict[str, object]]:

@@ -31,7 +31,7 @@ from workspacefs.tools._editing import (
     require_fresh,
     stale_refusal,
 )
-from workspacefs.tools._messages import explain, failure, shown
+from workspacefs.tools._messages import failure, failure_from, shown
 from workspacefs.tools._text_tools import MAX_WRITE_CHARS, loose_match_line
 from workspacefs.undo import UndoLog
 
@@ -310,7 +310,7 @@ def _handler(name: str, commands: tuple[str, ...]) -> Any:
         except RefusalError as refused:
             return refused.result()
         except (OSError, ValueError) as exc:
-            return failure(explain(exc, fs, params.path, verb="edited"))
+            return failure_from(exc, fs, params.path, verb="edited")  # the message and the type's code
 
     return handle
 

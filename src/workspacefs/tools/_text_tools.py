@@ -190,6 +190,7 @@ def _no_filesystem() -> ToolResult[Any]:
 
 _EXPECTED_HASH = Field(
     None,
+    max_length=200,
     description="Optional precondition: the content id the file must still have (stat shows it). The change is "
     "refused if the file changed since; it replaces the need to read the file first.",
 )

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from workspacefs.tools._core import ToolContext, acting_for
 from workspacefs.tools._editing import plain_dict
-from workspacefs.tools._messages import display
+from workspacefs.tools._messages import cut_long, display, lone_surrogate
 from workspacefs.tools._patch import FileOperation, PatchError, parse_v4a_create, parse_v4a_update
 from workspacefs.tools._patching import PatchFailedError, apply_planned, plan_changes
 
@@ -38,6 +38,9 @@ def _operation(call: dict[str, Any]) -> FileOperation:
         raise PatchError("The operation has no path.")
     if not isinstance(diff, str):
         raise PatchError("The operation's diff is not text.")
+    surrogate = lone_surrogate({"path": path, "diff": diff})
+    if surrogate is not None:
+        raise PatchError(f"The operation's {surrogate}, a lone UTF-16 surrogate, not a character; send valid text.")
     if kind == "create_file":
         return FileOperation("add", path, content=parse_v4a_create(diff))
     if kind == "update_file":
@@ -48,7 +51,9 @@ def _operation(call: dict[str, Any]) -> FileOperation:
 
 
 def _output(call_id: Any, status: str, output: str) -> dict[str, Any]:
-    return {"type": "apply_patch_call_output", "call_id": call_id, "status": status, "output": output}
+    """One call's output; a failure's over-long text (quoting lines the model sent) is cut in the middle."""
+    text = cut_long(output) if status == "failed" else output
+    return {"type": "apply_patch_call_output", "call_id": call_id, "status": status, "output": text}
 
 
 def handle_apply_patch_calls(calls: Iterable[Any] | Any, context: ToolContext) -> list[dict[str, Any]]:
