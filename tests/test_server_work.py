@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import fastapi.routing
 import pytest
 import sqlalchemy as sa
 from conftest import api_routes
@@ -86,6 +87,44 @@ def test_a_file_request_crosses_to_a_worker_thread_once(
         hops.clear()
         request().raise_for_status()
         assert len(hops) == 1, hops
+
+
+def test_a_file_read_solves_no_parameters_and_answers_as_fastapi_would(
+    served: tuple[TestClient, Service, dict[str, str], str],
+) -> None:
+    """A file's or the root's GET calls its endpoint directly (``_direct.py``: FastAPI's solving was a fifth of the
+    read); an id FastAPI's pattern refuses still gets FastAPI's own answer: 400, or 401 first without a token."""
+    client, _, auth, file = served
+    solving = fastapi.routing.solve_dependencies
+    solved: list[str] = []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        solved.append(kwargs["request"].url.path)
+        return await solving(*args, **kwargs)
+
+    root = file.rsplit("/", 1)[0]
+    fastapi.routing.solve_dependencies = counted  # type: ignore[assignment]
+    try:
+        for url in (file, root, file + "/..", root.replace("/fs", "/fs/")):
+            answer = client.get(url, headers=auth)
+            assert answer.status_code in (200, 400), (url, answer.text)
+        assert solved == []
+        read = client.get(file, headers=auth)
+        assert read.json()["content"] == "x" * 1024 and read.headers["etag"]
+        agent = file.split("/")[3]
+        for bad in (agent + "%0A", "-" + agent, agent + "%20x", "a" * 129):
+            wrong = file.replace(f"/agents/{agent}/", f"/agents/{bad}/")
+            answer = client.get(wrong, headers=auth)
+            assert (answer.status_code, answer.json()["error"]["code"]) == (400, "bad_request"), (bad, answer.text)
+            assert "should match pattern" in answer.json()["error"]["message"]  # pydantic's words: FastAPI answered
+            assert client.get(wrong).status_code == 401  # the credentials' check comes first, as FastAPI solves it
+        assert len(solved) == 8  # those went to FastAPI's handler
+        solved.clear()
+        assert client.get(file + "?typo=1", headers=auth).status_code == 400
+        assert client.get(file, headers={"Authorization": "Bearer wsfs_unknown"}).status_code == 401
+        assert solved == []
+    finally:
+        fastapi.routing.solve_dependencies = solving  # type: ignore[assignment]
 
 
 def test_an_unknown_query_parameter_is_refused_by_every_router_before_the_token(

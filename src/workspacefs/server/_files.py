@@ -20,6 +20,7 @@ from workspacefs.errors import PreconditionFailedError, UnsupportedOperationErro
 from workspacefs.paths import MAX_CONVENIENCE_BYTES, strict_path_pattern
 from workspacefs.protocol import ByteWriter
 from workspacefs.server._auth import ReadAccess, WriteAccess
+from workspacefs.server._direct import DirectReadRoute
 from workspacefs.server._errors import ApiError, error_responses
 from workspacefs.server._models import CreateFileRequest, FileList, FileModel, UpdateFileRequest
 from workspacefs.server._service import (
@@ -180,7 +181,6 @@ def _listing(fs: ServedFilesystem, session_id: str, norm: str) -> Response:
     return _json(FileList(data=[file_model(session_id, child) for child in fs.list_stats(norm)]))
 
 
-@router.get("", response_model=FileList, responses=error_responses(404), summary="List the root directory")
 async def list_root(*, agent_id: AgentId, session_id: SessionId, access: ReadAccess) -> Response:
     """The root directory's entries."""
     running = serving(access)
@@ -189,6 +189,17 @@ async def list_root(*, agent_id: AgentId, session_id: SessionId, access: ReadAcc
         return _listing(running.filesystem(access.verify(), agent_id, session_id), session_id, "/")
 
     return await running.run(work)
+
+
+router.add_api_route(
+    "",
+    list_root,
+    methods=["GET"],
+    response_model=FileList,
+    responses=error_responses(404),
+    summary="List the root directory",
+    route_class_override=DirectReadRoute,
+)
 
 
 def _read(fs: ServedFilesystem, session_id: str, norm: str, raw: bool) -> Response:
@@ -209,7 +220,6 @@ def _read(fs: ServedFilesystem, session_id: str, norm: str, raw: bool) -> Respon
     return _json(file_model(session_id, version.stat, content), headers=etag(version.content_id))
 
 
-@router.get("/{path:wsfs_path}", responses=_READ_RESPONSES, summary="Read a file or list a directory")
 async def read(
     *,
     request: Request,
@@ -227,6 +237,16 @@ async def read(
         return _read(fs, session_id, wire_path(path), raw)
 
     return await running.run(work)
+
+
+router.add_api_route(
+    "/{path:wsfs_path}",
+    read,
+    methods=["GET"],
+    responses=_READ_RESPONSES,
+    summary="Read a file or list a directory",
+    route_class_override=DirectReadRoute,  # FastAPI's parameter solving was a fifth of a small file's read
+)
 
 
 # --- create -----------------------------------------------------------------------------------------------
