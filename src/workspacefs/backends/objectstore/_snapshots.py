@@ -14,7 +14,12 @@ concurrent batch of ``HEAD`` requests for versions this process has not seen) an
   manifest not listed yet) holds only young ones. The one window left, a blob judged old by the deletion and
   refreshed by a capture before the delete lands, is closed from both sides: the deletion lists the snapshots
   again afterwards and copies back what a new one names, the capture checks the blobs it refreshed once its
-  manifest is listed.
+  manifest is listed. A change that keeps a blob for undo (it copies the blob again) after the age check is
+  met by a second look at the journal's entries (and the snapshots) between the age check and the delete, and
+  what one stored after that look names is copied back after the delete, from its file where that still holds
+  the content. Left open: a change whose entry, copy and replacement of the file all fall between that second
+  look and the delete request (no round trip apart), as for a capture whose file changes in the same moment.
+  The journal's prune judges the same way (``ObjectJournal.prune``).
 
 Restore compares the manifest with one listing of the workspace and touches only what differs: checks that
 the store still holds every version or blob it needs (before changing anything), deletes what the snapshot
@@ -223,11 +228,11 @@ class ObjectSnapshots(ObjectHistory):
         held = fs._store.drop(snapshot.snapshot_id)
         kept = fs._store.snapshot_ids()
         blobs, _ = fs._store.unheld(held.files, kept)
-        blobs = self._old_blobs(blobs)
-        # the entries after the age check: a change that kept one of these blobs since (copied it again, young)
-        # is listed here, never judged by an older look (whether or not this object journals: another one may)
-        journaled, entries = fs._changes.holding()
+        journaled, entries = fs._changes.holding()  # whether or not this object journals: another one may
         blobs -= {ref[1] for ref in journaled if ref[0] == "blob"}
+        blobs = self._old_blobs(blobs)
+        if blobs:  # looked at again after the age check: a change that kept one since (copied it again, young)
+            blobs -= {ref[1] for ref in self._named_since({("blob", b) for b in blobs}, entries, frozenset(kept))}
         with self._blobs_lock:
             for blob in blobs:
                 self._blobs_seen.pop(blob, None)
