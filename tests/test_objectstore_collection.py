@@ -345,3 +345,42 @@ def test_a_snapshot_listed_between_a_prune_s_last_look_and_its_delete_is_copied_
     pruner.prune_history(keep=0)
     assert taken and holds_one(bucket, pruner)
     restores_one(bucket, taker, root, taken[0])
+
+
+def test_a_write_kept_between_the_second_look_and_the_delete_is_copied_back_from_its_file(bucket: S3Server) -> None:
+    """The write's entry and its copy of the blob land after the deletion's second look, its change not yet made:
+    the delete takes the blob, and the deletion's listing after it finds the new entry and copies the blob back
+    from the file, which still holds that content. (The writer runs in a thread, held at its change by events.)"""
+    deleter, writer, _ = two_processes(bucket)
+    for fs in (deleter, writer):
+        fs._changes.tombstone_age = timedelta(0)
+    deleter.write("a.txt", "one")
+    first = deleter.snapshot()
+    kept, deleted = threading.Event(), threading.Event()
+    put, key = writer._client.put, writer._layout.key("a.txt")
+
+    def held_at_the_change(target: str, *args: Any, **options: Any) -> Any:
+        if target == key:  # the entry is stored and the blob copied: the change is next
+            kept.set()
+            assert deleted.wait(60)
+        return put(target, *args, **options)
+
+    writer._client.put = held_at_the_change  # type: ignore[method-assign]
+    thread = threading.Thread(target=writer.write, args=("a.txt", "two"))
+    collect = deleter._store.collect
+
+    def write_then_collect(content_ids: Any) -> None:
+        del deleter._store.collect  # once
+        thread.start()
+        assert kept.wait(60)
+        collect(content_ids)
+
+    deleter._store.collect = write_then_collect  # type: ignore[method-assign]
+    try:
+        deleter.delete_snapshot(first)
+        assert holds_one(bucket, deleter)  # copied back from a.txt
+    finally:
+        deleted.set()
+        thread.join(60)
+    assert writer.read_bytes("a.txt").content == b"two"
+    undoes_to_one(writer)
