@@ -120,3 +120,86 @@ def test_with_history_a_fifo_swapped_in_before_the_rename_is_never_replaced(
     assert ran
     assert stat.S_ISFIFO(os.lstat(target).st_mode)
     assert [e.operation for e in fs.history(limit=None)] == ["write"]  # the refused write left no entry
+
+
+# --- move(overwrite=True): the same exchange at the rename ---------------------------------------------------
+
+
+def swapping_before_the_rename(fs: HostFilesystem, swap: Any) -> list[int]:
+    """Make ``swap`` run once, after the move's look at its target and before its rename."""
+    rename, ran = fs._rename_entry, []
+
+    def swap_then_rename(*args: Any, **options: Any) -> None:
+        if not ran:
+            ran.append(1)
+            swap()
+        rename(*args, **options)
+
+    fs._rename_entry = swap_then_rename  # type: ignore[method-assign]
+    return ran
+
+
+def to_fifo(target: Path) -> None:
+    target.unlink()
+    os.mkfifo(target)
+
+
+def to_link(target: Path) -> None:
+    target.unlink()
+    target.symlink_to(target.parent.parent / "outside.txt")
+
+
+@pytest.mark.parametrize("history", [False, True])
+@pytest.mark.parametrize(
+    ("swap", "kind", "refusal"), [(to_fifo, stat.S_ISFIFO, SpecialFileError), (to_link, stat.S_ISLNK, OSError)]
+)
+def test_a_move_over_a_file_never_replaces_what_was_swapped_in_after_its_look(
+    tmp_path: Path, history: bool, swap: Any, kind: Any, refusal: type[Exception]
+) -> None:
+    """The move looked at b.txt (a file: overwrite allowed), then a FIFO or a link took its name, and the plain
+    rename replaced it. The exchange puts it back and refuses, as a write does; the source stays."""
+    inside = tmp_path / "root"
+    inside.mkdir()
+    (tmp_path / "outside.txt").write_text("secret")
+    fs = HostFilesystem(inside, history=history)
+    fs.write("a.txt", "mine")
+    fs.write("b.txt", "theirs")
+    target = inside / "b.txt"
+    ran = swapping_before_the_rename(fs, lambda: swap(target))
+    with pytest.raises(refusal) as raised:
+        fs.move("a.txt", "b.txt", overwrite=True)
+    assert ran
+    assert getattr(raised.value, "filename", None) == "b.txt"
+    assert kind(os.lstat(target).st_mode)  # still what the other process put there
+    assert (inside / "a.txt").read_text() == "mine"
+    assert sorted(os.listdir(inside)) == ["a.txt", "b.txt"]
+    assert (tmp_path / "outside.txt").read_text() == "secret"
+    if history:
+        assert [e.operation for e in fs.history(limit=None)] == ["write", "write"]  # the refused move: no entry
+
+
+def test_a_move_over_a_file_replaced_by_another_file_after_its_look_replaces_it(tmp_path: Path) -> None:
+    """What a move may replace it still replaces; the exchanged-out file goes."""
+    fs = HostFilesystem(tmp_path, history=False)
+    fs.write("a.txt", "mine")
+    fs.write("b.txt", "theirs")
+    target = tmp_path / "b.txt"
+
+    def to_other_file() -> None:
+        target.unlink()
+        target.write_text("other")
+
+    assert swapping_before_the_rename(fs, to_other_file) is not None
+    fs.move("a.txt", "b.txt", overwrite=True)
+    assert target.read_text() == "mine"
+    assert sorted(os.listdir(tmp_path)) == ["b.txt"]
+
+
+def test_a_move_over_a_file_removed_after_its_look_takes_the_name(tmp_path: Path) -> None:
+    fs = HostFilesystem(tmp_path, history=False)
+    fs.write("a.txt", "mine")
+    fs.write("b.txt", "theirs")
+    swapping_before_the_rename(fs, (tmp_path / "b.txt").unlink)
+    fs.move("a.txt", "b.txt", overwrite=True)
+    assert (tmp_path / "b.txt").read_text() == "mine"
+    assert sorted(os.listdir(tmp_path)) == ["b.txt"]

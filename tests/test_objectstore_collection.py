@@ -5,6 +5,7 @@ on one bucket stand for the two processes; their steps are interleaved by hooks,
 from __future__ import annotations
 
 import itertools
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from workspacefs import ObjectStoreFilesystem
 from workspacefs.backends.objectstore._snapshots import ObjectSnapshots
+from workspacefs.history import DIRECTORY
 from workspacefs.results import FilesystemSnapshot
 from workspacefs.streams import content_id_of
 from workspacefs.testing._s3 import S3Server
@@ -173,3 +175,212 @@ def test_a_move_settled_between_its_copy_and_its_delete_records_only_the_delete_
     assert [(c.path, c.before, c.after, c.from_path) for c in settled.changes] == [("b.txt", None, cid, None)]
     assert [(c.path, c.before, c.after, c.from_path) for c in newest.changes] == [("a.txt", cid, None, None)]
     assert sorted(e.path for e in writer.walk() if e.is_file) == ["b.txt"]
+
+
+def changes_of(entry: Any) -> list[tuple[str, Any, Any, Any]]:
+    return [(c.path, c.before, c.after, c.from_path) for c in entry.changes]
+
+
+def test_a_directory_move_settled_after_its_copies_records_only_the_deletes_anew(bucket: S3Server) -> None:
+    """The same for a directory: the reader settled it after every copy, before the deletes (the directory made,
+    each file copied); the writer recorded the whole move again, so the history named every destination twice and
+    never said the source went. What is left is recorded: each source's delete, then the source directories."""
+    writer, reader, _ = two_processes(bucket)
+    reader.journal_grace = timedelta(0)
+    writer.write("d/a.txt", "one")
+    writer.write("d/sub/b.txt", "two")
+    one, two = content_id_of(b"one"), content_id_of(b"two")
+    put, dst_marker = writer._client.put, writer._layout.dir_key("e")
+
+    def put_then_read(key: str, *args: Any, **options: Any) -> Any:
+        stored = put(key, *args, **options)
+        if key == dst_marker:  # every file copied, none deleted yet
+            assert next(e.operation for e in reader.history(limit=None)) == "move"
+        return stored
+
+    writer._client.put = put_then_read  # type: ignore[method-assign]
+    writer.move("d", "e")
+    newest, settled, *_ = writer.history(limit=None)
+    assert changes_of(settled) == [
+        ("e", None, DIRECTORY, None),
+        ("e/sub", None, DIRECTORY, None),
+        ("e/a.txt", None, one, None),
+        ("e/sub/b.txt", None, two, None),
+    ]
+    assert changes_of(newest) == [
+        ("d/sub/b.txt", two, None, None),
+        ("d/sub", DIRECTORY, None, None),
+        ("d/a.txt", one, None, None),
+        ("d", DIRECTORY, None, None),
+    ]
+    assert sorted(e.path for e in writer.walk() if e.is_file) == ["e/a.txt", "e/sub/b.txt"]
+
+
+def test_a_directory_move_settled_part_way_records_the_rest_of_it(bucket: S3Server) -> None:
+    """Settled with one file copied and the other not yet: the rest is that file's move (and its directory),
+    the copied file's delete and the source directories' removal; nothing is named twice."""
+    writer, reader, _ = two_processes(bucket)
+    reader.journal_grace = timedelta(0)
+    writer.write("d/a.txt", "one")
+    writer.write("d/sub/b.txt", "two")
+    one, two = content_id_of(b"one"), content_id_of(b"two")
+    copy, read = writer._copy_object, threading.Event()
+
+    def copy_in_order(info: Any, path: str) -> None:
+        if path != "e/a.txt":  # e/sub/ (d/sub's marker) and e/sub/b.txt: after the reader settled
+            assert read.wait(60)  # (the copies run in threads: a.txt's is never behind these)
+            copy(info, path)
+            return
+        copy(info, path)
+        reader.history(limit=None)
+        read.set()
+
+    writer._copy_object = copy_in_order  # type: ignore[method-assign]
+    writer.move("d", "e")
+    newest, settled, *_ = writer.history(limit=None)
+    assert changes_of(settled) == [("e", None, DIRECTORY, None), ("e/a.txt", None, one, None)]
+    assert changes_of(newest) == [
+        ("e/sub", None, DIRECTORY, None),
+        ("e/sub/b.txt", None, two, "d/sub/b.txt"),
+        ("d/sub", DIRECTORY, None, None),
+        ("d/a.txt", one, None, None),
+        ("d", DIRECTORY, None, None),
+    ]
+    assert sorted(e.path for e in writer.walk() if e.is_file) == ["e/a.txt", "e/sub/b.txt"]
+
+
+# --- a change or a capture that keeps a blob between a collection's look and its delete -----------------------
+
+
+def undoes_to_one(writer: ObjectStoreFilesystem) -> None:
+    """The writer's newest entry replaced ``b"one"`` at a.txt: its undo puts it back (the blob is still kept)."""
+    writer.undo(writer.history(limit=1)[0].entry_id)
+    assert writer.read_bytes("a.txt").content == b"one"
+
+
+def test_a_write_that_keeps_a_blob_after_the_deletion_s_age_check_keeps_it(bucket: S3Server) -> None:
+    """The deletion listed the journal's entries, then judged the blob old; a write in another process then kept
+    it for undo (copied it again, young) in an entry not listed, and the delete took it: undo refused. The
+    entries are listed after the age check now, so that write's entry holds the blob."""
+    deleter, writer, _ = two_processes(bucket)
+    for fs in (deleter, writer):
+        fs._changes.tombstone_age = timedelta(0)  # every blob is old
+    deleter.write("a.txt", "one")
+    first = deleter.snapshot()
+
+    def age_then_write(content_ids: Any) -> Any:
+        del deleter._old_blobs  # once
+        old = deleter._old_blobs(content_ids)
+        writer.write("a.txt", "two")  # keeps the blob of "one" for undo
+        return old
+
+    deleter._old_blobs = age_then_write  # type: ignore[method-assign]
+    deleter.delete_snapshot(first)
+    assert holds_one(bucket, deleter)
+    undoes_to_one(writer)
+
+
+def test_a_write_that_keeps_a_blob_after_a_prune_s_age_check_keeps_it(bucket: S3Server) -> None:
+    """The same for the journal's prune: its listing and age check came before another process's write kept the
+    blob again; it now looks at the entries stored since before it releases anything."""
+    pruner, writer, _ = two_processes(bucket)
+    for fs in (pruner, writer):
+        fs._changes.tombstone_age = timedelta(0)
+    pruner.write("a.txt", "one")
+    pruner.write("a.txt", "x")  # its entry keeps the blob of "one"
+    pruner.write("a.txt", "one")
+    fresh = pruner._changes._fresh
+
+    def age_then_write(refs: Any, since: Any) -> Any:
+        young = fresh(refs, since)
+        writer.write("a.txt", "two")  # keeps the blob of "one" again, for an entry the prune has not listed
+        return young
+
+    pruner._changes._fresh = age_then_write
+    pruner.prune_history(keep=0)
+    assert holds_one(bucket, pruner)
+    undoes_to_one(writer)
+
+
+def test_a_snapshot_taken_after_a_prune_s_age_check_keeps_its_blob(bucket: S3Server) -> None:
+    """A snapshot captured in another process after the prune's look at the snapshots and at the blobs' age
+    (it refreshed the old blob, so its check found it there) named a blob the prune then released: restoring it
+    failed. The prune lists the snapshots again before it releases anything."""
+    pruner, taker, root = two_processes(bucket)
+    for fs in (pruner, taker):
+        fs._changes.tombstone_age = timedelta(0)
+    pruner.write("a.txt", "one")
+    pruner.write("a.txt", "x")  # its entry keeps the blob of "one"
+    pruner.write("a.txt", "one")
+    fresh, taken = pruner._changes._fresh, []
+
+    def age_then_snapshot(refs: Any, since: Any) -> Any:
+        young = fresh(refs, since)
+        taken.append(taker.snapshot())
+        return young
+
+    pruner._changes._fresh = age_then_snapshot
+    pruner.prune_history(keep=0)
+    assert taken and holds_one(bucket, pruner)
+    restores_one(bucket, taker, root, taken[0])
+
+
+def test_a_snapshot_listed_between_a_prune_s_last_look_and_its_delete_is_copied_back(bucket: S3Server) -> None:
+    """The capture ran whole between the prune's last look and its delete (its own check found the blob there):
+    the prune lists the snapshots again after the delete and copies back what a new one names."""
+    pruner, taker, root = two_processes(bucket)
+    for fs in (pruner, taker):
+        fs._changes.tombstone_age = timedelta(0)
+    pruner.write("a.txt", "one")
+    pruner.write("a.txt", "x")
+    pruner.write("a.txt", "one")
+    collect, taken = pruner._store.collect, []
+
+    def snapshot_then_collect(content_ids: Any) -> None:
+        del pruner._store.collect  # once
+        taken.append(taker.snapshot())
+        collect(content_ids)
+
+    pruner._store.collect = snapshot_then_collect  # type: ignore[method-assign]
+    pruner.prune_history(keep=0)
+    assert taken and holds_one(bucket, pruner)
+    restores_one(bucket, taker, root, taken[0])
+
+
+def test_a_write_kept_between_the_second_look_and_the_delete_is_copied_back_from_its_file(bucket: S3Server) -> None:
+    """The write's entry and its copy of the blob land after the deletion's second look, its change not yet made:
+    the delete takes the blob, and the deletion's listing after it finds the new entry and copies the blob back
+    from the file, which still holds that content. (The writer runs in a thread, held at its change by events.)"""
+    deleter, writer, _ = two_processes(bucket)
+    for fs in (deleter, writer):
+        fs._changes.tombstone_age = timedelta(0)
+    deleter.write("a.txt", "one")
+    first = deleter.snapshot()
+    kept, deleted = threading.Event(), threading.Event()
+    put, key = writer._client.put, writer._layout.key("a.txt")
+
+    def held_at_the_change(target: str, *args: Any, **options: Any) -> Any:
+        if target == key:  # the entry is stored and the blob copied: the change is next
+            kept.set()
+            assert deleted.wait(60)
+        return put(target, *args, **options)
+
+    writer._client.put = held_at_the_change  # type: ignore[method-assign]
+    thread = threading.Thread(target=writer.write, args=("a.txt", "two"))
+    collect = deleter._store.collect
+
+    def write_then_collect(content_ids: Any) -> None:
+        del deleter._store.collect  # once
+        thread.start()
+        assert kept.wait(60)
+        collect(content_ids)
+
+    deleter._store.collect = write_then_collect  # type: ignore[method-assign]
+    try:
+        deleter.delete_snapshot(first)
+        assert holds_one(bucket, deleter)  # copied back from a.txt
+    finally:
+        deleted.set()
+        thread.join(60)
+    assert writer.read_bytes("a.txt").content == b"two"
+    undoes_to_one(writer)

@@ -91,6 +91,7 @@ EXPECTED = {
     "HardLinkRefusedError",
     "InvalidPathError",
     "InvalidPatternError",
+    "InvalidTextError",
     "LimitExceededError",
     "MoveIntoSelfError",
     "NameTooLongError",

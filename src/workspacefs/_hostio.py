@@ -135,12 +135,14 @@ def renameat_noreplace(src_fd: int, src: str, dst_fd: int, dst: str) -> bool:
     raise OSError(code, os.strerror(code))
 
 
-def renameat_exchange(dir_fd: int, one: str, other: str) -> bool | None:
-    """``renameat2(RENAME_EXCHANGE)`` of two names of ``dir_fd``, atomically: ``True`` done, ``False`` one of
-    them is gone (``ENOENT``), ``None`` where the system cannot exchange (caller falls back)."""
+def renameat_exchange(dir_fd: int, one: str, other: str, other_dir_fd: int | None = None) -> bool | None:
+    """``renameat2(RENAME_EXCHANGE)`` of ``one`` in ``dir_fd`` and ``other`` (in ``other_dir_fd``, else the same
+    directory), atomically: ``True`` done, ``False`` one of them is gone (``ENOENT``), ``None`` where the system
+    cannot exchange (caller falls back)."""
     if _renameat2 is None:
         return None
-    result = _renameat2(dir_fd, os.fsencode(one), dir_fd, os.fsencode(other), _RENAME_EXCHANGE)
+    other_fd = dir_fd if other_dir_fd is None else other_dir_fd
+    result = _renameat2(dir_fd, os.fsencode(one), other_fd, os.fsencode(other), _RENAME_EXCHANGE)
     if result == 0:
         return True
     code = ctypes.get_errno()

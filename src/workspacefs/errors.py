@@ -30,6 +30,7 @@ __all__ = [
     "HistoryEntryNotFoundError",
     "InvalidPathError",
     "InvalidPatternError",
+    "InvalidTextError",
     "LimitExceededError",
     "MountPointError",
     "MoveIntoSelfError",
@@ -307,6 +308,11 @@ class PatternTooLargeError(InvalidPatternError, LimitExceededError):
     """A regular expression refused because compiling it would take too much memory."""
 
 
+class InvalidTextError(WorkspaceError, ValueError):
+    """Text that is not Unicode: a lone surrogate (``"\\ud800"``, which JSON can carry and UTF-8 cannot encode) in
+    written content, a snapshot tag or a search pattern."""
+
+
 class MoveIntoSelfError(WorkspaceError, ValueError):
     """A directory moved or copied into itself, or over a directory that contains it."""
 
@@ -390,6 +396,7 @@ ERROR_CODES: Mapping[type[BaseException], str] = {
     InvalidPatternError: "invalid_pattern",
     PatternTooSlowError: "pattern_too_slow",
     PatternTooLargeError: "pattern_too_large",
+    InvalidTextError: "invalid_text",
     MoveIntoSelfError: "move_into_itself",
     ValueError: "invalid_argument",
     UnsupportedOperationError: "unsupported",

@@ -17,6 +17,7 @@ from typing import Literal
 
 from workspacefs.errors import (
     InvalidPathError,
+    InvalidTextError,
     NameTooLongError,
     PathEscapeError,
     PathTooDeepError,
@@ -37,7 +38,9 @@ __all__ = [
     "anchored_pattern",
     "basename",
     "check_non_negative",
+    "check_text",
     "display_path",
+    "encode_text",
     "is_within",
     "join",
     "name_problem",
@@ -75,6 +78,28 @@ _BIDI_CONTROL = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 # Lone surrogates: not Unicode text (a host name that is not UTF-8 arrives with them, surrogate-escaped).
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _UNSAFE_CHAR = re.compile(f"{_BIDI_CONTROL.pattern}|{_SURROGATE.pattern}")
+
+
+def check_text(argument: str, text: str) -> None:
+    """Refuse text that is not Unicode (a lone surrogate: JSON carries ``"\\ud800"``, UTF-8 cannot encode it) with
+    ``InvalidTextError`` naming ``argument``: the one check of tags and patterns, the same in every backend."""
+    if not text.isascii() and (found := _SURROGATE.search(text)) is not None:
+        raise _text_refusal(argument, text, found.start())
+
+
+def encode_text(argument: str, text: str) -> bytes:
+    """``text`` in UTF-8, or :func:`check_text`'s refusal (its check costs nothing until the encoding fails)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _text_refusal(argument, text, exc.start) from None
+
+
+def _text_refusal(argument: str, text: str, at: int) -> InvalidTextError:
+    return InvalidTextError(
+        f"{argument} is not valid Unicode text: it holds a lone surrogate (U+{ord(text[at]):04X} at character {at}), "
+        "which no file or store can keep; send valid text"
+    )
 
 
 def name_problem(name: str) -> InvalidPathError | None:

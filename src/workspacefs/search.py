@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import re2  # google-re2
 
 from workspacefs.errors import InvalidPatternError, PatternTooLargeError, PatternTooSlowError
-from workspacefs.paths import MAX_PATH_CHARS, basename, relative_to
+from workspacefs.paths import MAX_PATH_CHARS, basename, check_text, relative_to
 from workspacefs.protocol import ByteReader
 from workspacefs.results import GrepMatch
 
@@ -131,6 +131,7 @@ def _translate_segment(segment: str) -> tuple[str, int]:
 def _split_pattern(pattern: str, what: str) -> list[str]:
     if not isinstance(pattern, str):
         raise TypeError(f"{what} must be a str, not {type(pattern).__name__}")
+    check_text(what, pattern)
     if len(pattern) > MAX_PATH_CHARS:
         raise InvalidPatternError(f"{what} is longer than {MAX_PATH_CHARS} characters")
     if _CONTROL.search(pattern) is not None:
@@ -367,6 +368,7 @@ class GrepPattern:
     def __init__(self, pattern: str) -> None:
         if not isinstance(pattern, str):
             raise TypeError(f"pattern must be a str, not {type(pattern).__name__}")
+        check_text("pattern", pattern)
         self.pattern = pattern
         options = _re2_options()
         options.never_nl = True  # a match never spans lines, as when each line is searched alone

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 from workspacefs.backends._history import HistoryMixin
 from workspacefs.errors import SnapshotIncompatibleError
+from workspacefs.paths import check_text
 from workspacefs.results import FilesystemDiff, FilesystemSnapshot
 
 __all__ = ["SnapshotMixin"]
@@ -47,6 +48,8 @@ class SnapshotMixin(HistoryMixin):
         """
         if tag is not None and not isinstance(tag, str):
             raise TypeError(f"tag must be a str or None, not {type(tag).__name__}")
+        if tag is not None:
+            check_text("tag", tag)
         draft = FilesystemSnapshot(
             snapshot_id=uuid.uuid4(),
             created_at=datetime.now(UTC),

@@ -38,6 +38,7 @@ from workspacefs.paths import (
     ROOT,
     anchored_pattern,
     check_non_negative,
+    encode_text,
     is_within,
     parent,
     relative_to,
@@ -234,7 +235,7 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
         """
         if type(content) is not str and not isinstance(content, str):
             raise TypeError(f"content must be a str, not {type(content).__name__}; use write_bytes() for bytes")
-        return self._write_whole(path, content.encode("utf-8"), mode, create_parents)
+        return self._write_whole(path, encode_text("content", content), mode, create_parents)
 
     def write_bytes(
         self, path: str, content: BytesLike, *, mode: WriteMode = "overwrite", create_parents: bool = True

@@ -238,6 +238,7 @@ EXIT_CODES: Mapping[type[BaseException], int] = {
     errors.InvalidPatternError: EXIT_INVALID,
     errors.PatternTooSlowError: EXIT_INVALID,
     errors.PatternTooLargeError: EXIT_INVALID,
+    errors.InvalidTextError: EXIT_INVALID,
     errors.MoveIntoSelfError: EXIT_INVALID,
     ValueError: EXIT_INVALID,
     errors.UnsupportedOperationError: EXIT_INVALID,

@@ -152,6 +152,7 @@ HTTP_STATUS: Mapping[type[BaseException], int] = {
     errors.InvalidPatternError: 400,
     errors.PatternTooSlowError: 400,
     errors.PatternTooLargeError: 400,
+    errors.InvalidTextError: 400,
     errors.MoveIntoSelfError: 400,
     ValueError: 400,
     errors.UnsupportedOperationError: 501,

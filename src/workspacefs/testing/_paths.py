@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from workspacefs.errors import UnsafeNameError
+from workspacefs.errors import InvalidTextError, UnsafeNameError
 from workspacefs.protocol import Filesystem
 from workspacefs.testing._base import SuiteBase
 
@@ -241,6 +241,28 @@ class PathSuite(SuiteBase):
         with pytest.raises(ValueError):
             fs.exists("a\udc80.txt")
         assert list(fs.list(".")) == []
+
+    @pytest.mark.parametrize(
+        ("argument", "call"),
+        [
+            ("content", lambda fs: fs.write("a.txt", "not \ud800 text")),
+            ("content", lambda fs: fs.write("a.txt", "\udc80", mode="append")),
+            ("tag", lambda fs: fs.snapshot(tag="v\ud800")),
+            ("pattern", lambda fs: fs.grep("a\ud800")),
+            ("glob pattern", lambda fs: fs.glob("*\udfff")),
+            ("glob filter", lambda fs: fs.grep("a", glob="\ud800*.txt")),
+        ],
+        ids=["write", "append", "tag", "grep", "glob", "grep-glob"],
+    )
+    def test_lone_surrogate_in_text_is_refused_by_name(self, argument: str, call: Any) -> None:
+        """JSON carries ``"\\ud800"``, UTF-8 cannot encode it: every backend refuses it the same way, before it
+        reaches storage (it was a raw ``UnicodeEncodeError`` from deep inside, or a tag kept in memory only)."""
+        fs = self.make_snapshotable({"a.txt": "a"})
+        with pytest.raises(InvalidTextError) as raised:
+            call(fs)
+        assert str(raised.value).startswith(f"{argument} is not valid Unicode text")
+        assert fs.read("a.txt").content == "a"
+        assert [s.tag for s in fs.snapshots()] == []
 
     def test_unicode_rule_applies_under_the_mount_point(self) -> None:
         fs = self.make(mount_point="/workspace")

@@ -18,6 +18,7 @@ from workspacefs.errors import (
     HistoryEntryNotFoundError,
     InvalidPathError,
     InvalidPatternError,
+    InvalidTextError,
     LimitExceededError,
     MountPointError,
     MoveIntoSelfError,
@@ -288,6 +289,7 @@ TOOL_MESSAGES: Mapping[type[BaseException], Explain] = {
         f"{_reason(e)}. Use a smaller pattern: fewer or smaller repetition counts such as {{1000}}, "
         "or search for a literal piece of the text."
     ),
+    InvalidTextError: lambda e, _w: f"{_reason(e)}; send valid text.",
     MoveIntoSelfError: lambda _, w: (
         f"'{w.shown}' cannot be moved or copied into itself (or over a directory that holds it); choose a "
         "destination outside it."

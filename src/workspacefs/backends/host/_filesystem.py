@@ -47,6 +47,7 @@ from workspacefs.backends.host._tree import (
     copy_range,
     fail,
     lookup_fail,
+    move_over,
     read_fd,
     stat_result,
     write_fd,
@@ -382,9 +383,10 @@ class HostFilesystem(HostHistoryMixin):
             if not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
                 raise SpecialFileError(src)
             try:
-                if replace or not renameat_noreplace(src_fd, src_name, dst_fd, dst_name):
-                    if not replace:
-                        self._check_absent(dst_fd, dst_name, dst)
+                if replace:  # an exchange, looked at after: what was swapped in since the look is never replaced
+                    move_over(src_fd, src_name, dst_fd, dst_name, dst)
+                elif not renameat_noreplace(src_fd, src_name, dst_fd, dst_name):
+                    self._check_absent(dst_fd, dst_name, dst)
                     os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
             except FileExistsError as exc:
                 raise errors.file_exists(dst) from exc

@@ -9,6 +9,7 @@ protocol on it, and the snapshot machinery restores through it, so neither reach
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import functools
@@ -19,9 +20,18 @@ from datetime import UTC, datetime
 from typing import Final
 
 from workspacefs import errors
-from workspacefs._hostio import DIR_FLAGS, PATH_FLAGS, HostResolver, host_error, parent_and_name
+from workspacefs._hostio import (
+    DIR_FLAGS,
+    PATH_FLAGS,
+    HostResolver,
+    host_error,
+    parent_and_name,
+    renameat_exchange,
+    renameat_noreplace,
+)
 from workspacefs.backends._conditional import ANY_VERSION
 from workspacefs.backends.host._temps import (
+    _EXCHANGES,
     PROC_LINKS,
     TMPFILE_UNSUPPORTED,
     TempFile,
@@ -29,7 +39,7 @@ from workspacefs.backends.host._temps import (
     open_anonymous,
     open_named,
 )
-from workspacefs.errors import HardLinkRefusedError, PreconditionFailedError, SpecialFileError
+from workspacefs.errors import ConcurrentChangeError, HardLinkRefusedError, PreconditionFailedError, SpecialFileError
 from workspacefs.paths import ROOT
 from workspacefs.results import FileStat, WriteMode
 from workspacefs.streams import ContentHasher, StreamWriter
@@ -43,6 +53,7 @@ __all__ = [
     "copy_range",
     "fail",
     "lookup_fail",
+    "move_over",
     "read_fd",
     "refuse_unless_file",
     "stat_result",
@@ -75,6 +86,39 @@ def refuse_unless_file(info: os.stat_result, path: str) -> None:
     if stat.S_ISLNK(info.st_mode):
         raise host_error(errno.ELOOP, path)
     raise SpecialFileError(path)
+
+
+def move_over(src_fd: int, src: str, dst_fd: int, dst: str, path: str) -> None:
+    """Move ``src`` over the file ``dst`` (``path``: its workspace path, for errors) by an exchange, and look at
+    what it took out: a regular file is removed (what a rename over it does); a FIFO, socket, device, directory
+    or link another process put there after the caller's look is exchanged back and refused, never replaced.
+    Where the name went meanwhile, a rename that never replaces; where the system cannot exchange, a rename."""
+    for _ in range(_EXCHANGES):
+        exchanged = renameat_exchange(src_fd, src, dst, dst_fd)
+        if exchanged is None:
+            os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+            return
+        if exchanged:
+            break
+        try:  # one of the names went: the source (which raises), or the target, taken without replacing
+            if renameat_noreplace(src_fd, src, dst_fd, dst):
+                return
+        except FileExistsError:
+            continue  # something came back at the target meanwhile: exchange again
+        os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)  # no RENAME_NOREPLACE here: as before
+        return
+    else:
+        raise ConcurrentChangeError(path, "The target kept being replaced and removed while it was moved over")
+    try:
+        old = os.stat(src, dir_fd=src_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return  # removed by someone else meanwhile: nothing left to remove
+    if stat.S_ISREG(old.st_mode):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(src, dir_fd=src_fd)
+        return
+    renameat_exchange(src_fd, src, dst, dst_fd)  # put it back where it was, the source back at its name
+    refuse_unless_file(old, path)
 
 
 def read_fd(fd: int, size: int) -> bytes:

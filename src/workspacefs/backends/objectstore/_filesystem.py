@@ -139,6 +139,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             snapshot_refs=self._snapshot_refs,
             release=self._release,
             fresh=self._fresh,
+            named_since=self._named_since,
             max_entries=history_entries,
         )
 

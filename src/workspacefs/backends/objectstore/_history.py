@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import uuid
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -440,10 +441,11 @@ class ObjectHistory(SnapshotMixin):
 
     # --- what snapshots and the journal hold, for each other -------------------------------------------
 
-    def _snapshot_refs(self) -> set[Ref]:
-        """Every blob and version a snapshot of this workspace names."""
+    def _snapshot_refs(self) -> tuple[set[Ref], frozenset[uuid.UUID]]:
+        """Every blob and version a snapshot of this workspace names, and the snapshots listed."""
         held: set[Ref] = set()
-        for snapshot_id in self._store.snapshot_ids():
+        listed = frozenset(self._store.snapshot_ids())
+        for snapshot_id in listed:
             try:
                 files = self._store.manifest(snapshot_id).files
             except SnapshotNotFoundError:
@@ -453,7 +455,7 @@ class ObjectHistory(SnapshotMixin):
                     held.add(("blob", entry.content_id))
                 else:
                     held.add(("version", self._layout.key(path), entry.version))
-        return held
+        return held, listed
 
     def _fresh(self, refs: set[Ref], since: datetime) -> set[Ref]:
         """The blobs among ``refs`` written after ``since`` (the store's clock): a change in another process may
@@ -464,8 +466,76 @@ class ObjectHistory(SnapshotMixin):
         found, _ = self._client.probe([self._store.blob_key(ref[1]) for ref in blobs], [])
         return {ref for ref, info in zip(blobs, found, strict=True) if info is not None and info.modified > since}
 
-    def _release(self, refs: set[Ref]) -> None:
-        """Delete blobs and versions retention dropped (a version that is current again is left alone)."""
+    def _holders_since(
+        self, refs: set[Ref], seen: Mapping[int, str], snapshots: Collection[uuid.UUID]
+    ) -> dict[Ref, list[ObjectInfo | str]]:
+        """Of ``refs``, those an entry stored since ``seen`` (id to ``ETag``) or a snapshot not in ``snapshots``
+        names, each with where its content may still be: the file a new snapshot names (at the version named),
+        or the path a new entry replaced (which may still hold it). One listing of each; only new ones read."""
+        found: dict[Ref, list[ObjectInfo | str]] = {}
+        for record in self._changes.stored_since(seen):
+            for step in record.steps:
+                if (ref := step.ref(self._layout.key)) in refs:
+                    found.setdefault(ref, []).append(step.change.path)
+        known = set(snapshots)
+        for snapshot_id in self._store.snapshot_ids():
+            if snapshot_id in known:
+                continue
+            try:
+                files = self._store.manifest(snapshot_id).files
+            except SnapshotNotFoundError:
+                continue  # dropped meanwhile
+            for path, entry in files.items():
+                key = self._layout.key(path)
+                ref = ("blob", entry.content_id) if entry.version is None else ("version", key, entry.version)
+                if ref in refs:
+                    modified = datetime.fromisoformat(entry.modified)
+                    found.setdefault(ref, []).append(ObjectInfo(key, entry.size, entry.etag, modified))
+        return found
+
+    def _named_since(self, refs: set[Ref], seen: Mapping[int, str], snapshots: frozenset[uuid.UUID]) -> set[Ref]:
+        """Of ``refs``, those an entry or a snapshot stored since ``seen`` and ``snapshots`` were listed names:
+        asked after the age check, so a change that kept one of them since is never judged by the older look."""
+        return set(self._holders_since(refs, seen, snapshots))
+
+    def _copy_back_named(self, collected: set[str], seen: Mapping[int, str], snapshots: Collection[uuid.UUID]) -> None:
+        """After collecting, copy back the blobs an entry or snapshot stored since the look (``seen``,
+        ``snapshots``) names: a change or capture in another process that kept one between that look and the
+        delete. Copied from the file a snapshot names, or the path an entry replaced, where it still holds that
+        content (one ``HEAD`` per path)."""
+        holders = self._holders_since({("blob", content_id) for content_id in collected}, seen, snapshots)
+        if not holders:
+            return
+        paths = sorted({where for found in holders.values() for where in found if isinstance(where, str)})
+        live, _ = self._client.probe([self._layout.key(path) for path in paths], []) if paths else ([], [])
+        now = dict(zip(paths, live, strict=True))
+        sources: dict[str, list[ObjectInfo]] = {}
+        for ref, found in holders.items():
+            for where in found:
+                info = now.get(where) if isinstance(where, str) else where
+                if info is not None and (not isinstance(where, str) or self._id_of(info) == ref[1]):
+                    sources.setdefault(ref[1], []).append(info)
+        if sources:
+            self._copy_back(sources)
+
+    def _copy_back(self, sources: Mapping[str, Sequence[ObjectInfo]]) -> set[str]:
+        """Copy each content id's blob again from the first of its sources still at the version named (the copy
+        is conditional on its ``ETag``); returns the content ids no source holds any more."""
+
+        def copy(content_id: str) -> str | None:
+            for source in sources[content_id]:
+                try:
+                    self._client.copy(source, self._store.blob_key(content_id), content_id=content_id)
+                except (PreconditionFailed, FileNotFoundError):
+                    continue  # changed or gone since: try the next file that held it
+                return None
+            return content_id
+
+        return {content_id for content_id in self._parallel(copy, sorted(sources)) if content_id is not None}
+
+    def _release(self, refs: set[Ref], seen: Mapping[int, str], snapshots: frozenset[uuid.UUID]) -> None:
+        """Delete blobs and versions retention dropped (a version that is current again is left alone), then
+        copy back a blob an entry or snapshot stored since the look (``seen``, ``snapshots``) names."""
         blobs = {ref[1] for ref in refs if ref[0] == "blob"}
         with self._blobs_lock:
             for blob in blobs:
@@ -476,6 +546,8 @@ class ObjectHistory(SnapshotMixin):
             current, _ = self._client.probe(sorted({key for key, _ in versions}), [])
             live = {info.key: info.version_id for info in current if info is not None}
             self._client.delete_versions((key, version) for key, version in versions if live.get(key) != version)
+        if blobs:
+            self._copy_back_named(blobs, seen, snapshots)
 
 
 def _then_within(

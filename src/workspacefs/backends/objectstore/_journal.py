@@ -56,6 +56,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -126,6 +127,13 @@ class Step:
     """What keeps the content before, where that is still to do (a copy into the blobs): done by the writer
     beside the entry's first ``PUT``, before the change. Never stored."""
 
+    def ref(self, key_of: Callable[[str], str]) -> Ref | None:
+        """The blob or version this step keeps for undo (``None``: nothing, the path held no file)."""
+        before = self.change.before
+        if before is None or before == DIRECTORY:
+            return None
+        return ("blob", before) if self.version is None else ("version", key_of(self.change.path), self.version)
+
 
 @dataclass(frozen=True, slots=True)
 class Record:
@@ -154,13 +162,7 @@ class Record:
 
     def refs(self, key_of: Callable[[str], str]) -> set[Ref]:
         """The blobs and versions this entry keeps for undo."""
-        held: set[Ref] = set()
-        for step in self.steps:
-            before = step.change.before
-            if before is None or before == DIRECTORY:
-                continue
-            held.add(("blob", before) if step.version is None else ("version", key_of(step.change.path), step.version))
-        return held
+        return {ref for step in self.steps if (ref := step.ref(key_of)) is not None}
 
 
 @dataclass(slots=True)
@@ -188,6 +190,11 @@ Resolve = Callable[[Record, Callable[[str], str | None]], list[Step]]
 """The filesystem's judgement of a pending record: the steps that took effect (given, per path, the ``before``
 of the next entry that touched it, or :data:`NOTHING_LATER`)."""
 Parallel = Callable[[Callable[[Any], Any], Iterable[Any]], list[Any]]
+NamedSince = Callable[[set[Ref], Mapping[int, str], frozenset[uuid.UUID]], set[Ref]]
+"""Of these refs, those an entry stored since the entries seen (id to ``ETag``) or a snapshot not among those
+listed names (looked at after the age check, before the delete)."""
+Release = Callable[[set[Ref], Mapping[int, str], frozenset[uuid.UUID]], None]
+"""Delete these refs, then copy back a blob that an entry or snapshot stored since those seen names."""
 
 
 def _key_part(entry_id: int) -> str:
@@ -243,17 +250,53 @@ def _decode(data: bytes | bytearray, etag: str) -> Record:
     )
 
 
-def _left_over(step: Step, held: set[Step]) -> Step | None:
+def _left_over(step: Step, held: set[Step]) -> list[Step]:
     """What of a draft's ``step`` a reader's settled entry (``held``) does not record: nothing, the step, or for
-    a file move settled between its copy and its delete (recorded as a copy), the delete of the source. Recording
-    the whole move again claimed the destination changed twice."""
+    a move settled between its copy and its delete the rest of it (see :func:`_moved_rest`). Recording the whole
+    move again claimed the destination changed twice and never said the source went."""
     if step in held:
-        return None
+        return []
     change = step.change
+    if change.from_path is None:
+        return [step]
+    if change.after == DIRECTORY:
+        return _moved_rest(step, held)
     copied = Step(replace(change, from_path=None), step.version)
-    if change.from_path is not None and change.after != DIRECTORY and copied in held:
-        return Step(Change(change.from_path, change.after, None, change.size_after, 0))
-    return step
+    if copied in held:  # a file move settled as a copy: its source's delete is what is left
+        return [Step(Change(change.from_path, change.after, None, change.size_after, 0))]
+    return [step]
+
+
+def _moved_rest(step: Step, held: set[Step]) -> list[Step]:
+    """What a reader's settled entry (``held``) lacks of a directory move it settled half way (as the directory
+    made, the files it found copied or moved): the directories and files moved since, the deletes of the sources
+    it saw copied, and the source directory's removal (children first). ``[step]`` if it was not settled so."""
+    change = step.change
+    src, dst = change.from_path, change.path
+    assert src is not None
+    if Step(Change(dst, change.before, DIRECTORY)) not in held:
+        return [step]
+    made: list[Step] = []
+    removed: list[Step] = []
+    sources = {src}
+    for relative, content_id, size in step.plan:
+        target, source = f"{dst}/{relative}", f"{src}/{relative}"
+        parents = relative.split("/")[:-1]
+        for depth in range(1, len(parents) + 1):
+            sources.add(f"{src}/{'/'.join(parents[:depth])}")
+            made_dir = Step(Change(f"{dst}/{'/'.join(parents[:depth])}", None, DIRECTORY))
+            if made_dir not in held and made_dir not in made:
+                made.append(made_dir)
+        if Step(Change(target, None, content_id, 0, size, source)) in held:
+            continue  # settled as moved
+        if Step(Change(target, None, content_id, 0, size)) in held:
+            removed.append(Step(Change(source, content_id, None, size, 0)))  # settled as copied: its delete is left
+        else:
+            made.append(Step(Change(target, None, content_id, 0, size, source)))  # moved after the reader looked
+    removed += [Step(Change(directory, DIRECTORY, None)) for directory in sources]
+    made.sort(key=lambda each: each.change.path)
+    removed.sort(key=lambda each: each.change.path, reverse=True)
+    return made + removed
 
 
 class ObjectJournal(Journal):
@@ -268,9 +311,10 @@ class ObjectJournal(Journal):
         resolve: Resolve,
         parallel: Parallel,
         read_only: bool,
-        snapshot_refs: Callable[[], set[Ref]],
-        release: Callable[[set[Ref]], None],
+        snapshot_refs: Callable[[], tuple[set[Ref], frozenset[uuid.UUID]]],
+        release: Release,
         fresh: Callable[[set[Ref], datetime], set[Ref]],
+        named_since: NamedSince,
         max_entries: int = DEFAULT_MAX_ENTRIES,
     ) -> None:
         super().__init__()
@@ -283,6 +327,7 @@ class ObjectJournal(Journal):
         self._snapshot_refs = snapshot_refs
         self._release = release
         self._fresh = fresh
+        self._named_since = named_since
         self.max_entries = max_entries
         self.grace = JOURNAL_GRACE
         self.retain_every = _RETAIN_EVERY
@@ -392,11 +437,8 @@ class ObjectJournal(Journal):
             self._writing.discard(draft.entry_id)
         stored = self._fetch(draft.entry_id)
         held = set(stored.steps) if stored is not None and stored.state == "done" else set()
-        kept = [
-            (left, made)
-            for step, made in zip(draft.steps, draft.applied, strict=True)
-            if (left := _left_over(step, held)) is not None
-        ]
+        pairs = zip(draft.steps, draft.applied, strict=True)
+        kept = [(left, made) for step, made in pairs for left in _left_over(step, held)]
         draft.steps = [step for step, _ in kept]
         draft.applied = [made for _, made in kept]
         draft.entry_id = None
@@ -645,20 +687,33 @@ class ObjectJournal(Journal):
     def entry(self, entry_id: int) -> JournalEntry:
         return self.record_of(entry_id, checked=True).entry()
 
-    def held(self) -> set[Ref]:
-        """Every blob and version an entry keeps (pending ones too: their change may be on its way)."""
+    def holding(self) -> tuple[set[Ref], dict[int, str]]:
+        """Every blob and version an entry keeps (pending ones too: their change may be on its way), and the
+        entries judged, by id with the ``ETag`` read (for :meth:`stored_since`)."""
         held: set[Ref] = set()
+        seen: dict[int, str] = {}
         for record in self._load(list(self._ids())):
-            if record is not None and record.state != "dropped":
-                held |= record.refs(self._key_of)
-        return held
+            if record is not None:
+                seen[record.entry_id] = record.etag
+                if record.state != "dropped":
+                    held |= record.refs(self._key_of)
+        return held, seen
+
+    def stored_since(self, seen: Mapping[int, str]) -> list[Record]:
+        """The entries stored or stored again (a pending one extended) since ``seen`` (id to ``ETag``) was read,
+        but not dropped ones: what a change begun meanwhile keeps. One listing; only those entries are read."""
+        listed = {entry_id: info.etag for entry_id, info in self._listing()}
+        changed = [entry_id for entry_id, etag in listed.items() if seen.get(entry_id) != etag]
+        return [r for r in self._load(changed, listed) if r is not None and r.state != "dropped"]
 
     # --- retention ------------------------------------------------------------------------------------
 
     def prune(self, *, before: datetime | None = None, keep: int | None = None) -> int:
         """Drop the done entries older than ``before`` and all but the newest ``keep`` (and the dropped ones),
-        and release the blobs and versions only they kept: not one a kept entry or a snapshot still names.
-        Returns how many entries went."""
+        and release the blobs and versions only they kept: not one a kept entry or a snapshot still names, nor a
+        young blob, nor one an entry or snapshot stored after those were read names (looked at again after the
+        age check; after the delete, such a blob is copied back, as a snapshot's deletion does). Returns how
+        many entries went."""
         if self._read_only:
             raise ReadOnlyError("/")
         listed = dict(self._listing())
@@ -668,6 +723,7 @@ class ObjectJournal(Journal):
             if record is not None and record.state == "pending":
                 self._settle(record, None)
         records = [r for r in self._load(ids, etags) if r is not None]
+        seen = {r.entry_id: r.etag for r in records}  # as judged: an entry stored since is looked at again
         visible = [r for r in records if r.state == "done"]
         doomed = {r.entry_id for r in visible[keep:]} if keep is not None else set()
         if before is not None:
@@ -684,14 +740,18 @@ class ObjectJournal(Journal):
         held = {ref for r in records if r.entry_id in gone for ref in r.refs(self._key_of)}
         kept = {ref for r in records if r.entry_id not in gone for ref in r.refs(self._key_of)}
         released = held - kept
+        snapshots: frozenset[uuid.UUID] = frozenset()
         if released:
-            released -= self._snapshot_refs()
+            named, snapshots = self._snapshot_refs()
+            released -= named
         if released and now is not None:  # a change in another process, not listed here, may just have kept one
             recent = self._fresh(released, now - self.tombstone_age)
             released -= recent
             holding = {r.entry_id for r in records if r.entry_id in gone and r.refs(self._key_of) & recent}
             young |= holding  # stays (as a tombstone): its refs are judged again by a later prune
             deletable -= holding
+        if released:  # looked at again after the age check: an entry or a snapshot stored since may name one
+            released -= self._named_since(released, seen, snapshots)
         tombstones = [replace(r, state="dropped") for r in records if r.entry_id in doomed & young]
         for record, info in zip(tombstones, self._parallel(self._bury, tombstones), strict=True):
             with self._lock:  # this process reads it as a tombstone from now on; the others by its new ETag
@@ -701,7 +761,7 @@ class ObjectJournal(Journal):
             for entry_id in deletable:
                 self._settled.pop(entry_id, None)
         if released:
-            self._release(released)
+            self._release(released, seen, snapshots)
         return len(doomed)
 
     def _bury(self, record: Record) -> ObjectInfo:

@@ -14,7 +14,12 @@ concurrent batch of ``HEAD`` requests for versions this process has not seen) an
   manifest not listed yet) holds only young ones. The one window left, a blob judged old by the deletion and
   refreshed by a capture before the delete lands, is closed from both sides: the deletion lists the snapshots
   again afterwards and copies back what a new one names, the capture checks the blobs it refreshed once its
-  manifest is listed.
+  manifest is listed. A change that keeps a blob for undo (it copies the blob again) after the age check is
+  met by a second look at the journal's entries (and the snapshots) between the age check and the delete, and
+  what one stored after that look names is copied back after the delete, from its file where that still holds
+  the content. Left open: a change whose entry, copy and replacement of the file all fall between that second
+  look and the delete request (no round trip apart), as for a capture whose file changes in the same moment.
+  The journal's prune judges the same way (``ObjectJournal.prune``).
 
 Restore compares the manifest with one listing of the workspace and touches only what differs: checks that
 the store still holds every version or blob it needs (before changing anything), deletes what the snapshot
@@ -30,7 +35,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from workspacefs.backends._core import Fingerprint
-from workspacefs.backends._objects._client import ObjectInfo, PreconditionFailed
+from workspacefs.backends._objects._client import ObjectInfo
 from workspacefs.backends.objectstore._history import ObjectHistory, _Changed
 from workspacefs.backends.objectstore._journal import Step
 from workspacefs.backends.objectstore._layout import Tree
@@ -104,22 +109,6 @@ class ObjectSnapshots(ObjectHistory):
         found, _ = fs._client.probe([fs._store.blob_key(content_id) for content_id in content_ids], [])
         gone = [content_id for content_id, info in zip(content_ids, found, strict=True) if info is None]
         return not self._copy_back({content_id: [refreshed[content_id]] for content_id in gone})
-
-    def _copy_back(self, sources: Mapping[str, Sequence[ObjectInfo]]) -> set[str]:
-        """Copy each content id's blob again from the first of its sources still at the version named (the copy
-        is conditional on its ``ETag``); returns the content ids no source holds any more."""
-        fs = self
-
-        def copy(content_id: str) -> str | None:
-            for source in sources[content_id]:
-                try:
-                    fs._client.copy(source, fs._store.blob_key(content_id), content_id=content_id)
-                except (PreconditionFailed, FileNotFoundError):
-                    continue  # changed or gone since: try the next file that held it
-                return None
-            return content_id
-
-        return {content_id for content_id in fs._parallel(copy, sorted(sources)) if content_id is not None}
 
     # --- restore -------------------------------------------------------------------------------------
 
@@ -239,16 +228,17 @@ class ObjectSnapshots(ObjectHistory):
         held = fs._store.drop(snapshot.snapshot_id)
         kept = fs._store.snapshot_ids()
         blobs, _ = fs._store.unheld(held.files, kept)
-        journaled = fs._changes.held()  # whether or not this object journals: another one may
+        journaled, entries = fs._changes.holding()  # whether or not this object journals: another one may
         blobs -= {ref[1] for ref in journaled if ref[0] == "blob"}
         blobs = self._old_blobs(blobs)
-        seen, lock = self._blobs_seen, self._blobs_lock
-        with lock:
+        if blobs:  # looked at again after the age check: a change that kept one since (copied it again, young)
+            blobs -= {ref[1] for ref in self._named_since({("blob", b) for b in blobs}, entries, frozenset(kept))}
+        with self._blobs_lock:
             for blob in blobs:
-                seen.pop(blob, None)
+                self._blobs_seen.pop(blob, None)
             fs._store.collect(blobs)
         if blobs:
-            self._restore_named(blobs, kept)
+            self._copy_back_named(blobs, entries, kept)
         if any(entry.version is not None for entry in held.files.values()):
             self._prune_versions(kept, {(ref[1], ref[2]) for ref in journaled if ref[0] == "version"})
         fs._store.forget_ids(info.etag for info in fs._tree("").files.values())
@@ -265,28 +255,6 @@ class ObjectSnapshots(ObjectHistory):
         found, _ = fs._client.probe([fs._store.blob_key(content_id) for content_id in candidates], [])
         before = datetime.now(UTC) - fs._changes.tombstone_age
         return {c for c, info in zip(candidates, found, strict=True) if info is not None and info.modified < before}
-
-    def _restore_named(self, collected: set[str], kept: Iterable[uuid.UUID]) -> None:
-        """After collecting, copy back the blobs a snapshot listed since names: one taken in another process that
-        refreshed an old blob between this pass's look at its age and the delete (one ``LIST``; manifests read
-        only for snapshots not in ``kept``). Copied from the files the manifest names, where still unchanged."""
-        fs = self
-        known = set(kept)
-        sources: dict[str, list[ObjectInfo]] = {}
-        for snapshot_id in fs._store.snapshot_ids():
-            if snapshot_id in known:
-                continue
-            try:
-                files = fs._store.manifest(snapshot_id).files
-            except SnapshotNotFoundError:
-                continue  # dropped meanwhile
-            for path, entry in files.items():
-                if entry.version is None and entry.content_id in collected:
-                    modified = datetime.fromisoformat(entry.modified)
-                    source = ObjectInfo(fs._layout.key(path), entry.size, entry.etag, modified)
-                    sources.setdefault(entry.content_id, []).append(source)
-        if sources:
-            self._copy_back(sources)
 
     def _prune_versions(self, kept: Iterable[uuid.UUID], journaled: set[tuple[str, str]]) -> None:
         """Delete the superseded versions of the workspace's objects that no kept snapshot and no journal entry
