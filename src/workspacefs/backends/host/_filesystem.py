@@ -259,9 +259,7 @@ class HostFilesystem(HostHistoryMixin):
         # a whole write: what it replaces is read through the directory descriptor the write resolved, and
         # what it leaves is the content id of the bytes written (never read back)
         before = self._put_bytes(path, data, mode)
-        now = (content_id_of(data), len(data))
-        if now != before:
-            self._note("write", [Change(path, before[0], now[0], before[1], now[1])])
+        self._note_write(path, before, content_id_of(data), len(data))
 
     def _put_bytes(self, path: str, data: bytes, mode: WriteMode) -> Seen:
         """Write ``data`` at ``path``; with the journal on, returns what a whole write replaced (kept for undo

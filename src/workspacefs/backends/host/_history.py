@@ -18,11 +18,12 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+from workspacefs.backends._history import in_operation
 from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host._commands import CommandBudget, CommandRecorder, command_detail
 from workspacefs.backends.host._journal import HostJournal
 from workspacefs.backends.host._tree import READ_FLAGS, HostTree, content_id_of_fd, refuse_unless_file
-from workspacefs.history import DIRECTORY, NOT_KEPT, Change, JournalEntry
+from workspacefs.history import DIRECTORY, NOT_KEPT, Change, JournalEntry, current_actor
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import FilesystemSnapshot
 from workspacefs.streams import ContentHasher, StreamWriter
@@ -154,6 +155,17 @@ class HostHistoryMixin(BaseFilesystem):
         if now != before or from_path is not None:
             self._note(operation, [Change(path, before[0], now[0], before[1], now[1], from_path)])
 
+    def _note_write(self, path: str, before: Seen, after: str, size: int) -> None:
+        """Journal a whole write that replaced ``before`` with content ``after`` of ``size`` bytes: as ``_note``,
+        straight to the journal's row when no operation or command is in progress (most writes)."""
+        journal = self._changes
+        if journal is None or (before[0] == after and before[1] == size):
+            return
+        if self._concurrent or in_operation():
+            self._note("write", [Change(path, before[0], after, before[1], size)])
+            return
+        journal.note_write(path, before, after, size, current_actor())
+
     def _tree_before(self, path: str) -> list[Change]:
         """A subtree about to go, children before their directory, its files kept for undo."""
         changes = [Change(path, DIRECTORY, None)]
@@ -227,9 +239,9 @@ class _JournaledWriter(StreamWriter):
         before = self._before if self._before is not None else self._fs._observe(self.path, keep=True, replaced=True)
         self._inner.close()
         if self._hasher is not None:
-            now: Seen = (self._hasher.content_id(), self.bytes_written)
-        else:
-            now = self._fs._observe(self.path, keep=False)
+            self._fs._note_write(self.path, before, self._hasher.content_id(), self.bytes_written)
+            return
+        now = self._fs._observe(self.path, keep=False)
         if now != before:
             self._fs._note("write", [Change(self.path, before[0], now[0], before[1], now[1])])
 
