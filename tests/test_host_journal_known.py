@@ -79,15 +79,21 @@ def _rewrite_in_place(path: Path, data: bytes, *, keep_times: bool) -> None:
     assert os.stat(path).st_ino == before.st_ino and os.stat(path).st_size == before.st_size
 
 
+@pytest.mark.parametrize("kept", [False, True])
 @pytest.mark.parametrize("keep_times", [False, True])
 @pytest.mark.parametrize("size", [1024, BIG])
 def test_a_file_changed_outside_between_two_writes_is_recorded_as_it_was(
-    make_fs: Callable[..., HostFilesystem], keep_times: bool, size: int
+    make_fs: Callable[..., HostFilesystem], keep_times: bool, size: int, kept: bool
 ) -> None:
     """Changed in place by another process between two journaled writes: the second write's entry names the
-    content the file really held (read and hashed), and undo puts those bytes back, not what this object wrote."""
+    content the file really held (read and hashed), and undo puts those bytes back, not what this object wrote;
+    whether or not what this object wrote is kept already (``kept``: the second write need not copy it)."""
     fs = make_fs()
     ours, theirs, last = content(b"o", size), content(b"t", size), content(b"l", size)
+    if kept:
+        fs.write_bytes("seed.txt", ours)
+        fs.write_bytes("seed.txt", last)  # keeps ours
+        assert content_id_of(ours) in objects(fs)
     for round_ in range(5):  # several rounds: some of them land in the clock tick of the write before
         path = f"f{round_}.txt"
         fs.write_bytes(path, ours)
