@@ -33,7 +33,7 @@ from workspacefs.history import DIRECTORY, NOT_KEPT, Actor, Change, ChangeWatche
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import WriteMode, WriteResult
 
-__all__ = ["HistoryMixin", "Scope", "operation_key", "undo_in_group", "undo_request", "without"]
+__all__ = ["HistoryMixin", "Scope", "in_operation", "operation_key", "undo_in_group", "undo_request", "without"]
 
 _T = TypeVar("_T")
 
@@ -131,6 +131,12 @@ def operation_key() -> str:
 
 _SCOPE: ContextVar[tuple[Scope, ...]] = ContextVar("workspacefs_journal_scope", default=())
 """The operations in progress in this thread or task, innermost first (one per filesystem)."""
+
+
+def in_operation() -> bool:
+    """Whether an operation is in progress in this thread or task (on any filesystem): a change made now may
+    join its entry instead of being one of its own."""
+    return bool(_SCOPE.get())
 
 
 @contextlib.contextmanager

@@ -135,6 +135,7 @@ class HostFilesystem(HostHistoryMixin):
         self.reaped = ReapReport() if read_only else self._tree.writers.reap(self._tree.resolver.root_fd)
         """What this open removed of dead writers' temporary files (read-only opens remove nothing)."""
         self._ripgrep = Ripgrep.find() if use_ripgrep is not False else None
+        self._written = {}
         self._files_seen: set[str] = set()
         """Paths this object wrote or read lately: a hint (never trusted for safety) that a write there replaces a
         file, so it looks at the entry first instead of linking first (see ``HostTree.finish_temp``'s ``fresh``)."""
@@ -259,14 +260,14 @@ class HostFilesystem(HostHistoryMixin):
             return
         # a whole write: what it replaces is read through the directory descriptor the write resolved, and
         # what it leaves is the content id of the bytes written (never read back)
-        before = self._put_bytes(path, data, mode)
-        now = (content_id_of(data), len(data))
-        if now != before:
-            self._note("write", [Change(path, before[0], now[0], before[1], now[1])])
+        content_id = content_id_of(data)
+        before = self._put_bytes(path, data, mode, content_id)
+        self._note_write(path, before, content_id, len(data))
 
-    def _put_bytes(self, path: str, data: bytes, mode: WriteMode) -> Seen:
+    def _put_bytes(self, path: str, data: bytes, mode: WriteMode, content_id: str | None = None) -> Seen:
         """Write ``data`` at ``path``; with the journal on, returns what a whole write replaced (kept for undo
-        before the new content takes the name), else ``(None, 0)``."""
+        before the new content takes the name), else ``(None, 0)``. With ``content_id`` (the journal's id of
+        ``data``), a large write is remembered (see ``_remembering``)."""
         if mode == "append":
             fd = self._tree.open_for_append(path)
             try:
@@ -285,6 +286,7 @@ class HostFilesystem(HostHistoryMixin):
             except OSError as exc:
                 raise fail(exc, path) from None
 
+        filling, settled = self._remembering(path, len(data), content_id, fill)
         fresh = path not in self._files_seen
         dir_fd = self._tree.open_parent(path, above)
         try:
@@ -298,7 +300,9 @@ class HostFilesystem(HostHistoryMixin):
                 return info
 
             keeps = replacing if self._changes is not None else None
-            self._tree.write_new(dir_fd, fill, name=name, path=path, mode=mode, replacing=keeps, fresh=fresh)
+            self._tree.write_new(
+                dir_fd, filling, name=name, path=path, mode=mode, replacing=keeps, fresh=fresh, settled=settled
+            )
         finally:
             os.close(dir_fd)
         if fresh:

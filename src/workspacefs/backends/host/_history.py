@@ -15,14 +15,16 @@ import functools
 import os
 import stat
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from workspacefs.backends._history import in_operation
 from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.host._commands import CommandBudget, CommandRecorder, command_detail
-from workspacefs.backends.host._journal import HostJournal
+from workspacefs.backends.host._journal import HostJournal, Stamp, stamp_of
 from workspacefs.backends.host._tree import READ_FLAGS, HostTree, content_id_of_fd, refuse_unless_file
-from workspacefs.history import DIRECTORY, NOT_KEPT, Change, JournalEntry
+from workspacefs.history import DIRECTORY, NOT_KEPT, Change, JournalEntry, current_actor
 from workspacefs.protocol import ByteReader, ByteWriter
 from workspacefs.results import FilesystemSnapshot
 from workspacefs.streams import ContentHasher, StreamWriter
@@ -31,6 +33,12 @@ __all__ = ["HostHistoryMixin", "Seen"]
 
 Seen = tuple[str | None, int]
 """What a path held: ``(content id, DIRECTORY or None; size)``."""
+_REMEMBERED_FROM = 16 * 1024
+"""A journaled whole write of this many bytes or more is stamped and remembered (see ``_written``): its stamp
+(a ``utime`` and an ``fstat``, 2 to 4 µs) costs less than reading and hashing it again when it is replaced (10 µs
+at 16 KiB); below, it costs more than it saves."""
+_WRITTEN_KEPT = 4096
+"""How many paths' last writes a filesystem remembers (forgotten all at once past that)."""
 
 
 class HostHistoryMixin(BaseFilesystem):
@@ -44,6 +52,10 @@ class HostHistoryMixin(BaseFilesystem):
     _commands_running: int = 0
     """Commands under way whose entry is not written yet (a watcher of outside changes waits for it)."""
     _command_lock: threading.Lock
+    _written: dict[str, tuple[Stamp, str]]
+    """Per path, what this object last wrote there: the new file's ``Stamp`` once named, and its content id. A
+    whole write over a file whose ``lstat`` still shows that stamp reads nothing (its content is kept already);
+    anything that changed the file since (another process, a command, an edit in place) changed the stamp."""
 
     def _journal(self) -> HostJournal | None:
         return self._changes
@@ -115,7 +127,14 @@ class HostHistoryMixin(BaseFilesystem):
         """The ``lstat`` of entry ``name`` of ``dir_fd`` (which a whole write resolved race-free) that the write is
         about to replace, and what it holds, kept for undo: one ``openat(O_NOFOLLOW)`` beside it serves both the
         write's check (a directory, link or special file is refused as ``HostTree.check_target`` refuses it) and
-        the journal, no second resolution from the root. ``(None, (None, 0))`` if nothing is there."""
+        the journal, no second resolution from the root. ``(None, (None, 0))`` if nothing is there. A file this
+        object wrote, unchanged since (see ``_written``) and whose content is kept, costs one ``lstat`` instead."""
+        written = self._written.get(path)
+        if written is not None:
+            known = self._known(dir_fd, name, path, written)
+            if known is not None:
+                return known
+            written = self._written.get(path)  # still there if the file is unchanged but its content not kept
         try:
             fd = os.open(name, READ_FLAGS | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
         except FileNotFoundError:
@@ -127,9 +146,60 @@ class HostHistoryMixin(BaseFilesystem):
             info = os.fstat(fd)
             refuse_unless_file(info, path)
             assert self._changes is not None
-            return info, (self._changes.keep(fd, info.st_size), info.st_size)
+            return info, (self._changes.keep(fd, info.st_size, written), info.st_size)
         finally:
             os.close(fd)
+
+    def _known(
+        self, dir_fd: int, name: str, path: str, written: tuple[Stamp, str]
+    ) -> tuple[os.stat_result, Seen] | None:
+        """What ``_replaced_at`` returns, from what this object wrote at ``path``, if the entry is still that file
+        (same stamp: a regular file, unchanged) and its content is kept; else ``None`` (and the entry is forgotten
+        unless only the content is missing: the caller copies it then, without hashing it)."""
+        try:
+            info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            info = None
+        if info is None or stamp_of(info) != written[0]:
+            self._written.pop(path, None)
+            return None
+        assert self._changes is not None
+        return (info, (written[1], info.st_size)) if self._changes.is_kept(written[1]) else None
+
+    def _remembering(
+        self, path: str, size: int, content_id: str | None, fill: Callable[[int], None]
+    ) -> tuple[Callable[[int], None], Callable[[int], None] | None]:
+        """The ``fill`` and ``settled`` of a whole write of ``size`` bytes of content ``content_id`` at ``path``. A
+        journaled write of ``_REMEMBERED_FROM`` bytes or more stamps its file with a modification time of this
+        process's clock, to the nanosecond (a write of another process, even in the same clock tick, stamps the
+        kernel's time instead), and is remembered once named, if the file still shows that stamp."""
+        if content_id is None or size < _REMEMBERED_FROM:
+            if self._written:
+                self._written.pop(path, None)  # what this object wrote there before is replaced
+            return fill, None
+        stamp = time.time_ns()
+        refused: list[bool] = []
+
+        def stamped(fd: int) -> None:
+            fill(fd)
+            try:
+                os.utime(fd, ns=(stamp, stamp))
+            except OSError:  # a filesystem that refuses us file times: the write is not remembered
+                refused.append(True)
+
+        def settled(fd: int) -> None:
+            info = os.fstat(fd)
+            if not refused and info.st_mtime_ns == stamp and info.st_size == size:  # else changed by someone else
+                self._remember_write(path, info, content_id)
+
+        return stamped, settled
+
+    def _remember_write(self, path: str, info: os.stat_result, content_id: str) -> None:
+        """``path`` now holds the file this object just wrote, with content ``content_id`` (see ``_written``)."""
+        written = self._written
+        if len(written) >= _WRITTEN_KEPT:
+            written.clear()
+        written[path] = (stamp_of(info), content_id)
 
     def _not_kept(self, path: str) -> Seen:
         """What a file this process may not read held, for the journal: ``NOT_KEPT`` (undo refuses, where
@@ -153,6 +223,17 @@ class HostHistoryMixin(BaseFilesystem):
         now = after if after is not None else self._observe(path, keep=False)
         if now != before or from_path is not None:
             self._note(operation, [Change(path, before[0], now[0], before[1], now[1], from_path)])
+
+    def _note_write(self, path: str, before: Seen, after: str, size: int) -> None:
+        """Journal a whole write that replaced ``before`` with content ``after`` of ``size`` bytes: as ``_note``,
+        straight to the journal's row when no operation or command is in progress (most writes)."""
+        journal = self._changes
+        if journal is None or (before[0] == after and before[1] == size):
+            return
+        if self._concurrent or in_operation():
+            self._note("write", [Change(path, before[0], after, before[1], size)])
+            return
+        journal.note_write(path, before, after, size, current_actor())
 
     def _tree_before(self, path: str) -> list[Change]:
         """A subtree about to go, children before their directory, its files kept for undo."""
@@ -227,9 +308,9 @@ class _JournaledWriter(StreamWriter):
         before = self._before if self._before is not None else self._fs._observe(self.path, keep=True, replaced=True)
         self._inner.close()
         if self._hasher is not None:
-            now: Seen = (self._hasher.content_id(), self.bytes_written)
-        else:
-            now = self._fs._observe(self.path, keep=False)
+            self._fs._note_write(self.path, before, self._hasher.content_id(), self.bytes_written)
+            return
+        now = self._fs._observe(self.path, keep=False)
         if now != before:
             self._fs._note("write", [Change(self.path, before[0], now[0], before[1], now[1])])
 

@@ -338,41 +338,60 @@ class HostTree:
         keep_mode: bool = True,
         replacing: Callable[[], os.stat_result | None] | None = None,
         fresh: bool = False,
+        settled: Callable[[int], None] | None = None,
     ) -> None:
         """Flush the temporary file and put it in place: rename for overwrite, link for create. ``fresh``: the
         name is probably free, so an overwrite links first and looks at the entry only if the name is taken (a
         new file costs no ``stat``, and no ``FileNotFoundError``: a seventh of its write). ``replacing`` (the
         journal's) looks at the entry an overwrite replaces in place of :meth:`check_target`, refusing what it
         refuses and keeping a file for undo, in one open; it returns the entry's ``lstat``, ``None`` if none.
+        ``settled`` is called with the new file's descriptor once it has the name (the journal's ``fstat``).
 
         Always consumes ``temp``: on any failure nothing of it is left.
         """
-        overwrite = mode == "overwrite"
         try:
             if self.durable:
                 os.fsync(temp.fd)
-            if fresh and overwrite and temp.claim(dir_fd, name):
-                return  # the name was free (linkat never replaces: a name held by anything is left alone)
-            look = replacing if replacing is not None and overwrite else None
-            old = look() if look is not None else self.check_target(dir_fd, name, path, mode)
-            if old is not None and keep_mode:
-                os.fchmod(temp.fd, stat.S_IMODE(old.st_mode))  # an overwrite keeps the file's permissions
-            if old is None and overwrite:
-                # nothing to replace: link straight to the name (no temporary name, no rename); if a file appeared
-                # meanwhile, look at it (and keep it) too, then replace it as an overwrite does
-                if temp.claim(dir_fd, name):
-                    return
-                if look is not None:
-                    look()
-            # replaced by an exchange, and what it took out looked at after: a FIFO, link … swapped in since the
-            # look above is put back and refused, never replaced
-            temp.publish(dir_fd, name, replace=overwrite, check=functools.partial(refuse_unless_file, path=path))
+            self._place(temp, dir_fd, name, path, mode, keep_mode=keep_mode, replacing=replacing, fresh=fresh)
+            if settled is not None:
+                settled(temp.fd)
         except OSError as exc:
             if exc.filename != path:
                 raise fail(exc, path) from None
             raise
         finally:
             temp.discard(dir_fd)
+
+    def _place(
+        self,
+        temp: TempFile,
+        dir_fd: int,
+        name: str,
+        path: str,
+        mode: WriteMode,
+        *,
+        keep_mode: bool,
+        replacing: Callable[[], os.stat_result | None] | None,
+        fresh: bool,
+    ) -> None:
+        """Give the flushed ``temp`` the name ``name`` (see :meth:`finish_temp`)."""
+        overwrite = mode == "overwrite"
+        if fresh and overwrite and temp.claim(dir_fd, name):
+            return  # the name was free (linkat never replaces: a name held by anything is left alone)
+        look = replacing if replacing is not None and overwrite else None
+        old = look() if look is not None else self.check_target(dir_fd, name, path, mode)
+        if old is not None and keep_mode:
+            os.fchmod(temp.fd, stat.S_IMODE(old.st_mode))  # an overwrite keeps the file's permissions
+        if old is None and overwrite:
+            # nothing to replace: link straight to the name (no temporary name, no rename); if a file appeared
+            # meanwhile, look at it (and keep it) too, then replace it as an overwrite does
+            if temp.claim(dir_fd, name):
+                return
+            if look is not None:
+                look()
+        # replaced by an exchange, and what it took out looked at after: a FIFO, link … swapped in since the
+        # look above is put back and refused, never replaced
+        temp.publish(dir_fd, name, replace=overwrite, check=functools.partial(refuse_unless_file, path=path))
 
     def write_new(
         self,
@@ -385,10 +404,11 @@ class HostTree:
         keep_mode: bool = True,
         replacing: Callable[[], os.stat_result | None] | None = None,
         fresh: bool = False,
+        settled: Callable[[int], None] | None = None,
     ) -> None:
         """Write a file of ``dir_fd`` atomically: ``fill`` writes the content into a temporary file, which then
-        takes the name (see :meth:`finish_temp`, and its ``replacing`` and ``fresh``); errors of ``fill`` propagate
-        as raised."""
+        takes the name (see :meth:`finish_temp`, and its ``replacing``, ``fresh`` and ``settled``); errors of
+        ``fill`` propagate as raised."""
         temp = self.make_temp(dir_fd, path)
         try:
             fill(temp.fd)
@@ -396,7 +416,15 @@ class HostTree:
             temp.discard(dir_fd)
             raise
         self.finish_temp(
-            temp, dir_fd, name=name, path=path, mode=mode, keep_mode=keep_mode, replacing=replacing, fresh=fresh
+            temp,
+            dir_fd,
+            name=name,
+            path=path,
+            mode=mode,
+            keep_mode=keep_mode,
+            replacing=replacing,
+            fresh=fresh,
+            settled=settled,
         )
 
     def open_for_append(self, path: str) -> int:
