@@ -43,6 +43,8 @@ class DirectReadRoute(APIRoute):
     def get_route_handler(self) -> Handler:
         """FastAPI's handler, and in front of it the direct call for ids the pattern admits."""
         solved = super().get_route_handler()
+        if self.dependencies:
+            return solved  # dependencies beside the endpoint's (a router's, where copied into the route): solved
         dependant = self.dependant
         names = [param.name for param in dependant.path_params]
         if (
