@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from workspacefs import HostFilesystem
-from workspacefs.backends.host import _temps
+from workspacefs.backends.host import _temps, _tree
 from workspacefs.errors import SpecialFileError
 
 
@@ -203,3 +203,67 @@ def test_a_move_over_a_file_removed_after_its_look_takes_the_name(tmp_path: Path
     fs.move("a.txt", "b.txt", overwrite=True)
     assert (tmp_path / "b.txt").read_text() == "mine"
     assert sorted(os.listdir(tmp_path)) == ["b.txt"]
+
+
+def after_the_exchange(monkeypatch: pytest.MonkeyPatch, then: Any, *, before_next: bool = False) -> list[int]:
+    """Make ``then`` run once, right after the move's first exchange took effect (``before_next``: only as the
+    next exchange, the exchange back, begins)."""
+    exchange, ran = _tree.renameat_exchange, []
+
+    def exchange_then(*args: Any) -> bool | None:
+        if before_next and ran == [1]:
+            ran.append(2)
+            then()
+        done = exchange(*args)
+        if done and not ran:
+            ran.append(1)
+            if not before_next:
+                then()
+        return done
+
+    monkeypatch.setattr(_tree, "renameat_exchange", exchange_then)
+    return ran
+
+
+@pytest.mark.parametrize("history", [False, True])
+def test_a_file_written_at_the_source_right_after_the_exchange_is_never_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, history: bool
+) -> None:
+    """The exchange leaves the target's old file at the source's name until it is removed; another writer (here
+    another process's filesystem) that writes the source's path in that instant had its file removed by name."""
+    fs = HostFilesystem(tmp_path, history=history)
+    other = HostFilesystem(tmp_path, history=False)
+    fs.write("a.txt", "mine")
+    fs.write("b.txt", "theirs")
+    ran = after_the_exchange(monkeypatch, lambda: other.write("a.txt", "new"))
+    fs.move("a.txt", "b.txt", overwrite=True)
+    assert ran
+    assert (tmp_path / "b.txt").read_text() == "mine"
+    assert (tmp_path / "a.txt").read_text() == "new"  # the other writer's file, not removed
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "b.txt"]  # and no temporary name left
+
+
+@pytest.mark.parametrize("history", [False, True])
+def test_a_move_whose_exchange_back_finds_a_name_gone_stands_instead_of_refusing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, history: bool
+) -> None:
+    """A directory took the target's name after the look; the exchange put it at the source's name, and another
+    process removed it from there before the exchange back. The move had happened (the source at the target,
+    nothing of theirs replaced), yet it was refused: the caller told a.txt stayed, the history without it."""
+    fs = HostFilesystem(tmp_path, history=history)
+    fs.write("a.txt", "mine")
+    fs.write("b.txt", "theirs")
+    target = tmp_path / "b.txt"
+
+    def to_directory() -> None:
+        target.unlink()
+        target.mkdir()
+
+    swapping_before_the_rename(fs, to_directory)
+    ran = after_the_exchange(monkeypatch, (tmp_path / "a.txt").rmdir, before_next=True)
+    fs.move("a.txt", "b.txt", overwrite=True)
+    assert ran == [1, 2]
+    assert target.read_text() == "mine"
+    assert sorted(os.listdir(tmp_path)) == ["b.txt"]
+    if history:
+        assert [e.operation for e in fs.history(limit=None)] == ["move", "write", "write"]

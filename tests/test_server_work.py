@@ -15,11 +15,13 @@ import fastapi.routing
 import pytest
 import sqlalchemy as sa
 from conftest import api_routes
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.testclient import TestClient
 
 from workspacefs import SqlFilesystem, SqlStore
-from workspacefs.server import SessionCatalog, TokenStore, create_app
+from workspacefs.server import SessionCatalog, TokenStore, _files, create_app
 from workspacefs.server._access import AccessReader
+from workspacefs.server._auth import Credentials
 from workspacefs.server._service import Service
 from workspacefs.server._tables import tokens as wsfs_tokens
 
@@ -125,6 +127,53 @@ def test_a_file_read_solves_no_parameters_and_answers_as_fastapi_would(
         assert solved == []
     finally:
         fastapi.routing.solve_dependencies = solving  # type: ignore[assignment]
+
+
+def test_a_file_read_honours_an_override_of_its_credentials_dependency(
+    served: tuple[TestClient, Service, dict[str, str], str],
+) -> None:
+    """An application that overrides the credentials' dependency (``app.dependency_overrides``, FastAPI's way to
+    swap authentication) gets its override on every route: the direct call of a file's GET skipped it, so the
+    read answered 401 where FastAPI, and the same file's PUT, used the override."""
+    client, _, _, file = served
+    app: Any = client.app
+    route = next(r for r in api_routes(app.routes) if r.path == FILES + "/{path:wsfs_path}" and "GET" in r.methods)
+    put = next(r for r in api_routes(app.routes) if r.path == FILES + "/{path:wsfs_path}" and "PUT" in r.methods)
+
+    def anyone(request: Request) -> Credentials:
+        return Credentials(request.app.state.workspacefs, None)  # as without auth
+
+    app.dependency_overrides[route.dependant.dependencies[0].call] = anyone
+    app.dependency_overrides[put.dependant.dependencies[0].call] = anyone
+    try:
+        assert client.put(file, json={"content": "over"}).status_code == 200
+        got = client.get(file)
+        assert got.json().get("content") == "over", got.text
+        assert client.get(file.rsplit("/", 1)[0]).status_code == 200
+    finally:
+        app.dependency_overrides.clear()
+    assert client.get(file).status_code == 401
+
+
+def test_a_file_read_runs_the_dependencies_its_router_was_included_with(
+    served: tuple[TestClient, Service, dict[str, str], str],
+) -> None:
+    """An application that includes the files router with dependencies of its own (``include_router(...,
+    dependencies=...)``: an audit, an extra check) has them run for every route: the direct call of a file's
+    GET skipped them (FastAPI keeps those in the included route's context, not in the route)."""
+    client, running, auth, file = served
+
+    def teapot() -> None:
+        raise HTTPException(418)
+
+    app = FastAPI()
+    app.state.workspacefs = running
+    app.include_router(_files.router, dependencies=[Depends(teapot)])
+    with TestClient(app) as other:
+        assert other.put(file, headers=auth, json={"content": "x"}).status_code == 418
+        assert other.get(file, headers=auth).status_code == 418
+        assert other.get(file.rsplit("/", 1)[0], headers=auth).status_code == 418
+    assert client.get(file, headers=auth).status_code == 200  # the service's own app: no such dependency
 
 
 def test_an_unknown_query_parameter_is_refused_by_every_router_before_the_token(

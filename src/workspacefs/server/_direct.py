@@ -5,7 +5,8 @@ parameters, one dependency, each validated by pydantic) cost about a fifth of it
 :class:`DirectReadRoute` calls its endpoint with the path parameters as routed and the credentials from
 :func:`~workspacefs.server._auth.presented`, the function its one dependency calls, after checking the ids
 against the pattern FastAPI would check. An id the pattern refuses goes to FastAPI's own handler, which answers
-exactly as it always did (its 422, or an earlier 401), so no answer differs; the OpenAPI document is FastAPI's.
+exactly as it always did (its 422, or an earlier 401), so no answer differs; so does every request while the
+application overrides a dependency (``app.dependency_overrides``). The OpenAPI document is FastAPI's.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import fastapi.routing
 from fastapi import Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
@@ -41,6 +43,8 @@ class DirectReadRoute(APIRoute):
     def get_route_handler(self) -> Handler:
         """FastAPI's handler, and in front of it the direct call for ids the pattern admits."""
         solved = super().get_route_handler()
+        if self.dependencies:
+            return solved  # dependencies beside the endpoint's (a router's, where copied into the route): solved
         dependant = self.dependant
         names = [param.name for param in dependant.path_params]
         if (
@@ -53,13 +57,19 @@ class DirectReadRoute(APIRoute):
             or self.methods != {"GET"}
         ):
             raise TypeError(f"{self.path}: not a route DirectReadRoute can call directly")
+        included = _as_included(self)
+        if [sub.name for sub in included.dependant.dependencies] != ["access"]:
+            return solved  # included with dependencies of its router's or app's: FastAPI solves them
         endpoint = self.endpoint
         request_name = dependant.request_param_name
+        provider = included.dependency_overrides_provider
 
         async def handle(request: Request) -> Response:
             routed = request.path_params
             if not all(_ID.fullmatch(routed[name]) for name in _IDS):
                 return await solved(request)  # FastAPI's own answer (its 422, or an earlier 401)
+            if getattr(provider, "dependency_overrides", None):
+                return await solved(request)  # an application's override of the credentials is FastAPI's to apply
             arguments = {name: routed[name] for name in names}
             if request_name is not None:
                 arguments[request_name] = request
@@ -67,3 +77,12 @@ class DirectReadRoute(APIRoute):
             return response
 
         return handle
+
+
+def _as_included(route: APIRoute) -> Any:
+    """The route as the application included it, where FastAPI builds its handler for that (newer FastAPI keeps
+    an included router whole and builds each route's handler in an effective context: the dependencies of
+    ``include_router`` and the application's ``dependency_overrides`` are that context's, not the route's)."""
+    context = getattr(fastapi.routing, "_effective_route_context_var", None)
+    effective = context.get() if context is not None else None
+    return effective if effective is not None and effective.original_route is route else route

@@ -38,6 +38,7 @@ from workspacefs.backends.host._temps import (
     WriterRegistry,
     open_anonymous,
     open_named,
+    release_name,
 )
 from workspacefs.errors import ConcurrentChangeError, HardLinkRefusedError, PreconditionFailedError, SpecialFileError
 from workspacefs.paths import ROOT
@@ -88,11 +89,15 @@ def refuse_unless_file(info: os.stat_result, path: str) -> None:
     raise SpecialFileError(path)
 
 
-def move_over(src_fd: int, src: str, dst_fd: int, dst: str, path: str) -> None:
+def move_over(src_fd: int, src: str, dst_fd: int, dst: str, path: str, *, writers: WriterRegistry) -> None:
     """Move ``src`` over the file ``dst`` (``path``: its workspace path, for errors) by an exchange, and look at
     what it took out: a regular file is removed (what a rename over it does); a FIFO, socket, device, directory
     or link another process put there after the caller's look is exchanged back and refused, never replaced.
     Where the name went meanwhile, a rename that never replaces; where the system cannot exchange, a rename."""
+    try:
+        before: os.stat_result | None = os.stat(dst, dir_fd=dst_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        before = None
     for _ in range(_EXCHANGES):
         exchanged = renameat_exchange(src_fd, src, dst, dst_fd)
         if exchanged is None:
@@ -114,11 +119,39 @@ def move_over(src_fd: int, src: str, dst_fd: int, dst: str, path: str) -> None:
     except FileNotFoundError:
         return  # removed by someone else meanwhile: nothing left to remove
     if stat.S_ISREG(old.st_mode):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(src, dir_fd=src_fd)
+        _remove_taken_out(src_fd, src, before, writers)
         return
-    renameat_exchange(src_fd, src, dst, dst_fd)  # put it back where it was, the source back at its name
+    if not renameat_exchange(src_fd, src, dst, dst_fd):  # put it back where it was, the source back at its name
+        return  # a name went since (the thing taken out, or our file at the target): the move stands, as made
     refuse_unless_file(old, path)
+
+
+def _remove_taken_out(dir_fd: int, name: str, before: os.stat_result | None, writers: WriterRegistry) -> None:
+    """Remove the regular file an exchange put at ``name`` (the target ``before`` it): first taken to a temporary
+    name of our own, so a file another writer gave ``name`` since is never removed, but put back."""
+
+    def take(temp: str) -> bool:
+        return renameat_noreplace(dir_fd, name, dir_fd, temp)
+
+    try:
+        temp, taken = writers.reserve(take)
+    except FileNotFoundError:
+        return  # removed by someone else meanwhile
+    try:
+        if not taken:  # the system cannot rename without replacing (it exchanged, so never here): by name
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=dir_fd)
+            return
+        now = os.stat(temp, dir_fd=dir_fd, follow_symlinks=False)
+        if before is None or (now.st_ino, now.st_dev) != (before.st_ino, before.st_dev):
+            try:  # not what the target held: another writer's file at the source's name since; it stays
+                if renameat_noreplace(dir_fd, temp, dir_fd, name):
+                    return
+            except FileExistsError:
+                pass  # and replaced again since: the newer one stands, as if it had replaced this one
+        os.unlink(temp, dir_fd=dir_fd)
+    finally:
+        release_name()
 
 
 def read_fd(fd: int, size: int) -> bytes:
