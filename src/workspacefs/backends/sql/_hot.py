@@ -22,6 +22,7 @@ __all__ = [
     "HOLD_CHUNK",
     "INSERT_FILE",
     "INSERT_JOURNAL",
+    "JOURNAL_SPAN",
     "NEXT_SEQ",
     "PUT_CHUNK",
     "PUT_INLINE",
@@ -204,6 +205,13 @@ INSERT_JOURNAL = {
 """One journal row, in the change's own transaction: SQLite numbers it in its session (the session is ``?1``),
 PostgreSQL's ``BIGSERIAL`` numbers it."""
 
+JOURNAL_SPAN = (
+    "SELECT (SELECT max(seq) FROM wsfs_journal WHERE session_id = ?)"
+    " - (SELECT min(seq) FROM wsfs_journal WHERE session_id = ?)"
+)
+"""How far a session's entry numbers spread: below the entries retention keeps, it has nothing to drop. Two seeks
+(``max`` and ``min`` in one ``SELECT`` would walk the session's rows)."""
+
 DELETE_CHUNKS = (
     "DELETE FROM wsfs_chunks WHERE hash IN ({marks})"
     " AND NOT EXISTS (SELECT 1 FROM wsfs_blob_chunks WHERE chunk_hash = wsfs_chunks.hash)"
@@ -257,6 +265,7 @@ class Statements:
     insert_file: str
     update_file: str
     insert_journal: str
+    journal_span: str
     write_small: str
     """PostgreSQL only (SQLite: empty)."""
     quota_guard: str
@@ -279,6 +288,7 @@ class Statements:
             insert_file=placeholders(INSERT_FILE),
             update_file=placeholders(UPDATE_FILE),
             insert_journal=placeholders(INSERT_JOURNAL[dialect]),
+            journal_span=placeholders(JOURNAL_SPAN),
             write_small=placeholders(WRITE_SMALL) if dialect == "postgresql" else "",
             quota_guard=placeholders(QUOTA_GUARD[dialect]),
         )
