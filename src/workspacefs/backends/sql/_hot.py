@@ -22,6 +22,7 @@ __all__ = [
     "HOLD_CHUNK",
     "INSERT_FILE",
     "INSERT_JOURNAL",
+    "INSERT_JOURNAL_FLAGGED",
     "JOURNAL_SPAN",
     "NEXT_SEQ",
     "PUT_CHUNK",
@@ -204,6 +205,17 @@ INSERT_JOURNAL = {
 }
 """One journal row, in the change's own transaction: SQLite numbers it in its session (the session is ``?1``),
 PostgreSQL's ``BIGSERIAL`` numbers it."""
+
+INSERT_JOURNAL_FLAGGED = "".join(
+    (
+        "INSERT INTO wsfs_journal (seq, session_id, op_key, at, operation, actor_name, actor_session, actor_call,",
+        " actor_via, path, from_path, before_id, after_id, size_before, size_after, undoes, detail, read_only_before,",
+        " read_only_after) VALUES (",
+        NEXT_SEQ,
+        ", ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+    )
+)
+"""SQLite: :data:`INSERT_JOURNAL` with the read-only flags, run once per row (each numbered after the one before)."""
 
 JOURNAL_SPAN = (
     "SELECT (SELECT max(seq) FROM wsfs_journal WHERE session_id = ?)"
