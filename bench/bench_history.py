@@ -2,7 +2,9 @@
 
 Each backend writes the same 1 KiB files (half new, half overwrites) with its journal on and off, in
 interleaved repetitions; the minimum per file counts. The ratio (on / off) is the journal's overhead per
-small write (issue 20's target: at most 1.15). Then a 10,000-entry journal is queried: the newest 100
+small write (issue 20's target: at most 1.15). A second table does the same with content of its own per file
+and write (as an agent's edits are: with history off each overwrite then collects the content it replaced, which
+the journal keeps for undo). Then a 10,000-entry journal is queried: the newest 100
 entries, one path's entries, one actor's entries (µs per query).
 
 ``--s3`` adds the object store on moto's S3 server (loopback), in a bucket with and one without versioning:
@@ -45,6 +47,33 @@ def write_files(fs: Any, files: int) -> float:
     for i in range(files):
         fs.write_bytes(f"d{i % 20}/f{i}.txt", CONTENT[::-1])
     return (time.perf_counter() - start) / (2 * files)
+
+
+def write_distinct_files(fs: Any, files: int) -> float:
+    """:func:`write_files` with content of its own per file and per write (as an agent's edits are): history off
+    then collects each overwritten content, which the journal keeps for undo."""
+    new = [b"%08d" % i + CONTENT[8:] for i in range(files)]
+    changed = [b"%08d" % i + CONTENT[8:][::-1] for i in range(files)]
+    start = time.perf_counter()
+    for i in range(files):
+        fs.write_bytes(f"d{i % 20}/f{i}.txt", new[i])
+    for i in range(files):
+        fs.write_bytes(f"d{i % 20}/f{i}.txt", changed[i])
+    return (time.perf_counter() - start) / (2 * files)
+
+
+DISTINCT_REPS = 10_000
+"""Added to a repetition's number for the distinct-content row (fresh sessions and directories, not the first's)."""
+
+
+def ratios(kinds: dict[str, Factory], files: int, reps: int, write: Callable[[Any, int], float], first: int) -> None:
+    """One line per backend: µs per write with history off and on (min of ``reps``, interleaved), and their ratio."""
+    for name, make in kinds.items():
+        best = {False: float("inf"), True: float("inf")}
+        for rep in range(first, first + reps):
+            for history in (False, True):  # interleaved: a busy moment hits both alike
+                best[history] = min(best[history], write(make(history, rep), files))
+        print(f"{name:<24}{best[False] * 1e6:>14.1f}{best[True] * 1e6:>14.1f}{best[True] / best[False]:>10.2f}")
 
 
 Factory = Callable[[bool, int], Any]
@@ -170,12 +199,11 @@ def main() -> None:
         kinds = {**local, **{k: v for k, v in remote.items() if chosen(k)}}
         print(f"Small writes ({args.files} new + {args.files} overwrites of 1 KiB), µs per write, min of {args.reps}")
         print(f"{'backend':<24}{'history off':>14}{'history on':>14}{'on / off':>10}")
-        for name, make in kinds.items():
-            best = {False: float("inf"), True: float("inf")}
-            for rep in range(args.reps):
-                for history in (False, True):  # interleaved: a busy moment hits both alike
-                    best[history] = min(best[history], write_files(make(history, rep), args.files))
-            print(f"{name:<24}{best[False] * 1e6:>14.1f}{best[True] * 1e6:>14.1f}{best[True] / best[False]:>10.2f}")
+        ratios(kinds, args.files, args.reps, write_files, 0)
+        print()
+        print(f"The same, each file's content its own (an agent's edits), µs per write, min of {args.reps}")
+        print(f"{'backend':<24}{'history off':>14}{'history on':>14}{'on / off':>10}")
+        ratios(kinds, args.files, args.reps, write_distinct_files, DISTINCT_REPS)
         print()
         print("Queries on a 10,000-entry journal, µs per query (min of 5)")
         print(f"{'backend':<24}{'newest 100':>14}{'one path':>14}{'one actor, 100':>16}")

@@ -15,10 +15,16 @@ import pytest
 from alembic import command
 
 from workspacefs import Quota, SqlFilesystem, SqlStore, Usage
-from workspacefs.backends.sql._store import migration_config
+from workspacefs.backends.sql._store import inline_blob_id, migration_config
 from workspacefs.testing._postgres import create_database
 
 _ids = itertools.count()
+
+OLD_JOURNAL_ROW = (
+    "INSERT INTO wsfs_journal (session_id, at, operation, path, before_id, after_id, size_before, size_after)"
+    " VALUES (?, '2026-01-01 00:00:00.000000', ?, ?, ?, ?, ?, ?)"
+)
+"""A journal row as the code of 0011 wrote it on SQLite (numbered by ``AUTOINCREMENT``)."""
 
 FILES = "SELECT session_id, path, parent, name, is_directory, is_readonly, blob_id, size_bytes FROM wsfs_files"
 
@@ -106,9 +112,23 @@ def test_a_database_at_0011_upgrades_with_its_rows_and_triggers(url: str) -> Non
             "wsfs_files_version_update",
             "wsfs_journal_notify",
         ]
-    # at 0011, a change (through the code of then, same statements as now) is kept by the triggers of then
-    fs.write_bytes("dir/sub/c.txt", b"gamma needle\n")
-    fs.delete("dir/sub/b.txt")
+    # at 0011, a change (through the code of then, same statements as now) is kept by the triggers of then; SQLite's
+    # journal rows are numbered by the code since 0013, so there they are written as the code of then wrote them
+    if store.dialect == "sqlite":
+        unjournaled = SqlStore(url, history=False)  # the same database (migrated once per process: left at 0011)
+        off = SqlFilesystem(unjournaled, "kept", quota=Quota(max_bytes=10**9))
+        off.write_bytes("dir/sub/c.txt", b"gamma needle\n")
+        off.delete("dir/sub/b.txt")
+        unjournaled.close()
+        with store.write() as connection:
+            for operation, path, before, after, sizes in (
+                ("write", "dir/sub/c.txt", None, inline_blob_id(b"gamma needle\n"), (0, 13)),
+                ("delete", "dir/sub/b.txt", inline_blob_id(b"beta\n"), None, (5, 0)),
+            ):
+                connection.exec_driver_sql(OLD_JOURNAL_ROW, ("kept", operation, path, before, after, *sizes))
+    else:
+        fs.write_bytes("dir/sub/c.txt", b"gamma needle\n")
+        fs.delete("dir/sub/b.txt")
 
     migrate_to(store, "head")
     with store.read() as connection:

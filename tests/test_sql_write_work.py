@@ -156,9 +156,10 @@ def fewest_pages(database: Path, writes: list[Callable[[], object]]) -> list[str
 
 def test_a_new_file_writes_one_page_per_b_tree_it_needs(fast_tmp: Path) -> None:
     """A new file's content (its blob row, the key's index, the grep queue), its row (``wsfs_files`` without rowid:
-    no second B-tree for the key; the parent index; the content index) and its journal row (the table and the
-    session index; no ``sqlite_sequence``, no path index): eight pages, eleven before migration 0012. An overwrite:
-    eight, ten before. Entry numbers are still never given twice."""
+    no second B-tree for the key; the parent index; the content index) and its journal row (the table, keyed by
+    session since migration 0013: no session index; no ``sqlite_sequence``, no path index): seven pages, eight
+    before 0013, eleven before 0012. An overwrite: seven, eight before 0013, ten before 0012. Entry numbers are
+    still never given twice."""
     database = fast_tmp / f"pages-{next(_ids)}.db"
     store = SqlStore(f"sqlite:///{database}")
     try:
@@ -174,7 +175,6 @@ def test_a_new_file_writes_one_page_per_b_tree_it_needs(fast_tmp: Path) -> None:
                 "wsfs_files_parent",
                 "ix_wsfs_files_blob_id",
                 "wsfs_journal",
-                "wsfs_journal_session",
             ]
         )
         rewrites = [lambda i=i: fs.write_bytes(f"dir/new-{i}.txt", b"rewritten %d" % i) for i in range(6)]
@@ -186,7 +186,6 @@ def test_a_new_file_writes_one_page_per_b_tree_it_needs(fast_tmp: Path) -> None:
                 "wsfs_files",
                 "ix_wsfs_files_blob_id",
                 "wsfs_journal",
-                "wsfs_journal_session",
                 "wsfs_journal_before",  # the replaced content, kept for undo
             ]
         )

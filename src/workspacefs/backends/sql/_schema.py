@@ -233,9 +233,17 @@ journal = sa.Table(
     ),
 )
 """One row per path a change touched, written in the change's own transaction (migration ``0006``). The rows of
-one operation share ``op_key`` and form one entry whose id is their lowest ``seq``; a one-row entry has no key. A
-``seq`` is never given twice (on SQLite since migration ``0012`` without ``AUTOINCREMENT``: ``wsfs_journal_floor``
-and two triggers keep that promise, a page less per journaled commit).
+one operation share ``op_key`` and form one entry whose id is their lowest ``seq``; a one-row entry has no key.
+
+An entry id's promise is per session: within one session id a ``seq`` is never given twice (not after retention or
+a prune dropped the newest rows, nor after the session was deleted and made again) and grows in commit order; every
+reader names entries of one session (``history(since=)``, ``undo(entry_id)``, SSE ``Last-Event-ID``). PostgreSQL
+numbers rows with one ``BIGSERIAL`` for all sessions (unique across them too). SQLite (migration ``0013``) keys the
+table by ``(session_id, seq)`` without rowid, so it is its own session index (one B-tree, one WAL page fewer per
+journaled write): a row takes one more than the largest of its session's numbers, of its floor in
+``wsfs_journal_floor`` (which a trigger raises when a session's newest row goes, kept after the session is deleted)
+and of that table's ``''`` row (the numbers given before ``0013``) (:data:`~._hot.NEXT_SEQ`); two sessions may share
+a number there. ``wsfs_journal_session`` is PostgreSQL's only.
 ``before_id``/``after_id`` hold a content id (a blob's id), ``'directory'`` or NULL; a blob named by ``before_id``
 is kept (undo writes it back) until retention drops the row. ``read_only_before``/``read_only_after`` (migration
 ``0010``) hold the file's read-only flag where the change set it (NULL: left alone; a read-only file that went
