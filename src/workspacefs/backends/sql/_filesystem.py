@@ -556,10 +556,12 @@ class SqlFilesystem(BaseFilesystem):
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
         """A whole file's content: one statement of three columns (:data:`_hot.READ_CONTENT`) for inline content;
         content in chunks takes a second statement (:meth:`_read_chunked`), a file over ``inline_limit`` a reader."""
-        with self._store.driver.statement() as tx:
-            cursor = tx.run(self._sql.read_content, (self._session, path), binary=True)
-            tx.sync()
-            row = cursor.fetchone()
+        driver = self._store.driver
+        if driver.postgres:  # libpq directly, no cursor (see Driver.fetch_row)
+            row = driver.fetch_row(self._sql.read_content, (self._session, path), binary=True)
+        else:
+            with driver.statement() as tx:
+                row = tx.run(self._sql.read_content, (self._session, path)).fetchone()
         if row is None:
             raise errors.file_not_found(path)
         if row[0]:
@@ -730,10 +732,7 @@ class SqlFilesystem(BaseFilesystem):
             *journal,
             *limits,
         )
-        with driver.statement() as tx:
-            cursor = tx.run(self._sql.write_small, params)
-            tx.sync()
-            written, parent_dir, directory, readonly, before, chunks = cursor.fetchone()
+        written, parent_dir, directory, readonly, before, chunks = driver.fetch_row(self._sql.write_small, params)  # type: ignore[misc]
         if not written:
             if not parent_dir:
                 raise _NoParent
