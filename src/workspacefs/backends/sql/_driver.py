@@ -204,9 +204,12 @@ class Driver:
         return found
 
     def fetch_row(self, sql: str, params: Sequence[Any], *, binary: bool = False) -> tuple[Any, ...] | None:
-        """PostgreSQL: one autocommit statement's first row (``None``: no row), in one round trip, on libpq without
-        a psycopg cursor: a cursor's Python work per statement cost a small write more CPU than the rest of the
-        client. Prepared on a connection's second run of it (one round trip more, once); errors as a cursor's."""
+        """One autocommit statement's first row (``None``: no row), in one round trip. PostgreSQL: on libpq without
+        a psycopg cursor (its Python work per statement cost a small write more CPU than the rest of the client),
+        prepared on a connection's second run of it (one round trip more, once); errors as a cursor's."""
+        if not self.postgres:
+            with self.statement() as tx:
+                return tx.run(sql, params).fetchone()  # type: ignore[no-any-return]
         statement = self._statements.get(sql)
         if statement is None:
             statement = self._statements.setdefault(sql, Prepared(sql, len(self._statements), binary=binary))
