@@ -133,9 +133,9 @@ class Driver:
         self._cursors: dict[int, tuple[Any, Any]] = {}
         """The reused cursors of each plain connection (text, binary)."""
         self._statements: dict[str, Prepared] = {}
-        self._adapters: dict[int, tuple[Any, dict[bytes, bool]]] = {}
+        self._adapters: dict[int, tuple[Any, dict[bytes, int]]] = {}
         """Each plain connection's psycopg transformer (C dumpers and loaders, no cursor) and its hot statements:
-        run once unnamed (``False``), or prepared (``True``)."""
+        how many times each ran unnamed, or ``-1`` once it is prepared."""
         self._lock = threading.Lock()
         self._pool_size = pool_size
         self.integrity_error: type[Exception] = engine.dialect.dbapi.IntegrityError  # type: ignore[union-attr]
@@ -206,7 +206,8 @@ class Driver:
     def fetch_row(self, sql: str, params: Sequence[Any], *, binary: bool = False) -> tuple[Any, ...] | None:
         """One autocommit statement's first row (``None``: no row), in one round trip. PostgreSQL: on libpq without
         a psycopg cursor (its Python work per statement cost a small write more CPU than the rest of the client),
-        prepared on a connection's second run of it (one round trip more, once); errors as a cursor's."""
+        prepared when psycopg would (after ``prepare_threshold`` runs; one round trip more, once); errors as a
+        cursor's."""
         if not self.postgres:
             with self.statement() as tx:
                 return tx.run(sql, params).fetchone()  # type: ignore[no-any-return]
@@ -236,20 +237,23 @@ class Driver:
             from psycopg.adapt import Transformer  # noqa: PLC0415 - PostgreSQL only
 
             adapters = self._adapters[id(connection)] = (Transformer(connection), {})
-        transformer, prepared = adapters
+        transformer, runs = adapters
         values = transformer.dump_sequence(params, statement.formats)  # raises as a cursor would (a NUL in text)
         formats = transformer.formats
         pgconn = connection.pgconn
         name = statement.name
-        state = prepared.get(name)
-        if state is None:  # its first run here: unnamed, as psycopg runs a statement (one round trip)
-            prepared[name] = False
-            pgconn.send_query_params(statement.text, values, None, formats, statement.binary)
-        else:
-            if not state:
-                pgconn.send_prepare(name, statement.text)
+        ran = runs.get(name, 0)
+        if ran >= 0:  # not prepared yet: as psycopg does, after the connection's prepare_threshold runs unnamed
+            threshold = connection.prepare_threshold  # None: never (a pooler that keeps no prepared statements)
+            if threshold is None or ran < threshold:
+                runs[name] = ran + 1
+                pgconn.send_query_params(statement.text, values, None, formats, statement.binary)
+            else:
+                pgconn.send_prepare(name, statement.text)  # one round trip more, once per connection
                 _result(connection, connection.wait(_exchange(pgconn)))
-                prepared[name] = True
+                runs[name] = -1
+                pgconn.send_query_prepared(name, values, formats, statement.binary)
+        else:
             pgconn.send_query_prepared(name, values, formats, statement.binary)
         result = _result(connection, connection.wait(_exchange(pgconn)))
         if not result.ntuples:
