@@ -84,6 +84,14 @@ def test_errors_keep_their_types_and_the_connection(pg_store: SqlStore) -> None:
             fs.write_bytes("a.txt/under", b"y")
     fs.write_bytes("a.txt", b"fits")
     assert fs.read_bytes("a.txt").content == b"fits"
+    driver = pg_store.driver
+    held = driver._checkout(pipelined=False)
+    held[0].execute("DEALLOCATE ALL")  # what psycopg sends after a ROLLBACK it saw: the prepared statements go
+    driver._checkin(held)
+    assert cursor_calls(lambda: fs.write_bytes("a.txt", b"again")) == 0  # prepared again, then run
+    assert driver._checkout(pipelined=False) is held
+    driver._checkin(held)
+    assert fs.read_bytes("a.txt").content == b"again"
     gone = SqlFilesystem(pg_store, "client-gone")
     gone.write_bytes("a.txt", b"x")
     gone.write_bytes("a.txt", b"y")
@@ -91,4 +99,4 @@ def test_errors_keep_their_types_and_the_connection(pg_store: SqlStore) -> None:
     for _ in range(7):
         with pytest.raises(FileNotFoundError):  # the call's foreign key refused it (23503)
             gone.write_bytes("a.txt", b"z")
-    assert fs.read_bytes("a.txt").content == b"fits"
+    assert fs.read_bytes("a.txt").content == b"again"

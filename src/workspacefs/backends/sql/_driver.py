@@ -24,14 +24,22 @@ from sqlalchemy.engine import Engine
 from workspacefs.backends.sql._reach import classified
 from workspacefs.backends.sql._turns import Turns
 
+
+class _NeverRaised(Exception):  # noqa: N818 - a stand-in, never raised
+    """An error SQLite never raises (its quota check answers instead of failing)."""
+
+
 _OK: frozenset[int] = frozenset()
 _FATAL_ERROR: Any = None
+_NOT_PREPARED: type[Exception] = _NeverRaised
 try:  # PostgreSQL's driver is optional
+    from psycopg.errors import InvalidSqlStatementName
     from psycopg.generators import execute as _exchange
     from psycopg.pq import ExecStatus
 
     _OK = frozenset((ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK))
     _FATAL_ERROR = ExecStatus.FATAL_ERROR
+    _NOT_PREPARED = InvalidSqlStatementName
 except ImportError:  # pragma: no cover - SQLite only
     pass
 
@@ -105,10 +113,6 @@ class Prepared:
         every call, a ``None`` too)."""
         self.binary = 1 if binary else 0
         """The results' format (binary: bytea as raw bytes)."""
-
-
-class _NeverRaised(Exception):  # noqa: N818 - a stand-in, never raised
-    """An error SQLite never raises (its quota check answers instead of failing)."""
 
 
 class Driver:
@@ -213,7 +217,9 @@ class Driver:
                 return tx.run(sql, params).fetchone()  # type: ignore[no-any-return]
         statement = self._statements.get(sql)
         if statement is None:
-            statement = self._statements.setdefault(sql, Prepared(sql, len(self._statements), binary=binary))
+            with self._lock:  # one name per statement text, even when threads meet it first together
+                statement = self._statements.get(sql) or Prepared(sql, len(self._statements), binary=binary)
+                self._statements[sql] = statement
         try:
             held = self._checkout(pipelined=False)
         except Exception as exc:
@@ -255,7 +261,13 @@ class Driver:
                 pgconn.send_query_prepared(name, values, formats, statement.binary)
         else:
             pgconn.send_query_prepared(name, values, formats, statement.binary)
-        result = _result(connection, connection.wait(_exchange(pgconn)))
+        try:
+            result = _result(connection, connection.wait(_exchange(pgconn)))
+        except _NOT_PREPARED:  # a DEALLOCATE ALL (psycopg's, after a ROLLBACK it ran) dropped it: nothing ran
+            pgconn.send_prepare(name, statement.text)
+            _result(connection, connection.wait(_exchange(pgconn)))
+            pgconn.send_query_prepared(name, values, formats, statement.binary)
+            result = _result(connection, connection.wait(_exchange(pgconn)))
         if not result.ntuples:
             return None
         transformer.set_pgresult(result)
