@@ -7,7 +7,9 @@ text on the DBAPI connection: SQLite in autocommit mode with explicit ``BEGIN IM
 (psycopg 3) in autocommit mode for single statements (a read, or a small write, which is one call of a
 function: one round trip each) and in pipeline mode for transactions of several statements, so they travel
 together and only :meth:`Tx.sync` waits for the server (psycopg's pipeline costs more than it saves for one
-statement). Everything else still goes through SQLAlchemy on the same tables.
+statement). The hottest single statements (a small write's call, a small read, a stat) skip even psycopg's cursor:
+:meth:`Driver.fetch_row` sends them with libpq and psycopg's C adapters, prepared as psycopg would prepare them.
+Everything else still goes through SQLAlchemy on the same tables.
 """
 
 from __future__ import annotations
