@@ -108,6 +108,8 @@ class Prepared:
         from psycopg.adapt import PyFormat  # noqa: PLC0415 - PostgreSQL only
 
         parts = sql.split("%s")
+        if any("%" in part for part in parts):  # a literal percent (``%%``) would need psycopg's own conversion
+            raise ValueError(f"fetch_row takes only %s placeholders: {sql!r}")
         self.text = "".join(f"{part}${i}" for i, part in enumerate(parts[:-1], 1)).encode() + parts[-1].encode()
         self.name = f"wsfs_hot_{number}".encode()
         self.formats = [PyFormat.BINARY if p.startswith("::bytea") else PyFormat.TEXT for p in parts[1:]]
