@@ -7,7 +7,9 @@ text on the DBAPI connection: SQLite in autocommit mode with explicit ``BEGIN IM
 (psycopg 3) in autocommit mode for single statements (a read, or a small write, which is one call of a
 function: one round trip each) and in pipeline mode for transactions of several statements, so they travel
 together and only :meth:`Tx.sync` waits for the server (psycopg's pipeline costs more than it saves for one
-statement). Everything else still goes through SQLAlchemy on the same tables.
+statement). The hottest single statements (a small write's call, a small read, a stat) skip even psycopg's cursor:
+:meth:`Driver.fetch_row` sends them with libpq and psycopg's C adapters, prepared as psycopg would prepare them.
+Everything else still goes through SQLAlchemy on the same tables.
 """
 
 from __future__ import annotations
@@ -24,7 +26,26 @@ from sqlalchemy.engine import Engine
 from workspacefs.backends.sql._reach import classified
 from workspacefs.backends.sql._turns import Turns
 
-__all__ = ["Driver", "Scope", "Tx"]
+
+class _NeverRaised(Exception):  # noqa: N818 - a stand-in, never raised
+    """An error SQLite never raises (its quota check answers instead of failing)."""
+
+
+_OK: frozenset[int] = frozenset()
+_FATAL_ERROR: Any = None
+_NOT_PREPARED: type[Exception] = _NeverRaised
+try:  # PostgreSQL's driver is optional
+    from psycopg.errors import InvalidSqlStatementName
+    from psycopg.generators import execute as _exchange
+    from psycopg.pq import ExecStatus
+
+    _OK = frozenset((ExecStatus.TUPLES_OK, ExecStatus.COMMAND_OK))
+    _FATAL_ERROR = ExecStatus.FATAL_ERROR
+    _NOT_PREPARED = InvalidSqlStatementName
+except ImportError:  # pragma: no cover - SQLite only
+    pass
+
+__all__ = ["Driver", "Prepared", "Scope", "Tx"]
 
 
 class Tx:
@@ -77,8 +98,25 @@ class Tx:
             self._pipeline.sync()
 
 
-class _NeverRaised(Exception):  # noqa: N818 - a stand-in, never raised
-    """An error SQLite never raises (its quota check answers instead of failing)."""
+class Prepared:
+    """A hot PostgreSQL statement that :meth:`Driver.fetch_row` runs on libpq directly: its numbered text, the
+    name it is prepared under on each connection, and its parameters' formats (bytea binary, the rest text)."""
+
+    __slots__ = ("binary", "formats", "name", "text")
+
+    def __init__(self, sql: str, number: int, *, binary: bool) -> None:
+        from psycopg.adapt import PyFormat  # noqa: PLC0415 - PostgreSQL only
+
+        parts = sql.split("%s")
+        if any("%" in part for part in parts):  # a literal percent (``%%``) would need psycopg's own conversion
+            raise ValueError(f"fetch_row takes only %s placeholders: {sql!r}")
+        self.text = "".join(f"{part}${i}" for i, part in enumerate(parts[:-1], 1)).encode() + parts[-1].encode()
+        self.name = f"wsfs_hot_{number}".encode()
+        self.formats = [PyFormat.BINARY if p.startswith("::bytea") else PyFormat.TEXT for p in parts[1:]]
+        """Text for every parameter but bytea's (its cast, not a type sent, types it: one prepared statement fits
+        every call, a ``None`` too)."""
+        self.binary = 1 if binary else 0
+        """The results' format (binary: bytea as raw bytes)."""
 
 
 class Driver:
@@ -102,6 +140,10 @@ class Driver:
         self._pipelines: dict[int, Any] = {}
         self._cursors: dict[int, tuple[Any, Any]] = {}
         """The reused cursors of each plain connection (text, binary)."""
+        self._statements: dict[str, Prepared] = {}
+        self._adapters: dict[int, tuple[Any, dict[bytes, int]]] = {}
+        """Each plain connection's psycopg transformer (C dumpers and loaders, no cursor) and its hot statements:
+        how many times each ran unnamed, or ``-1`` once it is prepared."""
         self._lock = threading.Lock()
         self._pool_size = pool_size
         self.integrity_error: type[Exception] = engine.dialect.dbapi.IntegrityError  # type: ignore[union-attr]
@@ -169,9 +211,77 @@ class Driver:
             found = self._cursors[id(connection)] = (connection.cursor(), connection.cursor(binary=True))
         return found
 
+    def fetch_row(self, sql: str, params: Sequence[Any], *, binary: bool = False) -> tuple[Any, ...] | None:
+        """One autocommit statement's first row (``None``: no row), in one round trip. PostgreSQL: on libpq without
+        a psycopg cursor (its Python work per statement cost a small write more CPU than the rest of the client),
+        prepared when psycopg would (after ``prepare_threshold`` runs; one round trip more, once); errors as a
+        cursor's."""
+        if not self.postgres:
+            with self.statement() as tx:
+                return tx.run(sql, params).fetchone()  # type: ignore[no-any-return]
+        statement = self._statements.get(sql)
+        if statement is None:
+            with self._lock:  # one name per statement text, even when threads meet it first together
+                statement = self._statements.get(sql) or Prepared(sql, len(self._statements), binary=binary)
+                self._statements[sql] = statement
+        try:
+            held = self._checkout(pipelined=False)
+        except Exception as exc:
+            _raise_if_lost(exc, self.where)
+            raise
+        connection = held[0]
+        try:
+            row = self._fetch_row(connection, statement, params)
+        except BaseException as exc:
+            typed = classified(exc, self.where, connection)  # before _recover closes a broken connection
+            self._recover(held, None, error=exc)
+            if typed is not None:
+                raise typed from exc
+            raise
+        self._checkin(held)
+        return row
+
+    def _fetch_row(self, connection: Any, statement: Prepared, params: Sequence[Any]) -> tuple[Any, ...] | None:
+        adapters = self._adapters.get(id(connection))
+        if adapters is None:
+            from psycopg.adapt import Transformer  # noqa: PLC0415 - PostgreSQL only
+
+            adapters = self._adapters[id(connection)] = (Transformer(connection), {})
+        transformer, runs = adapters
+        values = transformer.dump_sequence(params, statement.formats)  # raises as a cursor would (a NUL in text)
+        formats = transformer.formats
+        pgconn = connection.pgconn
+        name = statement.name
+        ran = runs.get(name, 0)
+        if ran >= 0:  # not prepared yet: as psycopg does, after the connection's prepare_threshold runs unnamed
+            threshold = connection.prepare_threshold  # None: never (a pooler that keeps no prepared statements)
+            if threshold is None or ran < threshold:
+                runs[name] = ran + 1
+                pgconn.send_query_params(statement.text, values, None, formats, statement.binary)
+            else:
+                pgconn.send_prepare(name, statement.text)  # one round trip more, once per connection
+                _result(connection, connection.wait(_exchange(pgconn)))
+                runs[name] = -1
+                pgconn.send_query_prepared(name, values, formats, statement.binary)
+        else:
+            pgconn.send_query_prepared(name, values, formats, statement.binary)
+        try:
+            result = _result(connection, connection.wait(_exchange(pgconn)))
+        except _NOT_PREPARED:  # a DEALLOCATE ALL (psycopg's, after a ROLLBACK it ran) dropped it: nothing ran
+            pgconn.send_prepare(name, statement.text)
+            _result(connection, connection.wait(_exchange(pgconn)))
+            pgconn.send_query_prepared(name, values, formats, statement.binary)
+            result = _result(connection, connection.wait(_exchange(pgconn)))
+        if not result.ntuples:
+            return None
+        transformer.set_pgresult(result)
+        row: tuple[Any, ...] = transformer.load_row(0, tuple)
+        return row
+
     def _discard(self, held: tuple[Any, Any]) -> None:
         self._pipelines.pop(id(held[0]), None)
         self._cursors.pop(id(held[0]), None)
+        self._adapters.pop(id(held[0]), None)
         with contextlib.suppress(Exception):  # a broken connection is being thrown away anyway
             held[0].close()
 
@@ -211,7 +321,9 @@ class Driver:
             return False
         return True
 
-    def _recover(self, held: tuple[Any, Any], tx: Tx, *, keep: bool = True, error: BaseException | None = None) -> None:
+    def _recover(
+        self, held: tuple[Any, Any], tx: Tx | None, *, keep: bool = True, error: BaseException | None = None
+    ) -> None:
         """Roll back after a failure and keep the connection if it is healthy (and ``keep``), else close it. A
         pipeline the server's ``error`` aborted is not kept: psycopg (3.3) counts a statement it skipped, on the run
         that prepares it, as prepared, and every later run of it fails ("prepared statement does not exist")."""
@@ -219,7 +331,7 @@ class Driver:
         if pipeline is not None and isinstance(error, self.server_error):
             keep = False
         try:
-            if pipeline is not None:
+            if pipeline is not None and tx is not None:
                 with contextlib.suppress(Exception):  # the error that matters is already raised
                     pipeline.sync()  # collect what was queued (an aborted pipeline raises here)
                 if connection.pgconn.transaction_status != 0:  # not idle: inside a (failed) transaction
@@ -244,6 +356,18 @@ class Driver:
             idle, self._idle = self._idle, {False: [], True: []}
         for held in [*idle[False], *idle[True]]:
             self._discard(held)
+
+
+def _result(connection: Any, results: Sequence[Any]) -> Any:
+    """The statement's result, or the error a cursor raises for it (by SQLSTATE: the same types)."""
+    result = results[-1]
+    if result.status not in _OK:
+        from psycopg import errors  # noqa: PLC0415 - PostgreSQL only
+
+        if result.status == _FATAL_ERROR:
+            raise errors.error_from_result(result, encoding=connection.info.encoding)
+        raise errors.InternalError(f"unexpected result status from query: {result.status}")
+    return result
 
 
 def _hung_up(connection: Any) -> bool:

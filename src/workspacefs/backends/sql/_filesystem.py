@@ -464,13 +464,10 @@ class SqlFilesystem(BaseFilesystem):
 
     def _row_tuple(self, path: str) -> Sequence[Any]:
         """The row at ``path`` (:data:`_hot.ROW`), from one statement."""
-        with self._store.driver.statement() as tx:
-            cursor = tx.run(self._sql.row, (self._session, path))
-            tx.sync()
-            row = cursor.fetchone()
+        row = self._store.driver.fetch_row(self._sql.row, (self._session, path))
         if row is None:
             raise errors.file_not_found(path)
-        return row  # type: ignore[no-any-return]
+        return row
 
     def _stat_of(self, row: Sequence[Any]) -> FileStat:
         """A :data:`_hot.ROW`-shaped row as a ``FileStat``."""
@@ -515,10 +512,7 @@ class SqlFilesystem(BaseFilesystem):
     def _read_small(self, path: str, limit: int) -> tuple[Sequence[Any], bytes | None]:
         """A file's row and, if it is at most ``limit`` bytes, its content: one statement (:data:`_hot.READ_ROW`);
         content kept in chunks (a chunk or more) takes a second one that reads the row again with them."""
-        with self._store.driver.statement() as tx:
-            cursor = tx.run(self._sql.read_row, (self._session, path), binary=True)
-            tx.sync()
-            row = cursor.fetchone()
+        row = self._store.driver.fetch_row(self._sql.read_row, (self._session, path), binary=True)
         if row is None:
             raise errors.file_not_found(path)
         if row[1]:
@@ -579,10 +573,7 @@ class SqlFilesystem(BaseFilesystem):
     def _open_content(self, path: str, inline_limit: int) -> bytes | ByteReader:
         """A whole file's content: one statement of three columns (:data:`_hot.READ_CONTENT`) for inline content;
         content in chunks takes a second statement (:meth:`_read_chunked`), a file over ``inline_limit`` a reader."""
-        with self._store.driver.statement() as tx:
-            cursor = tx.run(self._sql.read_content, (self._session, path), binary=True)
-            tx.sync()
-            row = cursor.fetchone()
+        row = self._store.driver.fetch_row(self._sql.read_content, (self._session, path), binary=True)
         if row is None:
             raise errors.file_not_found(path)
         if row[0]:
@@ -753,10 +744,7 @@ class SqlFilesystem(BaseFilesystem):
             *journal,
             *limits,
         )
-        with driver.statement() as tx:
-            cursor = tx.run(self._sql.write_small, params)
-            tx.sync()
-            written, parent_dir, directory, readonly, before, chunks = cursor.fetchone()
+        written, parent_dir, directory, readonly, before, chunks = driver.fetch_row(self._sql.write_small, params)  # type: ignore[misc]
         if not written:
             if not parent_dir:
                 raise _NoParent
@@ -1098,10 +1086,7 @@ class SqlFilesystem(BaseFilesystem):
         """The session's usage row (migration ``0009``); the first time, counted and made, in a transaction that
         holds the session's changes off (so each change either is in the count or finds the row)."""
         driver = self._store.driver
-        with driver.statement() as tx:  # the hot path's own connection: a quota asks before every growing change
-            cursor = tx.run(driver.sql(_USAGE_ROW), (self._session,))
-            tx.sync()
-            kept = cursor.fetchone()
+        kept = driver.fetch_row(driver.sql(_USAGE_ROW), (self._session,))  # a quota asks before every growing change
         if kept is not None:
             return Usage(int(kept[0]), int(kept[1]))
         row = sa.select(session_usage.c.bytes, session_usage.c.files).where(session_usage.c.session_id == self._session)
