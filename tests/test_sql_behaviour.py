@@ -253,7 +253,7 @@ def test_migrations_are_applied_and_idempotent(fast_tmp: Path) -> None:
     migrate(url)
     engine = sa.create_engine(url)
     with engine.connect() as connection:
-        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0013"
+        assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == "0014"
     engine.dispose()
 
 
