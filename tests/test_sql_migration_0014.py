@@ -1,7 +1,9 @@
-"""Migration 0014 (PostgreSQL): ``wsfs_write_small`` updates the row it locked by its address.
+"""Migration 0014 (PostgreSQL): ``wsfs_write_small`` updates the row it locked by its address; the journal is keyed
+by ``(session_id, seq)``.
 
 Up from 0013 with files, journal entries and a quota in use, writes through the new function keep every book
-(content, journal, usage, grep queue); down again, ``0012``'s function is back and writes on. A small overwrite
+(content, journal, usage, grep queue) and the journal has one index fewer; down again, ``0012``'s function and the
+journal's two indexes are back and writes go on. A small overwrite
 descends ``wsfs_files_pkey`` once (the lock), not twice (the lock and the update): counted in the transaction.
 """
 
@@ -72,6 +74,12 @@ def books(store: SqlStore, session: str) -> dict[str, Any]:
                 " WHERE f.session_id = %s"
             ),
             "revision": one("SELECT version_num FROM wsfs_alembic_version").scalar(),
+            "journal indexes": [
+                r[0]
+                for r in one(
+                    "SELECT indexdef FROM pg_indexes WHERE tablename = 'wsfs_journal' ORDER BY indexname"
+                ).all()
+            ],
         }
 
 
@@ -90,10 +98,22 @@ def test_up_from_0013_with_data_then_down_again(store: SqlStore) -> None:
     write_round(fs, "at13")
     at13 = books(store, "m14")
     assert at13["revision"] == "0013"
+    assert [d.split(" USING ")[1] for d in at13["journal indexes"]] == [
+        "btree (before_id) WHERE (before_id IS NOT NULL)",
+        "btree (op_key) WHERE (op_key IS NOT NULL)",
+        "btree (seq)",
+        "btree (session_id, seq)",
+    ]
     migrate_to(store, "head")
     write_round(fs, "at14")
     at14 = books(store, "m14")
     assert at14["revision"] == "0014"
+    assert [d.split(" USING ")[1] for d in at14["journal indexes"]] == [  # the key is the session index
+        "btree (before_id) WHERE (before_id IS NOT NULL)",
+        "btree (op_key) WHERE (op_key IS NOT NULL)",
+        "btree (session_id, seq)",
+    ]
+    assert "wsfs_journal_pkey" in at14["journal indexes"][2]
     assert at14["journal"] == at13["journal"] + 2
     assert at14["queued"] == at13["queued"] + 1  # the overwrite's content; the first was replaced (still queued)
     expected = len(b"written at 0013") + len(b"second at13, longer") + len(b"second at14, longer")
@@ -104,6 +124,7 @@ def test_up_from_0013_with_data_then_down_again(store: SqlStore) -> None:
     write_round(fs, "back")
     down = books(store, "m14")
     assert down["revision"] == "0013"
+    assert down["journal indexes"] == at13["journal indexes"]
     assert down["usage"] == (expected + len(b"second back, longer"), 4)
     assert fs.read_bytes("d/back.txt").content == b"second back, longer"
 

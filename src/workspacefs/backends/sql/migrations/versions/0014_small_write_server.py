@@ -1,11 +1,19 @@
-"""PostgreSQL: ``wsfs_write_small`` updates the file's row it locked by its address, not by its key again.
+"""PostgreSQL: less server work per small write: the row it locked is updated by address, and the journal is keyed
+by ``(session_id, seq)`` (one index fewer per journal row).
 
-An overwrite locked the target row (``SELECT … FOR UPDATE``, which must come first: the checks read it) and then
-updated it ``WHERE session_id = … AND path = …``: a second descent of ``wsfs_files_pkey`` to find the row the call
-already held. The row's address (``ctid``) is read with the lock, and the update names it (a TID scan): no other
-transaction can update or delete a row this one has locked, so the address cannot change before the update. One
-index scan fewer per small overwrite; everything else is ``0012``'s function as it was (same rows, locks in the same
-order, checks, results and errors). ``0013`` left the function alone, so the downgrade puts ``0012``'s back.
+``wsfs_write_small`` (``0011``, ``0012``): an overwrite locked the target row (``SELECT … FOR UPDATE``, first: the
+checks read it) and then updated it ``WHERE session_id = … AND path = …``, a second descent of ``wsfs_files_pkey`` to
+the row the call already held. Now the row's address (``ctid``) is read with the lock and the update names it (a TID
+scan): no other transaction can update or delete a row this one has locked, so the address cannot change before the
+update. Everything else is ``0012``'s function as it was (same rows, locks in the same order, checks, results and
+errors; ``0013`` left it alone).
+
+``wsfs_journal`` had a primary key on ``seq`` and the index ``wsfs_journal_session (session_id, seq)`` every journal
+query walks: each journal row (every journaled change, a small write's one) was an insert into both. Its primary key
+is now ``(session_id, seq)``, which is that index (as on SQLite since ``0013``). The promise an entry id keeps is per
+session (``0013``), and the key keeps it; ``seq`` still comes from the one ``BIGSERIAL``, so numbers stay unique
+across sessions too. Every statement on the journal names the session (``_journal.py``; a collection's
+``before_id`` lookups use ``wsfs_journal_before``).
 
 Revision ID: 0014
 Revises: 0013
@@ -149,15 +157,35 @@ END $$
 """
 
 
+JOURNAL_KEYED_BY_SESSION = (
+    "ALTER TABLE wsfs_journal DROP CONSTRAINT wsfs_journal_pkey",
+    "DROP INDEX wsfs_journal_session",
+    "ALTER TABLE wsfs_journal ADD CONSTRAINT wsfs_journal_pkey PRIMARY KEY (session_id, seq)",
+)
+"""PostgreSQL: the journal's key becomes its session index (one B-tree where there were two)."""
+
+JOURNAL_KEYED_BY_SEQ = (
+    "ALTER TABLE wsfs_journal DROP CONSTRAINT wsfs_journal_pkey",
+    "ALTER TABLE wsfs_journal ADD CONSTRAINT wsfs_journal_pkey PRIMARY KEY (seq)",
+    "CREATE INDEX wsfs_journal_session ON wsfs_journal (session_id, seq)",
+)
+"""PostgreSQL: back to ``0006``'s key and index (every ``seq`` came from the one sequence: unique already)."""
+
+
 def upgrade() -> None:
-    """PostgreSQL: replace the function (same signature, same results). SQLite: nothing."""
+    """PostgreSQL: replace the function (same signature, same results); key the journal by session. SQLite:
+    nothing."""
     if _postgres():
         op.execute(POSTGRES_FUNCTION)
+        for statement in JOURNAL_KEYED_BY_SESSION:
+            op.execute(statement)
 
 
 def downgrade() -> None:
-    """PostgreSQL: ``0012``'s function again (``0013`` left it as it was)."""
+    """PostgreSQL: ``0012``'s function again (``0013`` left it as it was), the journal keyed by ``seq``."""
     if _postgres():
+        for statement in JOURNAL_KEYED_BY_SEQ:
+            op.execute(statement)
         op.execute(_revision("0012_fewer_writes").POSTGRES_FUNCTION)
 
 
