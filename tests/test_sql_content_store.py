@@ -308,10 +308,10 @@ def test_the_migration_adds_stored_and_downgrades_only_without_outside_chunks(da
     fs.write_bytes("big.bin", b"b" * (CHUNK_SIZE + 10))
     plain.close()
     config = migration_config()
-    head = ScriptDirectory.from_config(config).get_current_head()  # the newest revision, whichever it is
     engine = sa.create_engine(engine_url(url)[0])
     with engine.connect() as connection, connection.begin():
         config.attributes["connection"] = connection
+        head = ScriptDirectory.from_config(config).get_current_head()  # at head, whichever migration is newest
         assert connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == head
         command.downgrade(config, "0004")  # every chunk is in the database: the column goes
         assert "stored" not in [c["name"] for c in sa.inspect(connection).get_columns("wsfs_chunks")]
@@ -332,9 +332,8 @@ def test_the_migration_adds_stored_and_downgrades_only_without_outside_chunks(da
         with pytest.raises(RuntimeError, match="Cannot downgrade below 0005"):
             command.downgrade(config, "0004")
         transaction.rollback()
-        assert (
-            connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar() == head
-        )  # the failed downgrade rolled back whole
+        version = connection.exec_driver_sql("SELECT version_num FROM wsfs_alembic_version").scalar()
+        assert version == head  # the failed downgrade rolled back whole
     engine.dispose()
 
 

@@ -263,7 +263,7 @@ class SqlFilesystem(BaseFilesystem):
     ) -> None:
         """Queue a content change's journal row in a driver-level transaction (the small write's hot path)."""
         if tag is not None:
-            tx.run(self._sql.insert_journal, tag.content_row(self._session, now, path, before, after, *sizes))
+            tx.do(self._sql.insert_journal, tag.content_row(self._session, now, path, before, after, *sizes))
 
     def _committed(self, tag: JournalTag | None) -> None:
         """A primitive's transaction committed with its journal rows: tell the scope and the watchers, and now
@@ -771,9 +771,8 @@ class SqlFilesystem(BaseFilesystem):
         driver = self._store.driver
         session, above, blob_id, now = self._session, parent(path), inline_blob_id(data), driver.now()
         with driver.transaction(write=True) as tx:
-            tx.run(self._sql.put_inline, (blob_id, len(data), data))
-            found = tx.run(self._sql.rows_for_write, (session, above, session, path))
-            rows = {r[0]: r for r in found.fetchall()}
+            tx.do(self._sql.put_inline, (blob_id, len(data), data))
+            rows = {r[0]: r for r in tx.rows(self._sql.rows_for_write, (session, above, session, path))}
             if above not in rows or not rows[above][1]:
                 raise _NoParent
             target = rows.get(path)
@@ -782,11 +781,11 @@ class SqlFilesystem(BaseFilesystem):
             self._check_writable_file(row, path, mode, unlocking=read_only is False)
             if row is None or target is None:
                 values = (session, path, above, basename(path), False, bool(read_only), blob_id, len(data))
-                tx.run(self._sql.insert_file, (*values, now, now))
+                tx.do(self._sql.insert_file, (*values, now, now))
                 self._journal_row(tx, tag, now, path, None, blob_id, (0, len(data)))
                 self._guard_small_write(tx, path, (len(data), 1))
                 return
-            tx.run(self._sql.update_file, (blob_id, len(data), now, read_only, session, path))
+            tx.do(self._sql.update_file, (blob_id, len(data), now, read_only, session, path))
             self._journal_row(tx, tag, now, path, row.blob_id, blob_id, (int(target[5]), len(data)))
             self._guard_small_write(tx, path, (len(data) - int(target[5]), 0))
             replaced = row.blob_id
