@@ -243,8 +243,9 @@ table by ``(session_id, seq)`` without rowid, so it is its own session index (on
 journaled write): a row takes one more than the largest of its session's numbers, of its floor in
 ``wsfs_journal_floor`` (which a trigger raises when a session's newest row goes, kept after the session is deleted)
 and of that table's ``''`` row (the numbers given before ``0013``) (:data:`~._hot.NEXT_SEQ`); two sessions may share
-a number there. PostgreSQL keys it by ``(session_id, seq)`` too (migration ``0014``): ``wsfs_journal_session``, the
-primary key on ``seq`` alone and this table's ``primary_key`` are the description of ``0006`` (queries only).
+a number there. PostgreSQL keys it by ``(session_id, seq)`` too (migration ``0014``; numbers still from one
+``BIGSERIAL``). The ``primary_key`` on ``seq`` and ``wsfs_journal_session`` declared here are ``0006``'s shape: this
+table builds queries, the migrations make the schema.
 ``before_id``/``after_id`` hold a content id (a blob's id), ``'directory'`` or NULL; a blob named by ``before_id``
 is kept (undo writes it back) until retention drops the row. ``read_only_before``/``read_only_after`` (migration
 ``0010``) hold the file's read-only flag where the change set it (NULL: left alone; a read-only file that went
