@@ -137,3 +137,19 @@ def api_routes(routes: list[Any]) -> Iterator[Any]:
         inner = getattr(route, "original_router", None)
         if inner is not None:
             yield from api_routes(inner.routes)
+
+
+def migrate_to(store: Any, revision: str) -> None:
+    """Run the migrations up to the head or down to ``revision`` as the store runs them (SQLite: foreign keys on, the
+    writer's lock): the migration tests' one way to move a database between revisions."""
+    from alembic import command
+
+    from workspacefs.backends.sql._store import migration_config
+
+    config = migration_config()
+    with store.engine.connect().execution_options(wsfs_write=True) as connection, connection.begin():
+        config.attributes["connection"] = connection
+        if revision == "head":
+            command.upgrade(config, revision)
+        else:
+            command.downgrade(config, revision)

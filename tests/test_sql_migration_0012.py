@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic import command
+from conftest import migrate_to
 
 from workspacefs import Quota, SqlFilesystem, SqlStore, Usage
-from workspacefs.backends.sql._store import inline_blob_id, migration_config
+from workspacefs.backends.sql._store import inline_blob_id
 from workspacefs.testing._postgres import create_database
 
 _ids = itertools.count()
@@ -59,17 +59,6 @@ def shape(connection: Any) -> dict[str, Any]:
         "triggers": [name for name, _ in triggers],
         "journal path index": "wsfs_journal_path" in [r[0] for r in indexes],
     }
-
-
-def migrate_to(store: SqlStore, revision: str) -> None:
-    """Run the migrations to ``revision`` as the store runs them (SQLite: foreign keys on, the writer's lock)."""
-    config = migration_config()
-    with store.engine.connect().execution_options(wsfs_write=True) as connection, connection.begin():
-        config.attributes["connection"] = connection
-        if revision == "head":
-            command.upgrade(config, revision)
-        else:
-            command.downgrade(config, revision)
 
 
 def rows(store: SqlStore) -> list[Any]:

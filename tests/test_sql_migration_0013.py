@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic import command
+from conftest import migrate_to
 
 from workspacefs import SqlFilesystem, SqlStore
-from workspacefs.backends.sql._store import migration_config
 from workspacefs.testing._postgres import create_database
 
 _ids = itertools.count()
@@ -35,17 +34,6 @@ def url(request: pytest.FixtureRequest, fast_tmp: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{fast_tmp / f'migration-0013-{next(_ids)}.db'}"
     return create_database(request.getfixturevalue("postgres_url"), f"wsfs_m13_{os.getpid()}_{next(_ids)}")
-
-
-def migrate_to(store: SqlStore, revision: str) -> None:
-    """Run the migrations to ``revision`` as the store runs them (SQLite: foreign keys on, the writer's lock)."""
-    config = migration_config()
-    with store.engine.connect().execution_options(wsfs_write=True) as connection, connection.begin():
-        config.attributes["connection"] = connection
-        if revision == "head":
-            command.upgrade(config, revision)
-        else:
-            command.downgrade(config, revision)
 
 
 def shape(store: SqlStore) -> dict[str, Any]:

@@ -16,10 +16,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from alembic import command
+from conftest import migrate_to
 
 from workspacefs import Quota, QuotaExceededError, SqlFilesystem, SqlStore
-from workspacefs.backends.sql._store import inline_blob_id, migration_config
+from workspacefs.backends.sql._store import inline_blob_id
 from workspacefs.testing._postgres import create_database
 
 _ids = itertools.count()
@@ -45,17 +45,6 @@ def store(url: str) -> Iterator[SqlStore]:
         yield opened
     finally:
         opened.close()
-
-
-def migrate_to(store: SqlStore, revision: str) -> None:
-    """Run the migrations up to the head or down to ``revision``, as the store runs them."""
-    config = migration_config()
-    with store.engine.connect().execution_options(wsfs_write=True) as connection, connection.begin():
-        config.attributes["connection"] = connection
-        if revision == "head":
-            command.upgrade(config, revision)
-        else:
-            command.downgrade(config, revision)
 
 
 def books(store: SqlStore, session: str) -> dict[str, Any]:
