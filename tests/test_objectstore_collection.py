@@ -384,3 +384,57 @@ def test_a_write_kept_between_the_second_look_and_the_delete_is_copied_back_from
         thread.join(60)
     assert writer.read_bytes("a.txt").content == b"two"
     undoes_to_one(writer)
+
+
+def test_a_copy_back_source_that_changes_while_it_is_hashed_is_passed_over(bucket: S3Server) -> None:
+    """The deletion's copy-back looks at the file an entry stored since replaced; another tool rewrote it (no content
+    id kept with the object, so it is read to learn its id) and rewrites it again while it is read. That source is
+    passed over, as one that changed before its copy is: the deletion, which had done its work, used to fail with
+    ``ConcurrentChangeError`` there, leaving the copy-backs after it undone."""
+    deleter, writer, _ = two_processes(bucket)
+    for fs in (deleter, writer):
+        fs._changes.tombstone_age = timedelta(0)
+    deleter.write("a.txt", "one")
+    first = deleter.snapshot()
+    key = writer._layout.key("a.txt")
+    raw = bucket.filesystem()
+    kept, deleted = threading.Event(), threading.Event()
+    put = writer._client.put
+
+    def held_at_the_change(target: str, *args: Any, **options: Any) -> Any:
+        if target == key:
+            kept.set()
+            assert deleted.wait(60)
+        return put(target, *args, **options)
+
+    writer._client.put = held_at_the_change  # type: ignore[method-assign]
+    thread = threading.Thread(target=writer.write, args=("a.txt", "two"))
+    collect, probe, get = deleter._store.collect, deleter._client.probe, deleter._client.get
+
+    def write_then_collect(content_ids: Any) -> None:
+        del deleter._store.collect  # once
+        thread.start()
+        assert kept.wait(60)
+        collect(content_ids)
+
+    def rewritten_then_probed(keys: Any, *args: Any) -> Any:
+        if key in keys:
+            del deleter._client.probe  # once
+            raw.pipe(key, b"as another tool wrote it")
+        return probe(keys, *args)
+
+    def rewritten_again_then_read(target: str, *args: Any, **options: Any) -> Any:
+        if target == key:
+            del deleter._client.get  # once
+            raw.pipe(key, b"and again, while it was read")
+        return get(target, *args, **options)
+
+    deleter._store.collect = write_then_collect  # type: ignore[method-assign]
+    deleter._client.probe = rewritten_then_probed  # type: ignore[method-assign]
+    deleter._client.get = rewritten_again_then_read  # type: ignore[method-assign]
+    try:
+        deleter.delete_snapshot(first)  # raised ConcurrentChangeError from the copy-back
+        assert "get" not in vars(deleter._client)  # the source was read, and changed while it was
+    finally:
+        deleted.set()
+        thread.join(60)

@@ -513,10 +513,18 @@ class ObjectHistory(SnapshotMixin):
         for ref, found in holders.items():
             for where in found:
                 info = now.get(where) if isinstance(where, str) else where
-                if info is not None and (not isinstance(where, str) or self._id_of(info) == ref[1]):
+                if info is not None and (not isinstance(where, str) or self._holds(info, ref[1])):
                     sources.setdefault(ref[1], []).append(info)
         if sources:
             self._copy_back(sources)
+
+    def _holds(self, info: ObjectInfo, content_id: str) -> bool:
+        """Whether the file version ``info`` holds ``content_id``: ``False`` too when it changed while it was read to
+        learn its id (passed over, as a source that changed before its copy is; the other copy-backs go on)."""
+        try:
+            return self._id_of(info) == content_id
+        except ConcurrentChangeError:
+            return False
 
     def _copy_back(self, sources: Mapping[str, Sequence[ObjectInfo]]) -> set[str]:
         """Copy each content id's blob again from the first of its sources still at the version named (the copy
