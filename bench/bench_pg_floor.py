@@ -6,7 +6,9 @@ tests run it) and a tmpfs directory:
 
 - raw ``os``: read and write of a 1 KiB file (``open``/``read``/``close``; ``open``/``write``/``close``);
 - ``SELECT 1`` through a psycopg cursor (autocommit), and through the store's own driver path
-  (``Driver.fetch_row``: prepared, no cursor): one round trip that touches no table, the floor of any read;
+  (``Driver.fetch_row``: prepared, no cursor), once made to sleep on the socket as a slow statement does and once
+  as it runs (a quick statement polls for its answer first: ``_poll``): one round trip that touches no table, the
+  floor of any read;
 - workspacefs ``read_bytes`` and ``write_bytes`` of a 1 KiB file on that server (journal on, the default).
 
 The round trip depends on how busy the machine is: on an idle machine both processes sleep between messages and
@@ -28,6 +30,7 @@ from pathlib import Path
 import psycopg
 
 from workspacefs import SqlFilesystem, SqlStore
+from workspacefs.backends.sql._poll import POLL_NS
 from workspacefs.backends.sql._store import engine_url
 from workspacefs.testing._postgres import running_postgres
 
@@ -79,7 +82,17 @@ def main() -> None:
                 rows["SELECT 1, psycopg cursor"] = best(lambda _: cursor.execute("SELECT 1").fetchone(), ops, reps)
             store = SqlStore(url)
             try:
-                rows["SELECT 1, Driver.fetch_row"] = best(lambda _: store.driver.fetch_row("SELECT 1", ()), ops, reps)
+                driver = store.driver
+                driver.fetch_row("SELECT 1", ())
+                turnaround = driver._statements["SELECT 1"].turnaround
+
+                def sleeping(_: int) -> object:
+                    turnaround.average = POLL_NS  # as a slow statement's: no polling, the call sleeps on the socket
+                    return driver.fetch_row("SELECT 1", ())
+
+                rows["SELECT 1, fetch_row, sleeping"] = best(sleeping, ops, reps)
+                turnaround.average = 0
+                rows["SELECT 1, Driver.fetch_row"] = best(lambda _: driver.fetch_row("SELECT 1", ()), ops, reps)
                 fs = SqlFilesystem(store, "floor")
                 for i in range(ops):
                     fs.write_bytes(f"d{i % 20}/f{i}.txt", CONTENT)

@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from workspacefs.backends.sql._poll import Turnaround, poll
 from workspacefs.backends.sql._reach import classified
 from workspacefs.backends.sql._turns import Turns
 
@@ -133,7 +134,7 @@ class Prepared:
     """A hot PostgreSQL statement that :meth:`Driver.fetch_row` runs on libpq directly: its numbered text, the
     name it is prepared under on each connection, and its parameters' formats (bytea binary, the rest text)."""
 
-    __slots__ = ("binary", "formats", "name", "text")
+    __slots__ = ("binary", "formats", "name", "text", "turnaround")
 
     def __init__(self, sql: str, number: int, *, binary: bool) -> None:
         from psycopg.adapt import PyFormat  # noqa: PLC0415 - PostgreSQL only
@@ -148,6 +149,8 @@ class Prepared:
         every call, a ``None`` too)."""
         self.binary = 1 if binary else 0
         """The results' format (binary: bytea as raw bytes)."""
+        self.turnaround = Turnaround()
+        """Its recent round trips: whether, and how long, its next call polls before blocking (:mod:`._poll`)."""
 
 
 class Driver:
@@ -176,6 +179,8 @@ class Driver:
         """Each plain connection's psycopg transformer (C dumpers and loaders, no cursor) and its hot statements:
         how many times each ran unnamed, or ``-1`` once it is prepared."""
         self._lock = threading.Lock()
+        self._running = 0
+        """How many :meth:`fetch_row` calls of this driver are in flight (under ``_lock``): only a lone one polls."""
         self._pool_size = pool_size
         self.integrity_error: type[Exception] = engine.dialect.dbapi.IntegrityError  # type: ignore[union-attr]
         """The driver's ``IntegrityError`` (a constraint refused a statement)."""
@@ -262,24 +267,32 @@ class Driver:
             with self._lock:  # one name per statement text, even when threads meet it first together
                 statement = self._statements.get(sql) or Prepared(sql, len(self._statements), binary=binary)
                 self._statements[sql] = statement
+        with self._lock:
+            self._running += 1
         try:
-            held = self._checkout(pipelined=False)
-        except Exception as exc:
-            _raise_if_lost(exc, self.where)
-            raise
-        connection = held[0]
-        try:
-            row = self._fetch_row(connection, statement, params)
-        except BaseException as exc:
-            typed = classified(exc, self.where, connection)  # before _recover closes a broken connection
-            self._recover(held, None, error=exc)
-            if typed is not None:
-                raise typed from exc
-            raise
+            try:
+                held = self._checkout(pipelined=False)
+            except Exception as exc:
+                _raise_if_lost(exc, self.where)
+                raise
+            connection = held[0]
+            try:
+                row = self._fetch_row(connection, statement, params, self._running)
+            except BaseException as exc:
+                typed = classified(exc, self.where, connection)  # before _recover closes a broken connection
+                self._recover(held, None, error=exc)
+                if typed is not None:
+                    raise typed from exc
+                raise
+        finally:
+            with self._lock:
+                self._running -= 1
         self._checkin(held)
         return row
 
-    def _fetch_row(self, connection: Any, statement: Prepared, params: Sequence[Any]) -> tuple[Any, ...] | None:
+    def _fetch_row(
+        self, connection: Any, statement: Prepared, params: Sequence[Any], running: int
+    ) -> tuple[Any, ...] | None:
         adapters = self._adapters.get(id(connection))
         if adapters is None:
             from psycopg.adapt import Transformer  # noqa: PLC0415 - PostgreSQL only
@@ -303,6 +316,11 @@ class Driver:
                 pgconn.send_query_prepared(name, values, formats, statement.binary)
         else:
             pgconn.send_query_prepared(name, values, formats, statement.binary)
+        turnaround = statement.turnaround
+        budget = turnaround.budget(running)
+        sent = time.perf_counter_ns()
+        if budget:
+            poll(pgconn, sent + budget)
         try:
             result = _result(connection, connection.wait(_exchange(pgconn)))
         except _NOT_PREPARED:  # a DEALLOCATE ALL (psycopg's, after a ROLLBACK it ran) dropped it: nothing ran
@@ -310,6 +328,7 @@ class Driver:
             _result(connection, connection.wait(_exchange(pgconn)))
             pgconn.send_query_prepared(name, values, formats, statement.binary)
             result = _result(connection, connection.wait(_exchange(pgconn)))
+        turnaround.observe(time.perf_counter_ns() - sent)
         if not result.ntuples:
             return None
         transformer.set_pgresult(result)
