@@ -434,6 +434,48 @@ def test_a_held_change_is_approved_or_denied_in_the_page(ws: Workspace) -> None:
     assert ws.content("/.git/hooks/pre-commit") is None
 
 
+def marked(code: str) -> str:
+    """How the page shows a hidden character: its code point between single angle quotes, in a box."""
+    return f"\u2039U+{code}\u203a"
+
+
+def test_hidden_and_bidirectional_characters_are_shown_not_obeyed(ws: Workspace) -> None:
+    """Names may hold a zero-width space or a Unicode tag (paths refuse only bidirectional controls), and content
+    anything: ``ci<U+200B>.yml`` reads as ``ci.yml``, and a line with ``<U+202E>`` shows its end reversed. The page
+    shows each such character as its code point in a box, in names, paths, lines and a held change's target, so what
+    a person reads and approves is what is stored; the editor keeps the real text. A name that spells a marker out
+    gets no box, so it differs."""
+    name = "ci\u200b.yml\U000e0041"
+    content = "deploy: true \u202e# off\n"
+    ws.put_file(f"/{name}", content)
+    ws.put_file(f"/ci{marked('200B')}.yml", "spelt out")
+    ws.open()
+    shown = f"ci{marked('200B')}.yml{marked('E0041')}"
+    ws.expect_entries([shown, f"ci{marked('200B')}.yml"])  # by the stored names: U+200B sorts before U+2039
+    expect(ws.entry(shown).get_by_test_id("hidden-char")).to_have_text([marked("200B"), marked("E0041")])
+    expect(ws.page.get_by_test_id("entry").nth(1).get_by_test_id("hidden-char")).to_have_count(0)
+    ws.entry(shown).click()
+    expect(ws.page.get_by_test_id("file-name")).to_have_text(f"/{shown}")
+    expect(ws.page.get_by_test_id("content")).to_have_text(f"deploy: true {marked('202E')}# off")
+    expect(ws.page.get_by_test_id("content").get_by_test_id("hidden-char")).to_have_count(1)
+    body = ws.page.locator("body").inner_text()
+    assert not any(c in body for c in "\u202e\u200b\U000e0041")
+    ws.page.get_by_test_id("edit").click()
+    assert ws.page.get_by_test_id("editor").input_value() == content  # the real text, to edit
+
+    answers: list[httpx.Response] = []
+    target = "/.github/workflows/ci\u200b.yml"  # shown raw, it reads as the workflow everyone knows
+    writing = threading.Thread(
+        target=lambda: answers.append(ws.api.post(ws.fs(target), json={"content": "on: push\n"})), daemon=True
+    )
+    writing.start()
+    expect(ws.page.get_by_test_id("approval-dialog")).to_be_visible()
+    expect(ws.page.get_by_test_id("approval-text")).to_contain_text(f"write /.github/workflows/ci{marked('200B')}.yml")
+    ws.page.get_by_test_id("approval-deny").click()
+    writing.join(30)
+    assert answers[-1].status_code == 403
+
+
 def test_back_and_forward_move_between_folders_and_files(ws: Workspace) -> None:
     ws.put_file("/src/app/main.py", "print(1)\n")
     ws.put_file("/README.md", "# Demo\n")

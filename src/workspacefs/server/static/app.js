@@ -1,6 +1,7 @@
 // The workspacefs file browser: plain DOM, no framework, no network beyond this service.
 // Every name and every byte of content reaches the page through textContent or a form value,
-// never through innerHTML, so nothing a file or a model wrote can become markup or script.
+// never through innerHTML, so nothing a file or a model wrote can become markup or script. Nor can it
+// hide or reorder what a person reads: invisible and bidirectional characters are shown (`visible`).
 "use strict";
 
 // Signing in: a link `#signin=CODE` (workspacefs serve / workspacefs open) or `#token=TOKEN` is posted to
@@ -79,11 +80,38 @@
 
   // --- small DOM helpers --------------------------------------------------------------------------
 
+  // Characters that show as nothing or change the order of the text around them: bidirectional controls (a
+  // line "deploy: true \u202E# off" shows its end reversed), zero-width and other blank ones (a name
+  // "ci\u200B.yml" reads as "ci.yml"), and Unicode tags (text a model can read and a person cannot). Every name,
+  // path and line the page shows gets each as a marked ‹U+200B› (a box, so a name that spells the marker out
+  // differs), so what a person reads, and approves, is what is stored; links and the editor keep the real text.
+  const HIDDEN = "\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u202A-\u202E\u2060-\u206F" +
+    "\u3164\uFEFF\uFFA0\uFFF9-\uFFFB\u{1D173}-\u{1D17A}\u{E0000}-\u{E007F}";
+  const HIDDEN_CHARACTER = new RegExp(`[${HIDDEN}]`, "gu");
+  const HIDDEN_SPLIT = new RegExp(`([${HIDDEN}])`, "u");
+
+  function marker(c) { return `‹U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}›`; }
+
+  // `text` for an attribute or a native dialog, which show no markup: the markers only.
+  function visible(text) { return String(text).replace(HIDDEN_CHARACTER, marker); }
+
+  // Put `text` in `node` as its text, a hidden character as a marked box.
+  function setText(node, text) {
+    const parts = String(text).split(HIDDEN_SPLIT); // the characters at odd places
+    if (parts.length === 1) {
+      node.textContent = parts[0];
+      return;
+    }
+    node.replaceChildren(...parts.map((part, i) => (i % 2
+      ? el("span", { text: marker(part), cls: "hidden-char", attrs: { "data-testid": "hidden-char" } })
+      : document.createTextNode(part))));
+  }
+
   function el(tag, { text, cls, attrs = {}, on = {} } = {}, children = []) {
     const node = document.createElement(tag);
-    if (text !== undefined) node.textContent = text;
+    if (text !== undefined) setText(node, text);
     if (cls) node.className = cls;
-    for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, value);
+    for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, name === "title" ? visible(value) : value);
     for (const [name, handler] of Object.entries(on)) node.addEventListener(name, handler);
     for (const child of children) node.append(child);
     return node;
@@ -94,7 +122,7 @@
   let statusTimer = 0;
   function status(message, kind = "info") {
     const box = $("status");
-    box.textContent = message;
+    setText(box, message);
     box.className = kind;
     show(box, true);
     clearTimeout(statusTimer);
@@ -303,7 +331,7 @@
 
   function mayLeave() {
     if (!unsavedEdits()) return true;
-    if (!window.confirm(`Discard your unsaved changes to ${state.file.path}?`)) return false;
+    if (!window.confirm(visible(`Discard your unsaved changes to ${state.file.path}?`))) return false;
     state.editing = false;
     return true;
   }
@@ -362,7 +390,7 @@
       encoding: file.encoding, text, size: file.size_bytes,
     };
     state.editing = false;
-    $("file-name").textContent = file.path;
+    setText($("file-name"), file.path);
     $("file-meta").textContent = `${size(file.size_bytes)} · modified ${when(file.updated_at)}`;
     show($("file-badge"), file.is_readonly);
     $("toggle-readonly").textContent = file.is_readonly ? "Make writable" : "Make read-only";
@@ -396,7 +424,7 @@
     const numbers = [];
     for (let i = 1; i <= lines.length; i += 1) numbers.push(String(i));
     $("gutter").textContent = numbers.join("\n");
-    $("text").textContent = lines.join("\n");
+    setText($("text"), lines.join("\n"));
     $("truncated").textContent = `Showing the first ${MAX_LINES_SHOWN} of ${total} lines; download the file for the rest.`;
     show($("truncated"), total > MAX_LINES_SHOWN);
     show($("code"), true);
@@ -504,7 +532,7 @@
   }
 
   function confirmAction(message) {
-    $("confirm-text").textContent = message;
+    setText($("confirm-text"), message);
     return modal($("confirm-dialog"), $("confirm-ok"), $("confirm-cancel"), () => true, false);
   }
 
@@ -582,7 +610,7 @@
 
   async function showDiff(snap) {
     const { body } = await api("GET", sessionUrl(`/snapshots/${encodeURIComponent(snap.id)}/diff`));
-    $("diff-title").textContent = `Since ${snap.tag || snap.id.slice(0, 8)}`;
+    setText($("diff-title"), `Since ${snap.tag || snap.id.slice(0, 8)}`);
     const rows = [
       ...body.added.map((p) => ["added", p]),
       ...body.modified.map((p) => ["modified", p]),
@@ -713,10 +741,10 @@
   async function showApproval(approval) {
     approvalShown = approval.id;
     const more = approval.paths.length > 1 ? ` (${approval.paths.length} paths)` : "";
-    $("approval-text").textContent =
-      `Agent ${approval.agent_id}, session ${approval.session_id}, wants to ${approval.operation} ${approval.target}${more}.`;
-    $("approval-reason").textContent =
-      `${approval.reason || "Protected path"} (rule ${approval.pattern})${approval.detail ? `: ${approval.detail}` : ""}`;
+    setText($("approval-text"),
+      `Agent ${approval.agent_id}, session ${approval.session_id}, wants to ${approval.operation} ${approval.target}${more}.`);
+    setText($("approval-reason"),
+      `${approval.reason || "Protected path"} (rule ${approval.pattern})${approval.detail ? `: ${approval.detail}` : ""}`);
     const approve = await modal($("approval-dialog"), $("approval-approve"), $("approval-deny"), () => true, false);
     await decideApproval(approval, approve);
     approvalShown = "";
@@ -759,7 +787,8 @@
 
   function bind() {
     journal = window.wsfsHistory({
-      $, api, el, show, state, status, fail, when, sessionUrl, ApiError, refreshListing, refreshOpenFile, closeFile,
+      $, api, el, show, state, status, fail, when, setText, sessionUrl, ApiError, refreshListing, refreshOpenFile,
+      closeFile,
     });
     journal.bind();
     $("agent").addEventListener("change", guard(async () => {

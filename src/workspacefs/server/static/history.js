@@ -5,11 +5,11 @@
 // the open file unless it is being edited (then the save's If-Match catches the conflict, as before).
 // History: the journal's entries for the open file (or the whole session): who, when, what; Undo; pick two
 // entries and the file's versions after each are compared line by line (a small LCS diff, below).
-// Everything reaches the page through textContent, never as markup.
+// Everything reaches the page through textContent, never as markup, with hidden characters shown (`setText`).
 "use strict";
 
 window.wsfsHistory = (ctx) => {
-  const { $, api, el, show, state, status, fail, when, sessionUrl, ApiError } = ctx;
+  const { $, api, el, show, state, status, fail, when, setText, sessionUrl, ApiError } = ctx;
   const MAX_DIFF_CELLS = 4_000_000; // LCS table size; beyond it the versions are shown as replaced whole
   let source = null;
   let refreshTimer = 0;
@@ -161,7 +161,7 @@ window.wsfsHistory = (ctx) => {
     if (!path || picked.length !== 2) return;
     const [older, newer] = picked.slice().sort((a, b) => a - b);
     const [before, after] = await Promise.all([version(older, path), version(newer, path)]);
-    $("version-diff-title").textContent = `${path}: after #${older} → after #${newer}`;
+    setText($("version-diff-title"), `${path}: after #${older} → after #${newer}`);
     const lines = diffLines(before, after).map(([kind, text]) => el("div", {
       text: `${kind === "add" ? "+" : kind === "del" ? "-" : " "} ${text}`,
       cls: `line ${kind}`,
