@@ -50,7 +50,7 @@ from workspacefs.backends.sql._journal import (
     tree_rows,
 )
 from workspacefs.backends.sql._lock_order import lock_paths, lock_session, lock_tree
-from workspacefs.backends.sql._reach import foreign_key_failed
+from workspacefs.backends.sql._reach import file_row_taken, foreign_key_failed, refused
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     file_versions,
@@ -693,11 +693,26 @@ class SqlFilesystem(BaseFilesystem):
                 with self._store.read() as connection:
                     self._parent_dir(connection, path)  # raises the error that fits (or the parent is back)
             except driver.integrity_error as exc:
-                if foreign_key_failed(exc):  # what the row refers to went meanwhile: the session, or the parent
-                    self._check_still_there(path)
-                elif mode == "create":  # another writer created the file after the rows were locked
-                    raise errors.file_exists(path) from None
+                self._check_race(exc, path, mode)
         raise ConcurrentChangeError(path, "Too many concurrent writers; try again")
+
+    def _check_race(self, exc: Exception, path: str, mode: WriteMode) -> None:
+        """Return if a small write's integrity error is a race it lost and may run again; else raise what it means.
+
+        Only two are races: a foreign key's, because the session or the parent went meanwhile (the session gone:
+        ``FileNotFoundError``; the parent: its error; both back: run again, on PostgreSQL, where they can come back
+        between two statements), and PostgreSQL's files key refusing a row a concurrent creator inserted first
+        (``mode="create"``: ``FileExistsError``). Any other constraint (a ``NOT NULL``, a ``CHECK``, a trigger) fails
+        the same way every time: :func:`._reach.refused`, at once."""
+        if foreign_key_failed(exc):
+            self._check_still_there(path)
+            if self._store.driver.postgres:
+                return
+        elif file_row_taken(exc):
+            if mode == "create":
+                raise errors.file_exists(path) from None
+            return
+        raise refused(exc, path) from exc
 
     @contextlib.contextmanager
     def _writing(self, path: str) -> Iterator[Connection]:
@@ -815,6 +830,8 @@ class SqlFilesystem(BaseFilesystem):
             except IntegrityError as exc:
                 if foreign_key_failed(exc.orig):  # its parent is locked: the session went meanwhile
                     raise
+                if not file_row_taken(exc.orig):  # not another mkdir's row: a constraint no race breaks
+                    raise refused(exc, path) from exc
                 raise errors.file_exists(path) from None
             self._journal_changes(connection, tag, Change(path, None, DIRECTORY))
         self._committed(tag)

@@ -6,7 +6,9 @@ so a stopped or restarting PostgreSQL answers like an unreachable object store i
 or refused connection counts: a constraint, a syntax error or a locked SQLite file keeps its own type. A
 transaction PostgreSQL rolled back to break a deadlock (SQLSTATE ``40P01``) or a serialization failure
 (``40001``) changed nothing and may simply run again: ``ConcurrentChangeError`` (409 ``conflict``). A foreign key's
-refusal is told from a unique key's by its code (:func:`foreign_key_failed`), never by its message.
+refusal is told from a unique key's by its code (:func:`foreign_key_failed`), never by its message, and the files'
+key refusing a row a concurrent creator inserted first (:func:`file_row_taken`) from every other constraint, which no
+concurrent writer causes and :func:`refused` reports as it is.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sqlalchemy as sa
 
 from workspacefs.errors import ConcurrentChangeError
 
-__all__ = ["classified", "foreign_key_failed", "lost_connection", "lost_race"]
+__all__ = ["classified", "file_row_taken", "foreign_key_failed", "lost_connection", "lost_race", "refused"]
 
 _SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 """PostgreSQL's admin shutdown, crash shutdown and "cannot connect now" (class 08 is connection exceptions)."""
@@ -49,6 +51,25 @@ def foreign_key_failed(exc: BaseException | None) -> bool:
     if getattr(original, "sqlstate", None) == "23503":  # PostgreSQL's foreign_key_violation
         return True
     return getattr(original, "sqlite_errorname", None) == "SQLITE_CONSTRAINT_FOREIGNKEY"
+
+
+def file_row_taken(exc: BaseException | None) -> bool:
+    """Whether a driver's integrity error is the files table's key refusing a path another transaction inserted
+    first: PostgreSQL's ``unique_violation`` (SQLSTATE ``23505``) on ``wsfs_files``, told by the table the server
+    names. SQLite: never, its writers run one at a time (``BEGIN IMMEDIATE`` before the rows are read), so no key
+    there refuses a row because of a concurrent writer."""
+    original = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    if getattr(original, "sqlstate", None) != "23505":
+        return False
+    return getattr(getattr(original, "diag", None), "table_name", None) == "wsfs_files"
+
+
+def refused(exc: BaseException, path: str) -> OSError:
+    """``OSError`` (EIO) naming ``path`` for a constraint no concurrent writer breaks (a ``NOT NULL``, a ``CHECK``, a
+    trigger's refusal: the database's schema and this code disagree): running again would fail the same way."""
+    original = (exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc) or exc
+    reason = (str(original).strip().splitlines() or [type(original).__name__])[0]
+    return OSError(errno.EIO, f"The database refused the change, not a concurrent one ({reason})", path)
 
 
 def lost_connection(exc: BaseException, where: str, connection: object = None) -> ConnectionError | None:

@@ -1,0 +1,237 @@
+"""A constraint no concurrent writer breaks (a ``CHECK``, a trigger's refusal, a ``NOT NULL`` the code does not fill:
+the database's schema and this code disagree) fails a write at once, as ``OSError`` (EIO) saying what the database
+refused; it is not retried as a lost race and does not read as "too many concurrent writers" or "file exists".
+
+Each test owns a throwaway database (a new SQLite file, a new PostgreSQL database) and adds the refusal to it. The
+attempts are counted by the databases themselves: SQLite's statement trace (each attempt is one ``BEGIN IMMEDIATE``),
+PostgreSQL's trigger bumping a sequence (which a rollback does not undo) for each row ``wsfs_write_small`` writes.
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from workspacefs import ConcurrentChangeError, SqlFilesystem, SqlStore
+from workspacefs.backends.sql import engine_url
+from workspacefs.testing._postgres import create_database
+
+REFUSED_SIZE = 13
+"""Content of this many bytes is refused by the test's constraint, and so is a directory named ``refused``."""
+
+SQLITE_REFUSAL = (
+    "CREATE TRIGGER wsfs_test_refuse_insert BEFORE INSERT ON wsfs_files"
+    f" WHEN NEW.size_bytes = {REFUSED_SIZE} OR NEW.name = 'refused'"
+    " BEGIN SELECT RAISE(ABORT, 'refused by the test''s trigger'); END",
+    "CREATE TRIGGER wsfs_test_refuse_update BEFORE UPDATE ON wsfs_files"
+    f" WHEN NEW.size_bytes = {REFUSED_SIZE} BEGIN SELECT RAISE(ABORT, 'refused by the test''s trigger'); END",
+)
+POSTGRES_COUNTER = (
+    "CREATE SEQUENCE wsfs_test_attempts",
+    "CREATE FUNCTION wsfs_test_count() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " IF current_setting('wsfs.accounted', true) = 'on' THEN PERFORM nextval('wsfs_test_attempts'); END IF;"
+    " RETURN NEW; END $$",
+    "CREATE TRIGGER wsfs_test_count BEFORE INSERT OR UPDATE ON wsfs_files FOR EACH ROW"
+    " EXECUTE FUNCTION wsfs_test_count()",
+)
+"""Counts the file rows ``wsfs_write_small`` writes (it sets ``wsfs.accounted`` while it writes), rolled back or not."""
+POSTGRES_REFUSAL = (
+    f"ALTER TABLE wsfs_files ADD CONSTRAINT wsfs_test_refuse CHECK (size_bytes <> {REFUSED_SIZE} AND name <> 'refused')"
+    " NOT VALID",
+)
+POSTGRES_NOT_NULL = (  # a column a newer migration added and this code does not fill
+    "ALTER TABLE wsfs_journal ADD COLUMN wsfs_test_note text NOT NULL DEFAULT ''",
+    "ALTER TABLE wsfs_journal ALTER COLUMN wsfs_test_note DROP DEFAULT",
+)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[SqlStore]:
+    """A store on a database of its own (the test changes its schema)."""
+    if request.param == "sqlite":
+        opened = SqlStore(f"sqlite:///{fast_tmp / f'refusals-{uuid.uuid4().hex}.db'}")
+        yield opened
+        opened.close()
+        return
+    with own_postgres(request.getfixturevalue("postgres_url")) as opened:
+        yield opened
+
+
+@pytest.fixture
+def postgres(postgres_url: str) -> Iterator[SqlStore]:
+    """A store on a PostgreSQL database of its own."""
+    with own_postgres(postgres_url) as opened:
+        yield opened
+
+
+class own_postgres:  # noqa: N801 - used as a function
+    """A store on a new PostgreSQL database, dropped after."""
+
+    def __init__(self, server_url: str) -> None:
+        self._server_url = server_url
+        self._name = f"wsfs_refusals_{uuid.uuid4().hex[:12]}"
+        self._store: SqlStore | None = None
+
+    def __enter__(self) -> SqlStore:
+        self._store = SqlStore(create_database(self._server_url, self._name))
+        return self._store
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._store is not None
+        self._store.close()
+        server = sa.create_engine(engine_url(self._server_url)[0], isolation_level="AUTOCOMMIT")
+        with server.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{self._name}" WITH (FORCE)')
+        server.dispose()
+
+
+def run_sql(store: SqlStore, statements: tuple[str, ...]) -> None:
+    """Change the throwaway database's schema, beside the store's own connections."""
+    with store.engine.begin() as connection:
+        for statement in statements:
+            connection.exec_driver_sql(statement)
+
+
+def refuse(store: SqlStore) -> None:
+    """Make the database refuse content of :data:`REFUSED_SIZE` bytes and a directory named ``refused``."""
+    run_sql(store, SQLITE_REFUSAL if store.dialect == "sqlite" else POSTGRES_COUNTER + POSTGRES_REFUSAL)
+
+
+def attempts(store: SqlStore, operation: Callable[[], Any]) -> tuple[int, BaseException | None]:
+    """How many times ``operation`` (a small write) ran its write, and what it raised."""
+    raised: BaseException | None = None
+    if store.dialect == "postgresql":
+        before = postgres_count(store)
+        try:
+            operation()
+        except Exception as exc:
+            raised = exc
+        return postgres_count(store) - before, raised
+    driver = store.driver
+    held = driver._checkout()  # the pool hands this connection to the write (one thread)
+    seen: list[str] = []
+    held[0].set_trace_callback(seen.append)
+    driver._checkin(held)
+    try:
+        operation()
+    except Exception as exc:
+        raised = exc
+    finally:
+        held[0].set_trace_callback(None)
+    return sum(statement == "BEGIN IMMEDIATE" for statement in seen), raised
+
+
+def postgres_count(store: SqlStore) -> int:
+    """The attempts the counting trigger has seen so far."""
+    with store.engine.connect() as connection:
+        value, called = connection.exec_driver_sql("SELECT last_value, is_called FROM wsfs_test_attempts").one()
+    return int(value) if called else 0
+
+
+def assert_refused(raised: BaseException | None, path: str) -> None:
+    """The write failed as a constraint's refusal: EIO naming the path, not a race, not an existing file."""
+    assert isinstance(raised, OSError), raised
+    assert not isinstance(raised, (ConcurrentChangeError, FileExistsError)), raised
+    assert raised.errno == errno.EIO
+    assert raised.filename == path
+    assert "refused" in str(raised)
+
+
+@pytest.mark.parametrize("mode", ["new", "overwrite", "create"])
+def test_a_constraint_no_race_breaks_fails_a_small_write_once(store: SqlStore, mode: str) -> None:
+    """Before: a new file or an overwrite ran the write 5 times and raised "Too many concurrent writers"
+    (``ConcurrentChangeError``), ``mode="create"`` raised ``FileExistsError`` for a file that does not exist."""
+    fs = SqlFilesystem(store, "refusals")
+    if mode == "overwrite":
+        fs.write("a.txt", "first")
+    refuse(store)
+    write_mode = "create" if mode == "create" else "overwrite"
+    ran, raised = attempts(store, lambda: fs.write("a.txt", "x" * REFUSED_SIZE, mode=write_mode))
+    assert_refused(raised, "a.txt")
+    assert ran == 1
+    assert fs.read("a.txt").content == "first" if mode == "overwrite" else not fs.exists("a.txt")
+    fs.write("a.txt", "x" * (REFUSED_SIZE + 1))  # what the constraint allows is written as before
+    assert fs.read("a.txt").content == "x" * (REFUSED_SIZE + 1)
+
+
+def test_a_constraint_no_race_breaks_fails_a_mkdir_as_refused(store: SqlStore) -> None:
+    """Before: ``FileExistsError`` for a directory that does not exist."""
+    fs = SqlFilesystem(store, "refusals")
+    refuse(store)
+    with pytest.raises(OSError) as raised:
+        fs.mkdir("refused", exist_ok=False)
+    assert_refused(raised.value, "refused")
+    assert not fs.exists("refused")
+
+
+def test_on_postgresql_only_the_files_key_is_a_race(postgres: SqlStore) -> None:
+    """A concurrent creator's row (the files key, ``23505`` on ``wsfs_files``) still makes the write run again and
+    overwrite it; a ``NOT NULL`` the code does not fill (a journal column a newer migration added) fails at once.
+    Before: the ``NOT NULL`` ran the write 5 times and raised "Too many concurrent writers"."""
+    store = postgres
+    run_sql(store, POSTGRES_COUNTER)
+    fs = SqlFilesystem(store, "race")
+    fs.write("seed.txt", "seed")
+    ran, raised = attempts(store, lambda: write_while_created(store, fs, "raced.txt"))
+    assert raised is None
+    assert ran == 2  # the one the creator's row refused, and the overwrite after it
+    assert fs.read("raced.txt").content == "the writer's"
+
+    run_sql(store, POSTGRES_NOT_NULL)
+    ran, raised = attempts(store, lambda: fs.write("new.txt", "journaled"))
+    assert_refused(raised, "new.txt")
+    assert "wsfs_test_note" in str(raised)
+    assert ran == 1
+    assert not fs.exists("new.txt")
+
+
+def write_while_created(store: SqlStore, fs: SqlFilesystem, path: str) -> None:
+    """Write ``path`` while another transaction inserts its row: the write waits on that row's key, and when the other
+    commits, its insert is refused by the files key (a lost race)."""
+    with store.engine.connect() as reading:
+        blob, size = reading.exec_driver_sql("SELECT blob_id, size_bytes FROM wsfs_files WHERE path = 'seed.txt'").one()
+    creator = store.engine.raw_connection()
+    try:
+        creator.cursor().execute(
+            "INSERT INTO wsfs_files (session_id, path, parent, name, is_directory, is_readonly, blob_id, size_bytes,"
+            " created_at, updated_at) VALUES (%s, %s, '', %s, false, false, %s, %s, now(), now())",
+            (fs.session_id, path, path, blob, size),
+        )
+        failed: list[BaseException] = []
+        writer = threading.Thread(target=_write, args=(fs, path, failed))
+        writer.start()
+        wait_for_a_lock_wait(store)
+        creator.commit()
+        writer.join(timeout=30)
+        assert not writer.is_alive()
+    finally:
+        creator.close()
+    if failed:
+        raise failed[0]
+
+
+def _write(fs: SqlFilesystem, path: str, failed: list[BaseException]) -> None:
+    try:
+        fs.write(path, "the writer's")
+    except BaseException as exc:
+        failed.append(exc)
+
+
+def wait_for_a_lock_wait(store: SqlStore) -> None:
+    """Until a connection of the database waits for a lock (the writer, on the creator's row)."""
+    query = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with store.engine.connect() as connection:
+            if connection.exec_driver_sql(query).scalar_one():
+                return
+        time.sleep(0.01)
+    raise AssertionError("the writer never waited for the creator's row")
