@@ -235,3 +235,45 @@ def wait_for_a_lock_wait(store: SqlStore) -> None:
                 return
         time.sleep(0.01)
     raise AssertionError("the writer never waited for the creator's row")
+
+
+def test_a_constraint_no_race_breaks_fails_other_writes_as_refused(store: SqlStore) -> None:
+    """Writes that are not the small write's call (a stream, a copy: ``SqlStore.session_write``) fail the same way.
+    Before: SQLAlchemy's own ``IntegrityError``, untyped (the service answered it as an unexpected error)."""
+    fs = SqlFilesystem(store, "refusals")
+    fs.write("source.txt", "x" * REFUSED_SIZE + "y")
+    refuse(store)
+    with pytest.raises(OSError) as raised, fs.open_write("streamed/refused") as writer:
+        writer.write(b"z" * 1000)
+    assert_refused(raised.value, "streamed/refused")
+    with pytest.raises(OSError) as raised:
+        fs.copy("source.txt", "refused")
+    assert_refused(raised.value, "refused")
+    assert not fs.exists("refused")
+    assert not fs.exists("streamed/refused")
+
+
+def test_a_constraint_no_race_breaks_fails_a_new_session_in_the_catalog(store: SqlStore) -> None:
+    """The service's catalogue looked again after any integrity error and, five refusals later, said the session
+    "already exists". Only a key another request took is looked at again; anything else fails at once."""
+    from workspacefs.server.catalog import SessionCatalog
+
+    catalog = SessionCatalog(store)
+    catalog.create("agent", "kept")
+    refusal = (
+        "CREATE TRIGGER wsfs_test_refuse_owner BEFORE INSERT ON wsfs_session_owners WHEN NEW.public_id = 'refused'"
+        " BEGIN SELECT RAISE(ABORT, 'refused by the test''s trigger'); END",
+    )
+    if store.dialect == "postgresql":
+        refusal = (
+            "ALTER TABLE wsfs_session_owners ADD CONSTRAINT wsfs_test_refuse CHECK (public_id <> 'refused') NOT VALID",
+        )
+    run_sql(store, refusal)
+    with pytest.raises(OSError) as raised:
+        catalog.create("agent", "refused")
+    assert not isinstance(raised.value, FileExistsError), raised.value
+    assert raised.value.errno == errno.EIO
+    assert catalog.get("agent", "refused") is None
+    with pytest.raises(FileExistsError):
+        catalog.create("agent", "kept")  # a session that exists still says so
+    assert catalog.create("agent", "other").session_id == "other"

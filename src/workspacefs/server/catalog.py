@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from workspacefs.backends.sql import SqlStore
+from workspacefs.backends.sql import SqlStore, key_taken, refused
 from workspacefs.server._tables import migrate_service, session_owners, storage_files, storage_sessions
 
 __all__ = ["DEFAULT_AGENT", "CatalogEntry", "SessionCatalog", "storage_id_for"]
@@ -144,8 +144,10 @@ class SessionCatalog:
                             created_at=datetime.now(UTC),
                         )
                     )
-            except IntegrityError:  # a concurrent request took the id or the storage row: look again
-                continue
+            except IntegrityError as exc:
+                if not key_taken(exc):  # a NOT NULL, a CHECK, a trigger: running again would fail the same way
+                    raise refused(exc, session_id) from exc
+                continue  # a concurrent request took the id or the storage row: look again
             found = self.get(agent_id, session_id)
             assert found is not None
             return found

@@ -3,6 +3,7 @@ PostgreSQL). ``_store.py`` owns the database and the deduplicated content, ``_sc
 ``_filesystem.py`` one session's files, ``migrations/`` the schema's history (Alembic)."""
 
 from workspacefs.backends.sql._filesystem import SqlFilesystem
+from workspacefs.backends.sql._reach import key_taken, refused
 from workspacefs.backends.sql._store import (
     SessionInfo,
     SqlStore,
@@ -20,6 +21,8 @@ __all__ = [
     "default_database",
     "engine_url",
     "hold_schema_lock",
+    "key_taken",
     "migrate",
     "missing_database",
+    "refused",
 ]

@@ -53,6 +53,16 @@ def foreign_key_failed(exc: BaseException | None) -> bool:
     return getattr(original, "sqlite_errorname", None) == "SQLITE_CONSTRAINT_FOREIGNKEY"
 
 
+def key_taken(exc: BaseException | None) -> bool:
+    """Whether a driver's integrity error is a unique or primary key refusing a row another transaction inserted
+    first (PostgreSQL's SQLSTATE ``23505``, SQLite's ``SQLITE_CONSTRAINT_UNIQUE``/``_PRIMARYKEY``): the one refusal a
+    concurrent creator causes, so the only one worth looking again after."""
+    original = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    if getattr(original, "sqlstate", None) == "23505":  # PostgreSQL's unique_violation
+        return True
+    return getattr(original, "sqlite_errorname", None) in ("SQLITE_CONSTRAINT_UNIQUE", "SQLITE_CONSTRAINT_PRIMARYKEY")
+
+
 def file_row_taken(exc: BaseException | None) -> bool:
     """Whether a driver's integrity error is the files table's key refusing a path another transaction inserted
     first: PostgreSQL's ``unique_violation`` (SQLSTATE ``23505``) on ``wsfs_files``, told by the table the server

@@ -30,7 +30,7 @@ from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORE
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
 from workspacefs.backends.sql._lock_order import lock_session
-from workspacefs.backends.sql._reach import classified, foreign_key_failed
+from workspacefs.backends.sql._reach import classified, foreign_key_failed, key_taken, refused
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
@@ -305,15 +305,20 @@ class SqlStore:
     def session_write(self, session_id: str, path: str = "/") -> Iterator[Connection]:
         """:meth:`write` for a change of session ``session_id``: a foreign key's refusal because the session was
         deleted meanwhile (by any connection) raises what every change of a deleted session raises,
-        ``FileNotFoundError`` naming ``path``. Told by the error's code and the session's row being gone, never by
-        the message."""
+        ``FileNotFoundError`` naming ``path``; a refusal no concurrent writer causes (not a key, not a foreign key)
+        raises :func:`~._reach.refused` (``OSError`` EIO). Told by the error's code and the session's row being
+        gone, never by the message."""
         try:
             with self.write() as connection:
                 yield connection
         except IntegrityError as exc:
-            if foreign_key_failed(exc.orig) and not self.session_exists(session_id):
-                raise file_not_found(path) from None
-            raise
+            if foreign_key_failed(exc.orig):
+                if not self.session_exists(session_id):
+                    raise file_not_found(path) from None
+                raise
+            if key_taken(exc.orig):  # a concurrent creator's row: the caller decides (look again, or "exists")
+                raise
+            raise refused(exc, path) from exc  # a NOT NULL, a CHECK, a trigger: no race, running again fails too
 
     def session_exists(self, session_id: str) -> bool:
         """Whether the session's row exists now (in a statement of its own)."""
