@@ -249,6 +249,46 @@ def test_a_directory_move_settled_part_way_records_the_rest_of_it(bucket: S3Serv
     assert sorted(e.path for e in writer.walk() if e.is_file) == ["e/a.txt", "e/sub/b.txt"]
 
 
+def test_a_directory_move_settled_part_way_records_its_empty_directories_too(bucket: S3Server) -> None:
+    """An uninterrupted move is one step, and its undo makes the empty subdirectories again. Settled part way (one
+    empty directory's copy made), the rest recorded only the directories above the files it moved: the empty
+    source directories' removal and their copies' making were left out, so undoing the rest did not make them
+    again (and undoing the settled part could not remove the copies)."""
+    writer, reader, _ = two_processes(bucket)
+    reader.journal_grace = timedelta(0)
+    writer.write("d/a.txt", "one")
+    writer.mkdir("d/empty")
+    writer.mkdir("d/sub/deeper")
+    before = sorted((e.path, e.is_directory) for e in writer.walk())
+    copy, read = writer._copy_object, threading.Event()
+
+    def copy_in_order(info: Any, path: str) -> None:
+        if path != "e/empty/":  # the file and the other markers: after the reader settled
+            assert read.wait(60)
+            copy(info, path)
+            return
+        copy(info, path)
+        reader.history(limit=None)
+        read.set()
+
+    writer._copy_object = copy_in_order  # type: ignore[method-assign]
+    writer.move("d", "e")
+    newest, settled, *_ = writer.history(limit=None)
+    assert changes_of(settled) == [("e", None, DIRECTORY, None), ("e/empty", None, DIRECTORY, None)]
+    assert changes_of(newest) == [
+        ("e/a.txt", None, content_id_of(b"one"), "d/a.txt"),
+        ("e/sub", None, DIRECTORY, None),
+        ("e/sub/deeper", None, DIRECTORY, None),
+        ("d/sub/deeper", DIRECTORY, None, None),
+        ("d/sub", DIRECTORY, None, None),
+        ("d/empty", DIRECTORY, None, None),
+        ("d", DIRECTORY, None, None),
+    ]
+    writer.undo(newest.entry_id)
+    writer.undo(settled.entry_id)
+    assert sorted((e.path, e.is_directory) for e in writer.walk()) == before
+
+
 # --- a change or a capture that keeps a blob between a collection's look and its delete -----------------------
 
 

@@ -246,12 +246,22 @@ class ObjectHistory(SnapshotMixin):
         there, here = self._tree(change.path), self._tree(change.from_path)
         steps = [Step(Change(change.path, change.before, DIRECTORY))]
         steps += [Step(Change(d, None, DIRECTORY)) for d in sorted(there.directories)]
+        removed: list[Step] = []
         for relative, content_id, size in step.plan:
             target, source = f"{change.path}/{relative}", f"{change.from_path}/{relative}"
-            if self._held_then(next_before, target, there.files) == content_id:
+            if content_id == DIRECTORY:  # a source directory gone once its copy was made: removed by the move
+                if target in there.directories and not self._dir_then(next_before, source, here.directories):
+                    removed.append(Step(Change(source, DIRECTORY, None)))
+            elif self._held_then(next_before, target, there.files) == content_id:
                 left = self._held_then(next_before, source, here.files) == content_id
                 steps.append(Step(Change(target, None, content_id, 0, size, None if left else source)))
-        return steps
+        return steps + sorted(removed, key=lambda each: each.change.path, reverse=True)
+
+    def _dir_then(self, next_before: Callable[[str], str | None], path: str, now: Collection[str]) -> bool:
+        """Whether directory ``path`` was there just after the entry being settled: as the next entry to touch it
+        found it, else as it is now (``now``: the directories of a listing that includes it)."""
+        later = self._held_later(next_before, path)
+        return path in now if later == NOTHING_LATER else later == DIRECTORY
 
     def _held_then(
         self, next_before: Callable[[str], str | None], path: str, now: Mapping[str, ObjectInfo]
@@ -352,12 +362,13 @@ class ObjectHistory(SnapshotMixin):
 
     def _tree_moved(self, src: str, dst: str, listing: Sequence[ObjectInfo]) -> list[Step]:
         """One step, as on every backend, carrying the files it moves (their content ids also go with the copies
-        as metadata): what settles a move a crash stopped part way."""
+        as metadata) and the directories: what settles a move a crash stopped part way."""
         tree = Tree.from_listing(self._layout, src, listing)
         files = sorted(tree.files)
         ids = self._ids_of([tree.files[p] for p in files])
-        plan = tuple((p[len(src) + 1 :], i, tree.files[p].size) for p, i in zip(files, ids, strict=True))
-        return [Step(Change(dst, None, DIRECTORY, 0, 0, src), plan=plan)]
+        plan = [(p[len(src) + 1 :], i, tree.files[p].size) for p, i in zip(files, ids, strict=True)]
+        plan += [(d[len(src) + 1 :], DIRECTORY, 0) for d in sorted(tree.directories)]  # the empty ones too
+        return [Step(Change(dst, None, DIRECTORY, 0, 0, src), plan=tuple(plan))]
 
     def _listing(self, base: str) -> list[ObjectInfo]:
         """Every object below directory ``base`` (with its version id where the bucket keeps versions and the

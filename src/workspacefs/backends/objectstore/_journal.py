@@ -118,7 +118,8 @@ directory above the path and none touched it after: what is there now is what th
 class Step:
     """One change of an entry, with where its content before is kept (``version``: the id of that version of
     the path's object; ``None``: the blob of ``change.before``) and, for a directory moved file by file, the
-    files moved (``plan``: relative path, content id, size) so a half-made move can be settled exactly."""
+    files moved (``plan``: relative path, content id, size) and its subdirectories (content id ``DIRECTORY``,
+    size 0: an empty one is named by no file) so a half-made move can be settled exactly."""
 
     change: Change
     version: str | None = None
@@ -270,7 +271,8 @@ def _left_over(step: Step, held: set[Step]) -> list[Step]:
 def _moved_rest(step: Step, held: set[Step]) -> list[Step]:
     """What a reader's settled entry (``held``) lacks of a directory move it settled half way (as the directory
     made, the files it found copied or moved): the directories and files moved since, the deletes of the sources
-    it saw copied, and the source directory's removal (children first). ``[step]`` if it was not settled so."""
+    it saw copied, and the source directories' removal (children first), empty ones included (the plan names
+    them), as a move nobody interrupted carries them. ``[step]`` if it was not settled so."""
     change = step.change
     src, dst = change.from_path, change.path
     assert src is not None
@@ -281,19 +283,22 @@ def _moved_rest(step: Step, held: set[Step]) -> list[Step]:
     sources = {src}
     for relative, content_id, size in step.plan:
         target, source = f"{dst}/{relative}", f"{src}/{relative}"
-        parents = relative.split("/")[:-1]
+        directory = content_id == DIRECTORY
+        parents = relative.split("/") if directory else relative.split("/")[:-1]
         for depth in range(1, len(parents) + 1):
             sources.add(f"{src}/{'/'.join(parents[:depth])}")
             made_dir = Step(Change(f"{dst}/{'/'.join(parents[:depth])}", None, DIRECTORY))
             if made_dir not in held and made_dir not in made:
                 made.append(made_dir)
+        if directory:
+            continue
         if Step(Change(target, None, content_id, 0, size, source)) in held:
             continue  # settled as moved
         if Step(Change(target, None, content_id, 0, size)) in held:
             removed.append(Step(Change(source, content_id, None, size, 0)))  # settled as copied: its delete is left
         else:
             made.append(Step(Change(target, None, content_id, 0, size, source)))  # moved after the reader looked
-    removed += [Step(Change(directory, DIRECTORY, None)) for directory in sources]
+    removed += [gone for d in sources if (gone := Step(Change(d, DIRECTORY, None))) not in held]
     made.sort(key=lambda each: each.change.path)
     removed.sort(key=lambda each: each.change.path, reverse=True)
     return made + removed
