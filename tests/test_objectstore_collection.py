@@ -22,14 +22,18 @@ BUCKET = "wsfs-collection"
 _roots = itertools.count()
 
 
+VERSIONED = "wsfs-collection-versioned"
+
+
 @pytest.fixture(scope="module")
 def bucket(s3_server: S3Server) -> S3Server:
     s3_server.make_bucket(BUCKET)
+    s3_server.make_bucket(VERSIONED, versioned=True)
     return s3_server
 
 
-def two_processes(server: S3Server) -> tuple[ObjectStoreFilesystem, ObjectStoreFilesystem, str]:
-    root = f"{BUCKET}/c{next(_roots)}"
+def two_processes(server: S3Server, bucket: str = BUCKET) -> tuple[ObjectStoreFilesystem, ObjectStoreFilesystem, str]:
+    root = f"{bucket}/c{next(_roots)}"
     return (*(ObjectStoreFilesystem(server.filesystem(), root) for _ in range(2)), root)  # type: ignore[return-value]
 
 
@@ -339,6 +343,42 @@ def test_a_write_that_keeps_a_blob_after_a_prune_s_age_check_keeps_it(bucket: S3
     pruner._changes._fresh = age_then_write
     pruner.prune_history(keep=0)
     assert holds_one(bucket, pruner)
+    undoes_to_one(writer)
+
+
+def test_in_a_versioned_bucket_a_write_that_keeps_a_version_after_a_prune_s_second_look_keeps_it(
+    bucket: S3Server,
+) -> None:
+    """The same in a bucket that keeps versions, where an entry names the version it replaced: a dropped entry (its
+    write failed) names a.txt's current version, so the prune releases it. Another process's write kept that
+    version and replaced it after the prune's second look: the prune found it no longer current and deleted it,
+    and that write's undo had lost its content. Whether a version is current is asked before the second look now
+    (a change keeps only a current version, and stores its entry before it replaces it)."""
+    pruner, writer, _ = two_processes(bucket, VERSIONED)
+    for fs in (pruner, writer):
+        fs._changes.tombstone_age = timedelta(0)
+    pruner.write("a.txt", "one")
+    put, key = pruner._client.put, pruner._layout.key("a.txt")
+
+    def failing(target: str, *args: Any, **options: Any) -> Any:
+        if target == key:
+            raise ConnectionError("the store went away")
+        return put(target, *args, **options)
+
+    pruner._client.put = failing  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        pruner.write("a.txt", "x")  # its entry names a.txt's version of "one", and is dropped
+    del pruner._client.put
+    delete_entries, wrote = pruner._changes._delete_entries, []
+
+    def look_then_write(ids: Any) -> None:  # after the second look, before the versions are released
+        delete_entries(ids)
+        writer.write("a.txt", "two")  # keeps the version of "one", in an entry the prune did not look at
+        wrote.append(True)
+
+    pruner._changes._delete_entries = look_then_write  # type: ignore[method-assign]
+    pruner.prune_history(keep=0)
+    assert wrote
     undoes_to_one(writer)
 
 

@@ -469,13 +469,20 @@ class ObjectHistory(SnapshotMixin):
         return held, listed
 
     def _fresh(self, refs: set[Ref], since: datetime) -> set[Ref]:
-        """The blobs among ``refs`` written after ``since`` (the store's clock): a change in another process may
-        have just kept one for an entry not listed yet (a ``keep`` copies the blob, so its time is new)."""
+        """The refs among ``refs`` a change in another process may just have kept for an entry not listed yet: a
+        blob written after ``since`` (the store's clock; a keep copies the blob, so its time is new), and a version
+        still current (a change keeps only the current version, and stores its entry before it replaces it, so one
+        not current now is named by no entry stored after this look but by one the second look finds). One
+        concurrent round of ``HEAD``s."""
         blobs = sorted(ref for ref in refs if ref[0] == "blob")
-        if not blobs:
+        versions = sorted(ref for ref in refs if ref[0] == "version")
+        keys = sorted({ref[1] for ref in versions})
+        if not blobs and not keys:
             return set()
-        found, _ = self._client.probe([self._store.blob_key(ref[1]) for ref in blobs], [])
-        return {ref for ref, info in zip(blobs, found, strict=True) if info is not None and info.modified > since}
+        found, _ = self._client.probe([self._store.blob_key(ref[1]) for ref in blobs] + keys, [])
+        young = {ref for ref, info in zip(blobs, found, strict=False) if info is not None and info.modified > since}
+        live = {key: info.version_id for key, info in zip(keys, found[len(blobs) :], strict=True) if info is not None}
+        return young | {ref for ref in versions if live.get(ref[1]) == ref[2]}
 
     def _holders_since(
         self, refs: set[Ref], seen: Mapping[int, str], snapshots: Collection[uuid.UUID]
@@ -553,8 +560,9 @@ class ObjectHistory(SnapshotMixin):
         return {content_id for content_id in self._parallel(copy, sorted(sources)) if content_id is not None}
 
     def _release(self, refs: set[Ref], seen: Mapping[int, str], snapshots: frozenset[uuid.UUID]) -> None:
-        """Delete blobs and versions retention dropped (a version that is current again is left alone), then
-        copy back a blob an entry or snapshot stored since the look (``seen``, ``snapshots``) names."""
+        """Delete blobs and versions retention dropped (a current version never comes here: :meth:`_fresh` spares
+        it before the second look), then copy back a blob an entry or snapshot stored since the look (``seen``,
+        ``snapshots``) names."""
         blobs = {ref[1] for ref in refs if ref[0] == "blob"}
         with self._blobs_lock:
             for blob in blobs:
@@ -562,9 +570,7 @@ class ObjectHistory(SnapshotMixin):
             self._store.collect(blobs)
         versions = sorted((ref[1], ref[2]) for ref in refs if ref[0] == "version")
         if versions:
-            current, _ = self._client.probe(sorted({key for key, _ in versions}), [])
-            live = {info.key: info.version_id for info in current if info is not None}
-            self._client.delete_versions((key, version) for key, version in versions if live.get(key) != version)
+            self._client.delete_versions(versions)
         if blobs:
             self._copy_back_named(blobs, seen, snapshots)
 

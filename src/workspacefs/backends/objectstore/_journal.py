@@ -716,9 +716,9 @@ class ObjectJournal(Journal):
     def prune(self, *, before: datetime | None = None, keep: int | None = None) -> int:
         """Drop the done entries older than ``before`` and all but the newest ``keep`` (and the dropped ones),
         and release the blobs and versions only they kept: not one a kept entry or a snapshot still names, nor a
-        young blob, nor one an entry or snapshot stored after those were read names (looked at again after the
-        age check; after the delete, such a blob is copied back, as a snapshot's deletion does). Returns how
-        many entries went."""
+        young blob or a current version, nor one an entry or snapshot stored after those were read names (looked
+        at again after the age check; after the delete, such a blob is copied back, as a snapshot's deletion
+        does). Returns how many entries went."""
         if self._read_only:
             raise ReadOnlyError("/")
         listed = dict(self._listing())
