@@ -34,7 +34,7 @@ from workspacefs.backends.objectstore._journal import (
     Step,
     _uptime,
 )
-from workspacefs.backends.objectstore._layout import Layout, Tree
+from workspacefs.backends.objectstore._layout import Layout, Tree, vanished
 from workspacefs.backends.objectstore._manifests import ManifestStore
 from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, AroundCommit, ObjectReader
 from workspacefs.errors import ConcurrentChangeError, PreconditionFailedError, SnapshotNotFoundError
@@ -286,9 +286,7 @@ class ObjectHistory(SnapshotMixin):
         if self._known_id(info) is None or (versioned and version is None):
             head = self._client.head(info.key)
             if head is None:
-                raise ConcurrentChangeError(
-                    self._layout.path_of(info.key) or info.key, "The file was deleted meanwhile"
-                )
+                raise ConcurrentChangeError(self._layout.named(info.key), "The file was deleted meanwhile")
             info, version = head, head.version_id
         content_id = self._id_of(info)
         if versioned and version is not None:
@@ -296,25 +294,26 @@ class ObjectHistory(SnapshotMixin):
         source = info
 
         def keep() -> None:  # copied even where this process saw the blob: retention elsewhere may have gone
+            path = self._layout.named(source.key)
             try:
                 self._client.copy(source, self._store.blob_key(content_id), content_id=content_id)
             except PreconditionFailed:
-                raise ConcurrentChangeError(
-                    self._layout.path_of(source.key) or source.key,
-                    "The file changed while it was being journaled; try again",
-                ) from None
+                raise ConcurrentChangeError(path, "The file changed while it was being journaled; try again") from None
+            except FileNotFoundError as exc:  # names the key
+                raise vanished(exc, path, "The file was deleted while it was being journaled; try again") from None
 
         return content_id, info.size, None, keep
 
-    def _kept_many(self, infos: Sequence[ObjectInfo]) -> list[Kept]:
-        """:meth:`_kept` for many files, asked and copied concurrently (``infos`` from :meth:`_listing`)."""
+    def _kept_many(self, infos: Sequence[ObjectInfo], path: str) -> list[Kept]:
+        """:meth:`_kept` for many files below ``path`` (what an error names), asked and copied concurrently
+        (``infos`` from :meth:`_listing`)."""
         ids = self._ids_of(infos)
         if self._versions_kept() and all(info.version_id is not None for info in infos):
             return [(i, info.size, info.version_id) for i, info in zip(ids, infos, strict=True)]
         try:
             self._keep_content(infos, ids, trust_seen=False)  # another process's retention may have deleted one
         except _Changed:
-            raise ConcurrentChangeError("", "Files changed while they were being journaled; try again") from None
+            raise ConcurrentChangeError(path, "Files changed while they were being journaled; try again") from None
         return [(i, info.size, None) for i, info in zip(ids, infos, strict=True)]
 
     # --- the steps of each kind of change -------------------------------------------------------------
@@ -347,7 +346,7 @@ class ObjectHistory(SnapshotMixin):
         """The steps of deleting a tree (children before their directory), its files kept for undo."""
         tree = Tree.from_listing(self._layout, path, found)
         files = sorted(tree.files)
-        kept = self._kept_many([tree.files[p] for p in files])
+        kept = self._kept_many([tree.files[p] for p in files], path)
         steps = [Step(Change(p, k[0], None, k[1], 0), k[2]) for p, k in zip(files, kept, strict=True)]
         steps += [Step(Change(d, DIRECTORY, None)) for d in [path, *tree.directories]]
         steps.sort(key=lambda step: step.change.path, reverse=True)
@@ -408,7 +407,7 @@ class ObjectHistory(SnapshotMixin):
         def keep(content_id: str) -> None:
             try:
                 self._client.copy(sources[content_id], self._store.blob_key(content_id), content_id=content_id)
-            except PreconditionFailed:
+            except (PreconditionFailed, FileNotFoundError):  # changed or deleted since the listing
                 raise _Changed from None
 
         self._parallel(keep, copies)
