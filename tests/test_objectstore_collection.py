@@ -293,6 +293,59 @@ def test_a_directory_move_settled_part_way_records_its_empty_directories_too(buc
     assert sorted((e.path, e.is_directory) for e in writer.walk()) == before
 
 
+def test_the_deletes_a_slow_move_records_anew_can_be_undone(bucket: S3Server) -> None:
+    """A reader settled a slow move as a copy; the writer recorded the source's delete anew, naming its content for
+    undo, but nothing had kept that content (the move keeps none: it is at the copy), so undo refused. The writer
+    keeps it from the copy now."""
+    writer, reader, _ = two_processes(bucket)
+    reader.journal_grace = timedelta(0)
+    writer.write("a.txt", "one")
+
+    def copy_then_read(*args: Any) -> None:
+        del writer._copy_object  # once
+        writer._copy_object(*args)
+        reader.history(limit=None)  # settled, as a copy
+
+    writer._copy_object = copy_then_read  # type: ignore[method-assign]
+    writer.move("a.txt", "b.txt")
+    newest, settled, *_ = writer.history(limit=None)
+    assert changes_of(newest) == [("a.txt", content_id_of(b"one"), None, None)]
+    writer.undo(newest.entry_id)
+    writer.undo(settled.entry_id)
+    assert sorted(e.path for e in writer.walk()) == ["a.txt"]
+    assert writer.read_bytes("a.txt").content == b"one"
+
+
+def test_a_directory_move_settled_after_a_file_s_copy_can_be_undone_whole(bucket: S3Server) -> None:
+    """The same for a directory settled with a file copied and the empty directories not yet: undoing the rest and
+    then the settled part gives back the tree, empty directories included."""
+    writer, reader, _ = two_processes(bucket)
+    reader.journal_grace = timedelta(0)
+    writer.write("d/a.txt", "one")
+    writer.mkdir("d/empty")
+    writer.mkdir("d/sub/deeper")
+    before = sorted((e.path, e.is_directory) for e in writer.walk())
+    copy, read = writer._copy_object, threading.Event()
+
+    def copy_in_order(info: Any, path: str) -> None:
+        if path != "e/a.txt":  # the markers: after the reader settled
+            assert read.wait(60)
+            copy(info, path)
+            return
+        copy(info, path)
+        reader.history(limit=None)
+        read.set()
+
+    writer._copy_object = copy_in_order  # type: ignore[method-assign]
+    writer.move("d", "e")
+    newest, settled, *_ = writer.history(limit=None)
+    assert changes_of(settled) == [("e", None, DIRECTORY, None), ("e/a.txt", None, content_id_of(b"one"), None)]
+    writer.undo(newest.entry_id)
+    writer.undo(settled.entry_id)
+    assert sorted((e.path, e.is_directory) for e in writer.walk()) == before
+    assert writer.read_bytes("d/a.txt").content == b"one"
+
+
 # --- a change or a capture that keeps a blob between a collection's look and its delete -----------------------
 
 

@@ -140,6 +140,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             release=self._release,
             fresh=self._fresh,
             named_since=self._named_since,
+            keep_copied=self._keep_copied,
             max_entries=history_entries,
         )
 

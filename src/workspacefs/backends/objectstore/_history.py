@@ -535,6 +535,18 @@ class ObjectHistory(SnapshotMixin):
         if sources:
             self._copy_back(sources)
 
+    def _keep_copied(self, copies: Sequence[tuple[str, str]]) -> None:
+        """Keep in the blobs the content of sources a move deleted after a reader settled it as a copy (what the
+        deletes recorded anew name for undo), from their copies (path, content id) where those still hold it: one
+        round of ``HEAD``s, then the copies. Only a move slower than the journal's grace comes here."""
+        found, _ = self._client.probe([self._layout.key(path) for path, _ in copies], [])
+        sources: dict[str, list[ObjectInfo]] = {}
+        for (_, content_id), info in zip(copies, found, strict=True):
+            if info is not None and self._holds(info, content_id):
+                sources.setdefault(content_id, []).append(info)
+        if sources:
+            self._copy_back(sources)
+
     def _holds(self, info: ObjectInfo, content_id: str) -> bool:
         """Whether the file version ``info`` holds ``content_id``: ``False`` too when it changed while it was read to
         learn its id (passed over, as a source that changed before its copy is; the other copy-backs go on)."""

@@ -320,6 +320,7 @@ class ObjectJournal(Journal):
         release: Release,
         fresh: Callable[[set[Ref], datetime], set[Ref]],
         named_since: NamedSince,
+        keep_copied: Callable[[Sequence[tuple[str, str]]], None],
         max_entries: int = DEFAULT_MAX_ENTRIES,
     ) -> None:
         super().__init__()
@@ -333,6 +334,7 @@ class ObjectJournal(Journal):
         self._release = release
         self._fresh = fresh
         self._named_since = named_since
+        self._keep_copied = keep_copied
         self.max_entries = max_entries
         self.grace = JOURNAL_GRACE
         self.retain_every = _RETAIN_EVERY
@@ -442,8 +444,16 @@ class ObjectJournal(Journal):
             self._writing.discard(draft.entry_id)
         stored = self._fetch(draft.entry_id)
         held = set(stored.steps) if stored is not None and stored.state == "done" else set()
-        pairs = zip(draft.steps, draft.applied, strict=True)
-        kept = [(left, made) for step, made in pairs for left in _left_over(step, held)]
+        kept: list[tuple[Step, bool | None]] = []
+        copied: list[tuple[str, str]] = []
+        for step, made in zip(draft.steps, draft.applied, strict=True):
+            for left in _left_over(step, held):
+                kept.append((left, made))
+                source, before = step.change.from_path, left.change.before
+                if source is not None and left.change.after is None and before not in (None, DIRECTORY):
+                    copied.append((step.change.path + left.change.path[len(source) :], str(before)))
+        if copied:  # a source settled as copied: its delete's undo needs its content, which its copy holds
+            self._keep_copied(copied)
         draft.steps = [step for step, _ in kept]
         draft.applied = [made for _, made in kept]
         draft.entry_id = None
