@@ -22,14 +22,18 @@ BUCKET = "wsfs-collection"
 _roots = itertools.count()
 
 
+VERSIONED = "wsfs-collection-versioned"
+
+
 @pytest.fixture(scope="module")
 def bucket(s3_server: S3Server) -> S3Server:
     s3_server.make_bucket(BUCKET)
+    s3_server.make_bucket(VERSIONED, versioned=True)
     return s3_server
 
 
-def two_processes(server: S3Server) -> tuple[ObjectStoreFilesystem, ObjectStoreFilesystem, str]:
-    root = f"{BUCKET}/c{next(_roots)}"
+def two_processes(server: S3Server, bucket: str = BUCKET) -> tuple[ObjectStoreFilesystem, ObjectStoreFilesystem, str]:
+    root = f"{bucket}/c{next(_roots)}"
     return (*(ObjectStoreFilesystem(server.filesystem(), root) for _ in range(2)), root)  # type: ignore[return-value]
 
 
@@ -249,6 +253,99 @@ def test_a_directory_move_settled_part_way_records_the_rest_of_it(bucket: S3Serv
     assert sorted(e.path for e in writer.walk() if e.is_file) == ["e/a.txt", "e/sub/b.txt"]
 
 
+def test_a_directory_move_settled_part_way_records_its_empty_directories_too(bucket: S3Server) -> None:
+    """An uninterrupted move is one step, and its undo makes the empty subdirectories again. Settled part way (one
+    empty directory's copy made), the rest recorded only the directories above the files it moved: the empty
+    source directories' removal and their copies' making were left out, so undoing the rest did not make them
+    again (and undoing the settled part could not remove the copies)."""
+    writer, reader, _ = two_processes(bucket)
+    reader.journal_grace = timedelta(0)
+    writer.write("d/a.txt", "one")
+    writer.mkdir("d/empty")
+    writer.mkdir("d/sub/deeper")
+    before = sorted((e.path, e.is_directory) for e in writer.walk())
+    copy, read = writer._copy_object, threading.Event()
+
+    def copy_in_order(info: Any, path: str) -> None:
+        if path != "e/empty/":  # the file and the other markers: after the reader settled
+            assert read.wait(60)
+            copy(info, path)
+            return
+        copy(info, path)
+        reader.history(limit=None)
+        read.set()
+
+    writer._copy_object = copy_in_order  # type: ignore[method-assign]
+    writer.move("d", "e")
+    newest, settled, *_ = writer.history(limit=None)
+    assert changes_of(settled) == [("e", None, DIRECTORY, None), ("e/empty", None, DIRECTORY, None)]
+    assert changes_of(newest) == [
+        ("e/a.txt", None, content_id_of(b"one"), "d/a.txt"),
+        ("e/sub", None, DIRECTORY, None),
+        ("e/sub/deeper", None, DIRECTORY, None),
+        ("d/sub/deeper", DIRECTORY, None, None),
+        ("d/sub", DIRECTORY, None, None),
+        ("d/empty", DIRECTORY, None, None),
+        ("d", DIRECTORY, None, None),
+    ]
+    writer.undo(newest.entry_id)
+    writer.undo(settled.entry_id)
+    assert sorted((e.path, e.is_directory) for e in writer.walk()) == before
+
+
+def test_the_deletes_a_slow_move_records_anew_can_be_undone(bucket: S3Server) -> None:
+    """A reader settled a slow move as a copy; the writer recorded the source's delete anew, naming its content for
+    undo, but nothing had kept that content (the move keeps none: it is at the copy), so undo refused. The writer
+    keeps it from the copy now."""
+    writer, reader, _ = two_processes(bucket)
+    reader.journal_grace = timedelta(0)
+    writer.write("a.txt", "one")
+
+    def copy_then_read(*args: Any) -> None:
+        del writer._copy_object  # once
+        writer._copy_object(*args)
+        reader.history(limit=None)  # settled, as a copy
+
+    writer._copy_object = copy_then_read  # type: ignore[method-assign]
+    writer.move("a.txt", "b.txt")
+    newest, settled, *_ = writer.history(limit=None)
+    assert changes_of(newest) == [("a.txt", content_id_of(b"one"), None, None)]
+    writer.undo(newest.entry_id)
+    writer.undo(settled.entry_id)
+    assert sorted(e.path for e in writer.walk()) == ["a.txt"]
+    assert writer.read_bytes("a.txt").content == b"one"
+
+
+def test_a_directory_move_settled_after_a_file_s_copy_can_be_undone_whole(bucket: S3Server) -> None:
+    """The same for a directory settled with a file copied and the empty directories not yet: undoing the rest and
+    then the settled part gives back the tree, empty directories included."""
+    writer, reader, _ = two_processes(bucket)
+    reader.journal_grace = timedelta(0)
+    writer.write("d/a.txt", "one")
+    writer.mkdir("d/empty")
+    writer.mkdir("d/sub/deeper")
+    before = sorted((e.path, e.is_directory) for e in writer.walk())
+    copy, read = writer._copy_object, threading.Event()
+
+    def copy_in_order(info: Any, path: str) -> None:
+        if path != "e/a.txt":  # the markers: after the reader settled
+            assert read.wait(60)
+            copy(info, path)
+            return
+        copy(info, path)
+        reader.history(limit=None)
+        read.set()
+
+    writer._copy_object = copy_in_order  # type: ignore[method-assign]
+    writer.move("d", "e")
+    newest, settled, *_ = writer.history(limit=None)
+    assert changes_of(settled) == [("e", None, DIRECTORY, None), ("e/a.txt", None, content_id_of(b"one"), None)]
+    writer.undo(newest.entry_id)
+    writer.undo(settled.entry_id)
+    assert sorted((e.path, e.is_directory) for e in writer.walk()) == before
+    assert writer.read_bytes("d/a.txt").content == b"one"
+
+
 # --- a change or a capture that keeps a blob between a collection's look and its delete -----------------------
 
 
@@ -299,6 +396,42 @@ def test_a_write_that_keeps_a_blob_after_a_prune_s_age_check_keeps_it(bucket: S3
     pruner._changes._fresh = age_then_write
     pruner.prune_history(keep=0)
     assert holds_one(bucket, pruner)
+    undoes_to_one(writer)
+
+
+def test_in_a_versioned_bucket_a_write_that_keeps_a_version_after_a_prune_s_second_look_keeps_it(
+    bucket: S3Server,
+) -> None:
+    """The same in a bucket that keeps versions, where an entry names the version it replaced: a dropped entry (its
+    write failed) names a.txt's current version, so the prune releases it. Another process's write kept that
+    version and replaced it after the prune's second look: the prune found it no longer current and deleted it,
+    and that write's undo had lost its content. Whether a version is current is asked before the second look now
+    (a change keeps only a current version, and stores its entry before it replaces it)."""
+    pruner, writer, _ = two_processes(bucket, VERSIONED)
+    for fs in (pruner, writer):
+        fs._changes.tombstone_age = timedelta(0)
+    pruner.write("a.txt", "one")
+    put, key = pruner._client.put, pruner._layout.key("a.txt")
+
+    def failing(target: str, *args: Any, **options: Any) -> Any:
+        if target == key:
+            raise ConnectionError("the store went away")
+        return put(target, *args, **options)
+
+    pruner._client.put = failing  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        pruner.write("a.txt", "x")  # its entry names a.txt's version of "one", and is dropped
+    del pruner._client.put
+    delete_entries, wrote = pruner._changes._delete_entries, []
+
+    def look_then_write(ids: Any) -> None:  # after the second look, before the versions are released
+        delete_entries(ids)
+        writer.write("a.txt", "two")  # keeps the version of "one", in an entry the prune did not look at
+        wrote.append(True)
+
+    pruner._changes._delete_entries = look_then_write  # type: ignore[method-assign]
+    pruner.prune_history(keep=0)
+    assert wrote
     undoes_to_one(writer)
 
 

@@ -221,6 +221,31 @@ def test_writers_killed_at_any_moment_leave_a_journal_that_replays_to_the_files(
     assert pending(buckets.filesystem(), root) == []
 
 
+def test_a_directory_move_whose_deletes_failed_part_way_records_the_empty_directories_it_removed(
+    buckets: S3Server,
+) -> None:
+    """The move's delete request removed an empty subdirectory's marker, then failed: settled by the state, the
+    entry recorded the copies but not that removal, and replayed to a directory no longer there."""
+    root = fresh_root()
+    fs = ObjectStoreFilesystem(buckets.filesystem(), root)
+    fs.write("d/a.txt", "one")
+    fs.mkdir("d/empty")
+    delete, marker = fs._client.delete, fs._layout.dir_key("d/empty")
+
+    def fails_part_way(keys: Any) -> None:
+        delete([key for key in keys if key == marker])
+        raise ConnectionError("the store went away")
+
+    fs._client.delete = fails_part_way  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        fs.move("d", "e")
+    del fs._client.delete
+    entries = fs.history(limit=None)
+    assert entries[0].operation == "move"
+    assert ("d/empty", DIRECTORY, None) in [(c.path, c.before, c.after) for c in entries[0].changes]
+    assert replayed(entries) == present(fs)
+
+
 def test_a_failed_change_leaves_no_entry(buckets: S3Server) -> None:
     """A change the store refuses after its entry is stored (a create that lost a race) is settled at once."""
     root = fresh_root()

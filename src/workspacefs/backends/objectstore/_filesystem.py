@@ -25,7 +25,7 @@ from workspacefs.backends._core import too_big
 from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed
 from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.objectstore._journal import DEFAULT_MAX_ENTRIES, ObjectJournal, Step
-from workspacefs.backends.objectstore._layout import Layout, Tree, split_root, usable_name
+from workspacefs.backends.objectstore._layout import Layout, Tree, split_root, usable_name, vanished
 from workspacefs.backends.objectstore._manifests import ManifestStore
 from workspacefs.backends.objectstore._snapshots import ObjectSnapshots
 from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, ObjectReader, ObjectWriter
@@ -140,6 +140,7 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             release=self._release,
             fresh=self._fresh,
             named_since=self._named_since,
+            keep_copied=self._keep_copied,
             max_entries=history_entries,
         )
 
@@ -269,7 +270,8 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             try:
                 data, _ = self._client.get(info.key, start, 4 * 1024 * 1024, if_match=info.etag)
             except (PreconditionFailed, FileNotFoundError):
-                raise ConcurrentChangeError(info.key, "The file changed while its content id was computed") from None
+                path = self._layout.named(info.key)  # the path, never the key (DESIGN §3)
+                raise ConcurrentChangeError(path, "The file changed while its content id was computed") from None
             hasher.update(data)
         return hasher.content_id()
 
@@ -483,6 +485,9 @@ class ObjectStoreFilesystem(ObjectSnapshots, BaseFilesystem):
             self._client.copy(info, self._layout.key(path), content_id=self._known_id(info))
         except PreconditionFailed:
             raise ConcurrentChangeError(path, "The source changed while it was being copied; copy it again") from None
+        except FileNotFoundError as exc:  # names the key
+            reason = "The source was deleted while it was being copied; copy it again"
+            raise vanished(exc, path.rstrip("/"), reason) from None
 
     def _copy_file(self, src: str, dst: str) -> None:
         if not self._history_on:

@@ -34,7 +34,7 @@ from workspacefs.backends.objectstore._journal import (
     Step,
     _uptime,
 )
-from workspacefs.backends.objectstore._layout import Layout, Tree
+from workspacefs.backends.objectstore._layout import Layout, Tree, vanished
 from workspacefs.backends.objectstore._manifests import ManifestStore
 from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, AroundCommit, ObjectReader
 from workspacefs.errors import ConcurrentChangeError, PreconditionFailedError, SnapshotNotFoundError
@@ -246,12 +246,22 @@ class ObjectHistory(SnapshotMixin):
         there, here = self._tree(change.path), self._tree(change.from_path)
         steps = [Step(Change(change.path, change.before, DIRECTORY))]
         steps += [Step(Change(d, None, DIRECTORY)) for d in sorted(there.directories)]
+        removed: list[Step] = []
         for relative, content_id, size in step.plan:
             target, source = f"{change.path}/{relative}", f"{change.from_path}/{relative}"
-            if self._held_then(next_before, target, there.files) == content_id:
+            if content_id == DIRECTORY:  # a source directory gone once its copy was made: removed by the move
+                if target in there.directories and not self._dir_then(next_before, source, here.directories):
+                    removed.append(Step(Change(source, DIRECTORY, None)))
+            elif self._held_then(next_before, target, there.files) == content_id:
                 left = self._held_then(next_before, source, here.files) == content_id
                 steps.append(Step(Change(target, None, content_id, 0, size, None if left else source)))
-        return steps
+        return steps + sorted(removed, key=lambda each: each.change.path, reverse=True)
+
+    def _dir_then(self, next_before: Callable[[str], str | None], path: str, now: Collection[str]) -> bool:
+        """Whether directory ``path`` was there just after the entry being settled: as the next entry to touch it
+        found it, else as it is now (``now``: the directories of a listing that includes it)."""
+        later = self._held_later(next_before, path)
+        return path in now if later == NOTHING_LATER else later == DIRECTORY
 
     def _held_then(
         self, next_before: Callable[[str], str | None], path: str, now: Mapping[str, ObjectInfo]
@@ -276,9 +286,7 @@ class ObjectHistory(SnapshotMixin):
         if self._known_id(info) is None or (versioned and version is None):
             head = self._client.head(info.key)
             if head is None:
-                raise ConcurrentChangeError(
-                    self._layout.path_of(info.key) or info.key, "The file was deleted meanwhile"
-                )
+                raise ConcurrentChangeError(self._layout.named(info.key), "The file was deleted meanwhile")
             info, version = head, head.version_id
         content_id = self._id_of(info)
         if versioned and version is not None:
@@ -286,25 +294,26 @@ class ObjectHistory(SnapshotMixin):
         source = info
 
         def keep() -> None:  # copied even where this process saw the blob: retention elsewhere may have gone
+            path = self._layout.named(source.key)
             try:
                 self._client.copy(source, self._store.blob_key(content_id), content_id=content_id)
             except PreconditionFailed:
-                raise ConcurrentChangeError(
-                    self._layout.path_of(source.key) or source.key,
-                    "The file changed while it was being journaled; try again",
-                ) from None
+                raise ConcurrentChangeError(path, "The file changed while it was being journaled; try again") from None
+            except FileNotFoundError as exc:  # names the key
+                raise vanished(exc, path, "The file was deleted while it was being journaled; try again") from None
 
         return content_id, info.size, None, keep
 
-    def _kept_many(self, infos: Sequence[ObjectInfo]) -> list[Kept]:
-        """:meth:`_kept` for many files, asked and copied concurrently (``infos`` from :meth:`_listing`)."""
+    def _kept_many(self, infos: Sequence[ObjectInfo], path: str) -> list[Kept]:
+        """:meth:`_kept` for many files below ``path`` (what an error names), asked and copied concurrently
+        (``infos`` from :meth:`_listing`)."""
         ids = self._ids_of(infos)
         if self._versions_kept() and all(info.version_id is not None for info in infos):
             return [(i, info.size, info.version_id) for i, info in zip(ids, infos, strict=True)]
         try:
             self._keep_content(infos, ids, trust_seen=False)  # another process's retention may have deleted one
         except _Changed:
-            raise ConcurrentChangeError("", "Files changed while they were being journaled; try again") from None
+            raise ConcurrentChangeError(path, "Files changed while they were being journaled; try again") from None
         return [(i, info.size, None) for i, info in zip(ids, infos, strict=True)]
 
     # --- the steps of each kind of change -------------------------------------------------------------
@@ -337,7 +346,7 @@ class ObjectHistory(SnapshotMixin):
         """The steps of deleting a tree (children before their directory), its files kept for undo."""
         tree = Tree.from_listing(self._layout, path, found)
         files = sorted(tree.files)
-        kept = self._kept_many([tree.files[p] for p in files])
+        kept = self._kept_many([tree.files[p] for p in files], path)
         steps = [Step(Change(p, k[0], None, k[1], 0), k[2]) for p, k in zip(files, kept, strict=True)]
         steps += [Step(Change(d, DIRECTORY, None)) for d in [path, *tree.directories]]
         steps.sort(key=lambda step: step.change.path, reverse=True)
@@ -352,12 +361,13 @@ class ObjectHistory(SnapshotMixin):
 
     def _tree_moved(self, src: str, dst: str, listing: Sequence[ObjectInfo]) -> list[Step]:
         """One step, as on every backend, carrying the files it moves (their content ids also go with the copies
-        as metadata): what settles a move a crash stopped part way."""
+        as metadata) and the directories: what settles a move a crash stopped part way."""
         tree = Tree.from_listing(self._layout, src, listing)
         files = sorted(tree.files)
         ids = self._ids_of([tree.files[p] for p in files])
-        plan = tuple((p[len(src) + 1 :], i, tree.files[p].size) for p, i in zip(files, ids, strict=True))
-        return [Step(Change(dst, None, DIRECTORY, 0, 0, src), plan=plan)]
+        plan = [(p[len(src) + 1 :], i, tree.files[p].size) for p, i in zip(files, ids, strict=True)]
+        plan += [(d[len(src) + 1 :], DIRECTORY, 0) for d in sorted(tree.directories)]  # the empty ones too
+        return [Step(Change(dst, None, DIRECTORY, 0, 0, src), plan=tuple(plan))]
 
     def _listing(self, base: str) -> list[ObjectInfo]:
         """Every object below directory ``base`` (with its version id where the bucket keeps versions and the
@@ -397,7 +407,7 @@ class ObjectHistory(SnapshotMixin):
         def keep(content_id: str) -> None:
             try:
                 self._client.copy(sources[content_id], self._store.blob_key(content_id), content_id=content_id)
-            except PreconditionFailed:
+            except (PreconditionFailed, FileNotFoundError):  # changed or deleted since the listing
                 raise _Changed from None
 
         self._parallel(keep, copies)
@@ -458,13 +468,20 @@ class ObjectHistory(SnapshotMixin):
         return held, listed
 
     def _fresh(self, refs: set[Ref], since: datetime) -> set[Ref]:
-        """The blobs among ``refs`` written after ``since`` (the store's clock): a change in another process may
-        have just kept one for an entry not listed yet (a ``keep`` copies the blob, so its time is new)."""
+        """The refs among ``refs`` a change in another process may just have kept for an entry not listed yet: a
+        blob written after ``since`` (the store's clock; a keep copies the blob, so its time is new), and a version
+        still current (a change keeps only the current version, and stores its entry before it replaces it, so one
+        not current now is named by no entry stored after this look but by one the second look finds). One
+        concurrent round of ``HEAD``s."""
         blobs = sorted(ref for ref in refs if ref[0] == "blob")
-        if not blobs:
+        versions = sorted(ref for ref in refs if ref[0] == "version")
+        keys = sorted({ref[1] for ref in versions})
+        if not blobs and not keys:
             return set()
-        found, _ = self._client.probe([self._store.blob_key(ref[1]) for ref in blobs], [])
-        return {ref for ref, info in zip(blobs, found, strict=True) if info is not None and info.modified > since}
+        found, _ = self._client.probe([self._store.blob_key(ref[1]) for ref in blobs] + keys, [])
+        young = {ref for ref, info in zip(blobs, found, strict=False) if info is not None and info.modified > since}
+        live = {key: info.version_id for key, info in zip(keys, found[len(blobs) :], strict=True) if info is not None}
+        return young | {ref for ref in versions if live.get(ref[1]) == ref[2]}
 
     def _holders_since(
         self, refs: set[Ref], seen: Mapping[int, str], snapshots: Collection[uuid.UUID]
@@ -518,6 +535,18 @@ class ObjectHistory(SnapshotMixin):
         if sources:
             self._copy_back(sources)
 
+    def _keep_copied(self, copies: Sequence[tuple[str, str]]) -> None:
+        """Keep in the blobs the content of sources a move deleted after a reader settled it as a copy (what the
+        deletes recorded anew name for undo), from their copies (path, content id) where those still hold it: one
+        round of ``HEAD``s, then the copies. Only a move slower than the journal's grace comes here."""
+        found, _ = self._client.probe([self._layout.key(path) for path, _ in copies], [])
+        sources: dict[str, list[ObjectInfo]] = {}
+        for (_, content_id), info in zip(copies, found, strict=True):
+            if info is not None and self._holds(info, content_id):
+                sources.setdefault(content_id, []).append(info)
+        if sources:
+            self._copy_back(sources)
+
     def _holds(self, info: ObjectInfo, content_id: str) -> bool:
         """Whether the file version ``info`` holds ``content_id``: ``False`` too when it changed while it was read to
         learn its id (passed over, as a source that changed before its copy is; the other copy-backs go on)."""
@@ -542,8 +571,9 @@ class ObjectHistory(SnapshotMixin):
         return {content_id for content_id in self._parallel(copy, sorted(sources)) if content_id is not None}
 
     def _release(self, refs: set[Ref], seen: Mapping[int, str], snapshots: frozenset[uuid.UUID]) -> None:
-        """Delete blobs and versions retention dropped (a version that is current again is left alone), then
-        copy back a blob an entry or snapshot stored since the look (``seen``, ``snapshots``) names."""
+        """Delete blobs and versions retention dropped (a current version never comes here: :meth:`_fresh` spares
+        it before the second look), then copy back a blob an entry or snapshot stored since the look (``seen``,
+        ``snapshots``) names."""
         blobs = {ref[1] for ref in refs if ref[0] == "blob"}
         with self._blobs_lock:
             for blob in blobs:
@@ -551,9 +581,7 @@ class ObjectHistory(SnapshotMixin):
             self._store.collect(blobs)
         versions = sorted((ref[1], ref[2]) for ref in refs if ref[0] == "version")
         if versions:
-            current, _ = self._client.probe(sorted({key for key, _ in versions}), [])
-            live = {info.key: info.version_id for info in current if info is not None}
-            self._client.delete_versions((key, version) for key, version in versions if live.get(key) != version)
+            self._client.delete_versions(versions)
         if blobs:
             self._copy_back_named(blobs, seen, snapshots)
 

@@ -118,7 +118,8 @@ directory above the path and none touched it after: what is there now is what th
 class Step:
     """One change of an entry, with where its content before is kept (``version``: the id of that version of
     the path's object; ``None``: the blob of ``change.before``) and, for a directory moved file by file, the
-    files moved (``plan``: relative path, content id, size) so a half-made move can be settled exactly."""
+    files moved (``plan``: relative path, content id, size) and its subdirectories (content id ``DIRECTORY``,
+    size 0: an empty one is named by no file) so a half-made move can be settled exactly."""
 
     change: Change
     version: str | None = None
@@ -270,7 +271,8 @@ def _left_over(step: Step, held: set[Step]) -> list[Step]:
 def _moved_rest(step: Step, held: set[Step]) -> list[Step]:
     """What a reader's settled entry (``held``) lacks of a directory move it settled half way (as the directory
     made, the files it found copied or moved): the directories and files moved since, the deletes of the sources
-    it saw copied, and the source directory's removal (children first). ``[step]`` if it was not settled so."""
+    it saw copied, and the source directories' removal (children first), empty ones included (the plan names
+    them), as a move nobody interrupted carries them. ``[step]`` if it was not settled so."""
     change = step.change
     src, dst = change.from_path, change.path
     assert src is not None
@@ -281,19 +283,22 @@ def _moved_rest(step: Step, held: set[Step]) -> list[Step]:
     sources = {src}
     for relative, content_id, size in step.plan:
         target, source = f"{dst}/{relative}", f"{src}/{relative}"
-        parents = relative.split("/")[:-1]
+        directory = content_id == DIRECTORY
+        parents = relative.split("/") if directory else relative.split("/")[:-1]
         for depth in range(1, len(parents) + 1):
             sources.add(f"{src}/{'/'.join(parents[:depth])}")
             made_dir = Step(Change(f"{dst}/{'/'.join(parents[:depth])}", None, DIRECTORY))
             if made_dir not in held and made_dir not in made:
                 made.append(made_dir)
+        if directory:
+            continue
         if Step(Change(target, None, content_id, 0, size, source)) in held:
             continue  # settled as moved
         if Step(Change(target, None, content_id, 0, size)) in held:
             removed.append(Step(Change(source, content_id, None, size, 0)))  # settled as copied: its delete is left
         else:
             made.append(Step(Change(target, None, content_id, 0, size, source)))  # moved after the reader looked
-    removed += [Step(Change(directory, DIRECTORY, None)) for directory in sources]
+    removed += [gone for d in sources if (gone := Step(Change(d, DIRECTORY, None))) not in held]
     made.sort(key=lambda each: each.change.path)
     removed.sort(key=lambda each: each.change.path, reverse=True)
     return made + removed
@@ -315,6 +320,7 @@ class ObjectJournal(Journal):
         release: Release,
         fresh: Callable[[set[Ref], datetime], set[Ref]],
         named_since: NamedSince,
+        keep_copied: Callable[[Sequence[tuple[str, str]]], None],
         max_entries: int = DEFAULT_MAX_ENTRIES,
     ) -> None:
         super().__init__()
@@ -328,6 +334,7 @@ class ObjectJournal(Journal):
         self._release = release
         self._fresh = fresh
         self._named_since = named_since
+        self._keep_copied = keep_copied
         self.max_entries = max_entries
         self.grace = JOURNAL_GRACE
         self.retain_every = _RETAIN_EVERY
@@ -437,8 +444,16 @@ class ObjectJournal(Journal):
             self._writing.discard(draft.entry_id)
         stored = self._fetch(draft.entry_id)
         held = set(stored.steps) if stored is not None and stored.state == "done" else set()
-        pairs = zip(draft.steps, draft.applied, strict=True)
-        kept = [(left, made) for step, made in pairs for left in _left_over(step, held)]
+        kept: list[tuple[Step, bool | None]] = []
+        copied: list[tuple[str, str]] = []
+        for step, made in zip(draft.steps, draft.applied, strict=True):
+            for left in _left_over(step, held):
+                kept.append((left, made))
+                source, before = step.change.from_path, left.change.before
+                if source is not None and left.change.after is None and before not in (None, DIRECTORY):
+                    copied.append((step.change.path + left.change.path[len(source) :], str(before)))
+        if copied:  # a source settled as copied: its delete's undo needs its content, which its copy holds
+            self._keep_copied(copied)
         draft.steps = [step for step, _ in kept]
         draft.applied = [made for _, made in kept]
         draft.entry_id = None
@@ -711,9 +726,9 @@ class ObjectJournal(Journal):
     def prune(self, *, before: datetime | None = None, keep: int | None = None) -> int:
         """Drop the done entries older than ``before`` and all but the newest ``keep`` (and the dropped ones),
         and release the blobs and versions only they kept: not one a kept entry or a snapshot still names, nor a
-        young blob, nor one an entry or snapshot stored after those were read names (looked at again after the
-        age check; after the delete, such a blob is copied back, as a snapshot's deletion does). Returns how
-        many entries went."""
+        young blob or a current version, nor one an entry or snapshot stored after those were read names (looked
+        at again after the age check; after the delete, such a blob is copied back, as a snapshot's deletion
+        does). Returns how many entries went."""
         if self._read_only:
             raise ReadOnlyError("/")
         listed = dict(self._listing())

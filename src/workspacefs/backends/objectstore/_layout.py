@@ -8,13 +8,15 @@ read key prefixes, so directories that other tools made without a marker show to
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from workspacefs.backends._objects._client import ObjectInfo
+from workspacefs.errors import ConcurrentChangeError
 from workspacefs.paths import MAX_PATH_DEPTH, ROOT, ancestors, name_problem
 
-__all__ = ["Layout", "Tree", "split_root", "usable_name"]
+__all__ = ["Layout", "Tree", "split_root", "usable_name", "vanished"]
 
 
 def split_root(root: str) -> tuple[str, str]:
@@ -59,6 +61,19 @@ class Layout:
         if not key.startswith(self.base) or len(key) == len(self.base):
             return None
         return key[len(self.base) :]
+
+    def named(self, key: str) -> str:
+        """What an error about the object at ``key`` names: its workspace path (a marker's without the slash), the
+        root for any other key; never the key, which would show the bucket (DESIGN §3)."""
+        return (self.path_of(key) or ROOT).rstrip("/")
+
+
+def vanished(exc: FileNotFoundError, path: str, reason: str) -> OSError:
+    """The error for an object the store no longer had when a request named it: a change meanwhile (``reason``), or
+    the workspace's bucket gone; either names ``path`` (the store's error names the key)."""
+    if exc.strerror == "No such bucket":
+        return FileNotFoundError(errno.ENOENT, "The workspace's bucket no longer exists", path)
+    return ConcurrentChangeError(path, reason)
 
 
 @dataclass(slots=True)

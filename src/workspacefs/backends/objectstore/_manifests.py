@@ -136,7 +136,10 @@ class ManifestStore:
         info = self._client.head(key)
         if info is None:
             raise SnapshotNotFoundError(f"No {what} in this workspace's snapshot store")
-        data, _ = self._client.get(key, 0, max(info.size, 1), if_match=info.etag)
+        try:
+            data, _ = self._client.get(key, 0, max(info.size, 1), if_match=info.etag)
+        except FileNotFoundError:  # deleted since the HEAD (the store's error names the key)
+            raise SnapshotNotFoundError(f"No {what} in this workspace's snapshot store") from None
         return json.loads(data)
 
     def manifest(self, snapshot_id: uuid.UUID) -> Manifest:

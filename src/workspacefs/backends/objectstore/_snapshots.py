@@ -35,13 +35,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from workspacefs.backends._core import Fingerprint
-from workspacefs.backends._objects._client import ObjectInfo
+from workspacefs.backends._objects._client import ObjectInfo, PreconditionFailed
 from workspacefs.backends.objectstore._history import ObjectHistory, _Changed
 from workspacefs.backends.objectstore._journal import Step
 from workspacefs.backends.objectstore._layout import Tree
 from workspacefs.backends.objectstore._manifests import Entry, Manifest
 from workspacefs.errors import SnapshotCreationError, SnapshotNotFoundError, SnapshotRestoreError
 from workspacefs.history import DIRECTORY, Change
+from workspacefs.paths import ROOT
 from workspacefs.results import FilesystemSnapshot
 
 __all__ = ["ObjectSnapshots"]
@@ -130,7 +131,13 @@ class ObjectSnapshots(ObjectHistory):
         def put_back(path: str) -> None:
             source = sources[path]
             assert source is not None
-            fs._client.copy(source, fs._layout.key(path), content_id=manifest.files[path].content_id)
+            try:
+                fs._client.copy(source, fs._layout.key(path), content_id=manifest.files[path].content_id)
+            except (FileNotFoundError, PreconditionFailed):  # the store's error names the kept content's key
+                raise SnapshotRestoreError(
+                    f"Snapshot {snapshot.snapshot_id} lost the content of {path!r} while it was being restored "
+                    "(deleted or replaced meanwhile); the workspace is partly restored"
+                ) from None
 
         markers = [fs._layout.dir_key(d) for d in sorted(manifest.directories) if d not in tree.markers]
         with self._recording("restore", self._restore_steps(manifest, tree, wanted) if fs._history_on else ()):
@@ -144,7 +151,7 @@ class ObjectSnapshots(ObjectHistory):
         replaced = sorted(
             {*(p for p in tree.files if p not in manifest.files), *(p for p in wanted if p in tree.files)}
         )
-        kept = dict(zip(replaced, self._kept_many([tree.files[p] for p in replaced]), strict=True))
+        kept = dict(zip(replaced, self._kept_many([tree.files[p] for p in replaced], ROOT), strict=True))
         gone = [
             Step(Change(p, kept[p][0], None, kept[p][1], 0), kept[p][2]) for p in replaced if p not in manifest.files
         ]
