@@ -388,7 +388,7 @@ class HostFilesystem(HostHistoryMixin):
                 raise SpecialFileError(src)
             try:
                 if replace:  # an exchange, looked at after: what was swapped in since the look is never replaced
-                    move_over(src_fd, src_name, dst_fd, dst_name, dst, writers=self._tree.writers)
+                    move_over(src_fd, src_name, dst_fd, dst_name, dst, moved=info, writers=self._tree.writers)
                 elif not renameat_noreplace(src_fd, src_name, dst_fd, dst_name):
                     self._check_absent(dst_fd, dst_name, dst)
                     os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
