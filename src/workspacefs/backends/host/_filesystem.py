@@ -12,6 +12,9 @@ Writes are atomic: a temporary file in the target's directory, ``fsync``, then `
 ``link`` for ``mode="create"``, which cannot replace a file that appeared meanwhile). The temporary file
 is anonymous (``O_TMPFILE``) where the kernel allows, so a killed writer leaves nothing in the workspace;
 elsewhere its name records its writer, and the next open removes the names of dead writers (``_temps.py``).
+A file moved over another is linked to such a name and exchanged with the target, so a killed move leaves each
+name its old content or the moved file (``_tree.move_over``); a directory moved with ``overwrite=True`` replaces
+the target's tree by removing it first, so a crash there leaves that name empty or its tree partly removed.
 """
 
 from __future__ import annotations

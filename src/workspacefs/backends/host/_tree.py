@@ -187,10 +187,12 @@ def _drop_source(src_fd: int, src: str, dst_fd: int, temp: str, moved: os.stat_r
     old file there, if any), then looked at; a file another writer gave the name since is put back, never removed."""
     try:
         os.rename(src, temp, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
-    except OSError:  # the name went, or holds a directory now: not ours to remove
+    except OSError as exc:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp, dir_fd=dst_fd)
-        return
+            os.unlink(temp, dir_fd=dst_fd)  # the target's old file, if there
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR):
+            return  # the name went, or holds a directory now: not ours to remove
+        raise
     now = os.stat(temp, dir_fd=dst_fd, follow_symlinks=False)
     if (now.st_ino, now.st_dev) != (moved.st_ino, moved.st_dev):
         try:
