@@ -149,9 +149,19 @@ def to_link(target: Path) -> None:
     target.symlink_to(target.parent.parent / "outside.txt")
 
 
+def to_directory(target: Path) -> None:
+    target.unlink()
+    target.mkdir()
+
+
 @pytest.mark.parametrize("history", [False, True])
 @pytest.mark.parametrize(
-    ("swap", "kind", "refusal"), [(to_fifo, stat.S_ISFIFO, SpecialFileError), (to_link, stat.S_ISLNK, OSError)]
+    ("swap", "kind", "refusal"),
+    [
+        (to_fifo, stat.S_ISFIFO, SpecialFileError),
+        (to_link, stat.S_ISLNK, OSError),
+        (to_directory, stat.S_ISDIR, IsADirectoryError),
+    ],
 )
 def test_a_move_over_a_file_never_replaces_what_was_swapped_in_after_its_look(
     tmp_path: Path, history: bool, swap: Any, kind: Any, refusal: type[Exception]
@@ -172,6 +182,7 @@ def test_a_move_over_a_file_never_replaces_what_was_swapped_in_after_its_look(
     assert getattr(raised.value, "filename", None) == "b.txt"
     assert kind(os.lstat(target).st_mode)  # still what the other process put there
     assert (inside / "a.txt").read_text() == "mine"
+    assert os.lstat(inside / "a.txt").st_nlink == 1  # no second name of the source left anywhere
     assert sorted(os.listdir(inside)) == ["a.txt", "b.txt"]
     assert (tmp_path / "outside.txt").read_text() == "secret"
     if history:
@@ -247,20 +258,21 @@ def test_a_file_written_at_the_source_right_after_the_exchange_is_never_removed(
 def test_a_move_whose_exchange_back_finds_a_name_gone_stands_instead_of_refusing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, history: bool
 ) -> None:
-    """A directory took the target's name after the look; the exchange put it at the source's name, and another
-    process removed it from there before the exchange back. The move had happened (the source at the target,
-    nothing of theirs replaced), yet it was refused: the caller told a.txt stayed, the history without it."""
+    """A directory took the target's name after the look; the exchange took it out (to the source's name, or to a
+    temporary name of the move's), and another process removed it from there before the exchange back. The move
+    had happened (the source at the target, nothing of theirs replaced), yet it was refused: the caller told a.txt
+    stayed, the history without it."""
     fs = HostFilesystem(tmp_path, history=history)
     fs.write("a.txt", "mine")
     fs.write("b.txt", "theirs")
     target = tmp_path / "b.txt"
 
-    def to_directory() -> None:
-        target.unlink()
-        target.mkdir()
+    def remove_what_was_taken_out() -> None:
+        [taken] = [entry for entry in tmp_path.iterdir() if entry.is_dir()]
+        taken.rmdir()
 
-    swapping_before_the_rename(fs, to_directory)
-    ran = after_the_exchange(monkeypatch, (tmp_path / "a.txt").rmdir, before_next=True)
+    swapping_before_the_rename(fs, lambda: to_directory(target))
+    ran = after_the_exchange(monkeypatch, remove_what_was_taken_out, before_next=True)
     fs.move("a.txt", "b.txt", overwrite=True)
     assert ran == [1, 2]
     assert target.read_text() == "mine"

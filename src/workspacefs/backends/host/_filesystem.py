@@ -12,6 +12,9 @@ Writes are atomic: a temporary file in the target's directory, ``fsync``, then `
 ``link`` for ``mode="create"``, which cannot replace a file that appeared meanwhile). The temporary file
 is anonymous (``O_TMPFILE``) where the kernel allows, so a killed writer leaves nothing in the workspace;
 elsewhere its name records its writer, and the next open removes the names of dead writers (``_temps.py``).
+A file moved over another is linked to such a name and exchanged with the target, so a killed move leaves each
+name its old content or the moved file (``_tree.move_over``); a directory moved with ``overwrite=True`` replaces
+the target's tree by removing it first, so a crash there leaves that name empty or its tree partly removed.
 """
 
 from __future__ import annotations
@@ -388,7 +391,7 @@ class HostFilesystem(HostHistoryMixin):
                 raise SpecialFileError(src)
             try:
                 if replace:  # an exchange, looked at after: what was swapped in since the look is never replaced
-                    move_over(src_fd, src_name, dst_fd, dst_name, dst, writers=self._tree.writers)
+                    move_over(src_fd, src_name, dst_fd, dst_name, dst, moved=info, writers=self._tree.writers)
                 elif not renameat_noreplace(src_fd, src_name, dst_fd, dst_name):
                     self._check_absent(dst_fd, dst_name, dst)
                     os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)

@@ -89,10 +89,123 @@ def refuse_unless_file(info: os.stat_result, path: str) -> None:
     raise SpecialFileError(path)
 
 
-def move_over(src_fd: int, src: str, dst_fd: int, dst: str, path: str, *, writers: WriterRegistry) -> None:
-    """Move ``src`` over the file ``dst`` (``path``: its workspace path, for errors) by an exchange, and look at
-    what it took out: a regular file is removed (what a rename over it does); a FIFO, socket, device, directory
-    or link another process put there after the caller's look is exchanged back and refused, never replaced.
+def move_over(
+    src_fd: int, src: str, dst_fd: int, dst: str, path: str, *, moved: os.stat_result, writers: WriterRegistry
+) -> None:
+    """Move ``src`` (``moved``: its ``lstat`` at the caller's look) over the file ``dst`` (``path``: its workspace
+    path, for errors), never replacing a FIFO, socket, device, directory or link put there after the caller's look
+    (it is refused, and stays), and so that a crash at any instant leaves each visible name its old content or its
+    new one: a regular file is first linked to a temporary name of ours beside the target, which is exchanged with
+    the target (:func:`_move_linked`). Where it cannot be linked (a directory swapped in at the source since the
+    look, a filesystem without hard links, a file of another user under ``protected_hardlinks``) the source itself
+    is exchanged (:func:`_move_exchanged`), whose crash window shows the target's old file at the source's name.
+    A directory move with ``overwrite`` never comes here: the target's tree is removed, then the source renamed
+    without replacing, so a crash between them leaves the target's name empty (or its tree partly removed)."""
+    if stat.S_ISREG(moved.st_mode):
+        try:
+            temp, _ = writers.reserve(functools.partial(_link_aside, src_fd, src, dst_fd))
+        except OSError:
+            pass  # cannot be linked: the exchange of the source itself (which raises what a rename would)
+        else:
+            try:
+                _move_linked(src_fd, src, dst_fd, dst, path=path, temp=temp, moved=moved)
+            finally:
+                release_name()
+            return
+    _move_exchanged(src_fd, src, dst_fd, dst, path, writers=writers)
+
+
+def _link_aside(src_fd: int, src: str, dst_fd: int, temp: str) -> None:
+    """Give the source's file the temporary name ``temp`` beside the target too (``FileExistsError``: taken)."""
+    os.link(src, temp, src_dir_fd=src_fd, dst_dir_fd=dst_fd, follow_symlinks=False)
+
+
+def _move_linked(src_fd: int, src: str, dst_fd: int, dst: str, *, path: str, temp: str, moved: os.stat_result) -> None:
+    """Exchange ``temp`` (a second name of the source's file) with the target, then settle: the target's old regular
+    file (now at ``temp``) goes with the source's name (:func:`_drop_source`); anything else is exchanged back and
+    refused, the source untouched. ``temp`` never holds a name of ours at the end. At every instant each visible
+    name holds what it held or the moved file (both names, at worst), so a crash never mixes them."""
+    try:
+        exchanged = _exchange_in(dst_fd, dst, temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=dst_fd)  # still the source's second name: nothing was exchanged
+        raise
+    if exchanged is None:  # the system cannot exchange: a plain rename of the source, as before
+        os.unlink(temp, dir_fd=dst_fd)
+        os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+        return
+    if not exchanged:  # the target had gone: ``temp`` took its name without replacing
+        _drop_source(src_fd, src, dst_fd, temp, moved)
+        return
+    try:
+        old: os.stat_result | None = os.stat(temp, dir_fd=dst_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        old = None
+    if old is not None and (old.st_ino, old.st_dev) == (moved.st_ino, moved.st_dev):
+        os.unlink(temp, dir_fd=dst_fd)  # the target was another name of the source's file, which a rename keeps
+    elif old is not None and not stat.S_ISREG(old.st_mode):
+        if renameat_exchange(dst_fd, temp, dst):  # put it back; the source never moved
+            os.unlink(temp, dir_fd=dst_fd)  # the source's second name
+            refuse_unless_file(old, path)
+        if _put_back(dst_fd, temp, dst, path):  # the moved file went from the target: theirs goes back there
+            refuse_unless_file(old, path)
+        # else what was taken out went since: the move stands, as made
+    _drop_source(src_fd, src, dst_fd, temp, moved)
+
+
+def _exchange_in(dst_fd: int, dst: str, temp: str, path: str) -> bool | None:
+    """Exchange ``temp`` with the target: ``True`` done; ``False``: the target had gone, and ``temp`` took its name
+    without replacing; ``None`` where the system cannot exchange."""
+    for _ in range(_EXCHANGES):
+        exchanged = renameat_exchange(dst_fd, temp, dst)
+        if exchanged is not False:
+            return exchanged
+        try:  # the target went (``temp`` is ours): take its name without replacing
+            if renameat_noreplace(dst_fd, temp, dst_fd, dst):
+                return False
+        except FileExistsError:
+            continue  # something came back at the target meanwhile: exchange again
+    raise ConcurrentChangeError(path, "The target kept being replaced and removed while it was moved over")
+
+
+def _put_back(dst_fd: int, temp: str, dst: str, path: str) -> bool:
+    """Give what an exchange took out of the target (at ``temp``) the target's name again, which went since:
+    ``False`` if it went from ``temp`` too. Never replaces: a new entry at the target leaves it hidden at ``temp``."""
+    try:
+        if renameat_noreplace(dst_fd, temp, dst_fd, dst):
+            return True
+    except FileNotFoundError:
+        return False
+    except FileExistsError:
+        pass
+    raise ConcurrentChangeError(path, "The target kept being replaced and removed while it was moved over")
+
+
+def _drop_source(src_fd: int, src: str, dst_fd: int, temp: str, moved: os.stat_result) -> None:
+    """Remove the source's name if it still holds the moved file: renamed over ``temp`` (which removes the target's
+    old file there, if any), then looked at; a file another writer gave the name since is put back, never removed."""
+    try:
+        os.rename(src, temp, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=dst_fd)  # the target's old file, if there
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR):
+            return  # the name went, or holds a directory now: not ours to remove
+        raise
+    now = os.stat(temp, dir_fd=dst_fd, follow_symlinks=False)
+    if (now.st_ino, now.st_dev) != (moved.st_ino, moved.st_dev):
+        try:
+            if renameat_noreplace(dst_fd, temp, src_fd, src):
+                return
+        except FileExistsError:
+            pass  # and replaced again since: the newer one stands, as if it had replaced this one
+    os.unlink(temp, dir_fd=dst_fd)
+
+
+def _move_exchanged(src_fd: int, src: str, dst_fd: int, dst: str, path: str, *, writers: WriterRegistry) -> None:
+    """Move ``src`` over ``dst`` by exchanging the two, and look at what it took out (now at the source's name, until
+    removed): a regular file is removed; a FIFO, socket, device, directory or link is exchanged back and refused.
     Where the name went meanwhile, a rename that never replaces; where the system cannot exchange, a rename."""
     try:
         before: os.stat_result | None = os.stat(dst, dir_fd=dst_fd, follow_symlinks=False)
