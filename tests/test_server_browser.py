@@ -476,6 +476,22 @@ def test_hidden_and_bidirectional_characters_are_shown_not_obeyed(ws: Workspace)
     assert answers[-1].status_code == 403
 
 
+def test_a_file_full_of_hidden_characters_shows_its_own_lines(ws: Workspace) -> None:
+    """20,000 lines of four hidden characters each: the page once passed every piece of the text to one call, which
+    takes fewer arguments (RangeError), and kept showing the file opened before under this one's name."""
+    ws.put_file("/plain.txt", "nothing hidden\n")
+    ws.put_file("/hidden.txt", "".join(f"line {i} a\u200bb\u202ec\u2066d\u200de\n" for i in range(20_000)))
+    ws.open("/plain.txt")
+    expect(ws.page.get_by_test_id("content")).to_have_text("nothing hidden")
+    ws.open("/")
+    ws.entry("hidden.txt").click()
+    expect(ws.page.get_by_test_id("file-name")).to_have_text("/hidden.txt")
+    last = f"line 19999 a{marked('200B')}b{marked('202E')}c{marked('2066')}d{marked('200D')}e"
+    expect(ws.page.get_by_test_id("content")).to_contain_text(last, timeout=60_000)
+    expect(ws.page.get_by_test_id("content").get_by_test_id("hidden-char")).to_have_count(80_000)
+    expect(ws.page.get_by_test_id("status")).to_be_hidden()
+
+
 def test_back_and_forward_move_between_folders_and_files(ws: Workspace) -> None:
     ws.put_file("/src/app/main.py", "print(1)\n")
     ws.put_file("/README.md", "# Demo\n")

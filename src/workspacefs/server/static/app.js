@@ -102,9 +102,14 @@
       node.textContent = parts[0];
       return;
     }
-    node.replaceChildren(...parts.map((part, i) => (i % 2
-      ? el("span", { text: marker(part), cls: "hidden-char", attrs: { "data-testid": "hidden-char" } })
-      : document.createTextNode(part))));
+    // gathered in a fragment, not spread into one call: a file's 100,000 markers are more arguments than a call
+    // takes (RangeError, and the page kept showing the previous file under the new one's name)
+    const fragment = document.createDocumentFragment();
+    parts.forEach((part, i) => {
+      if (i % 2) fragment.append(el("span", { text: marker(part), cls: "hidden-char", attrs: { "data-testid": "hidden-char" } }));
+      else if (part) fragment.append(part);
+    });
+    node.replaceChildren(fragment);
   }
 
   function el(tag, { text, cls, attrs = {}, on = {} } = {}, children = []) {
