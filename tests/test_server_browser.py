@@ -476,6 +476,20 @@ def test_hidden_and_bidirectional_characters_are_shown_not_obeyed(ws: Workspace)
     assert answers[-1].status_code == 403
 
 
+def test_joiners_that_change_what_shows_are_kept(ws: Workspace) -> None:
+    """A zero-width joiner or non-joiner is marked where it shows nothing (between Latin letters, after an alef), but
+    not where writing needs it and it changes the picture: an emoji sequence (a family), a Persian word (U+200C in
+    everyday spelling), an Indic conjunct after a virama. Each of these was a box before."""
+    kept = "family \U0001f468\u200d\U0001f469\u200d\U0001f467 \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \u0915\u094d\u200d\u0937"
+    ws.put_file("/joiners.txt", f"{kept}\nc\u200di \u0627\u200c\u0628\n")
+    ws.open("/")
+    ws.entry("joiners.txt").click()
+    expect(ws.page.get_by_test_id("content")).to_contain_text(kept)
+    expect(ws.page.get_by_test_id("content").get_by_test_id("hidden-char")).to_have_text(
+        [marked("200D"), marked("200C")]
+    )
+
+
 def test_a_file_full_of_hidden_characters_shows_its_own_lines(ws: Workspace) -> None:
     """20,000 lines of four hidden characters each: the page once passed every piece of the text to one call, which
     takes fewer arguments (RangeError), and kept showing the file opened before under this one's name."""
