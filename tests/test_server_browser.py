@@ -454,6 +454,7 @@ def test_hidden_and_bidirectional_characters_are_shown_not_obeyed(ws: Workspace)
     ws.expect_entries([shown, f"ci{marked('200B')}.yml"])  # by the stored names: U+200B sorts before U+2039
     expect(ws.entry(shown).get_by_test_id("hidden-char")).to_have_text([marked("200B"), marked("E0041")])
     expect(ws.page.get_by_test_id("entry").nth(1).get_by_test_id("hidden-char")).to_have_count(0)
+    expect(ws.page.get_by_test_id("delete-entry").first).to_have_attribute("aria-label", f"Delete {shown}")  # heard
     ws.entry(shown).click()
     expect(ws.page.get_by_test_id("file-name")).to_have_text(f"/{shown}")
     expect(ws.page.get_by_test_id("content")).to_have_text(f"deploy: true {marked('202E')}# off")

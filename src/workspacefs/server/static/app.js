@@ -124,11 +124,14 @@
     node.replaceChildren(fragment);
   }
 
+  // Attributes a person reads (a tooltip) or hears (a screen reader's name for a button): markers, as the text.
+  const SHOWN_ATTRIBUTES = new Set(["title", "aria-label"]);
+
   function el(tag, { text, cls, attrs = {}, on = {} } = {}, children = []) {
     const node = document.createElement(tag);
     if (text !== undefined) setText(node, text);
     if (cls) node.className = cls;
-    for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, name === "title" ? visible(value) : value);
+    for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, SHOWN_ATTRIBUTES.has(name) ? visible(value) : value);
     for (const [name, handler] of Object.entries(on)) node.addEventListener(name, handler);
     for (const child of children) node.append(child);
     return node;
