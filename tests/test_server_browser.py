@@ -454,6 +454,7 @@ def test_hidden_and_bidirectional_characters_are_shown_not_obeyed(ws: Workspace)
     ws.expect_entries([shown, f"ci{marked('200B')}.yml"])  # by the stored names: U+200B sorts before U+2039
     expect(ws.entry(shown).get_by_test_id("hidden-char")).to_have_text([marked("200B"), marked("E0041")])
     expect(ws.page.get_by_test_id("entry").nth(1).get_by_test_id("hidden-char")).to_have_count(0)
+    expect(ws.page.get_by_test_id("delete-entry").first).to_have_attribute("aria-label", f"Delete {shown}")  # heard
     ws.entry(shown).click()
     expect(ws.page.get_by_test_id("file-name")).to_have_text(f"/{shown}")
     expect(ws.page.get_by_test_id("content")).to_have_text(f"deploy: true {marked('202E')}# off")
@@ -474,6 +475,36 @@ def test_hidden_and_bidirectional_characters_are_shown_not_obeyed(ws: Workspace)
     ws.page.get_by_test_id("approval-deny").click()
     writing.join(30)
     assert answers[-1].status_code == 403
+
+
+def test_joiners_that_change_what_shows_are_kept(ws: Workspace) -> None:
+    """A zero-width joiner or non-joiner is marked where it shows nothing (between Latin letters, after an alef), but
+    not where writing needs it and it changes the picture: an emoji sequence (a family), a Persian word (U+200C in
+    everyday spelling), an Indic conjunct after a virama. Each of these was a box before."""
+    kept = "family \U0001f468\u200d\U0001f469\u200d\U0001f467 \u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 \u0915\u094d\u200d\u0937"
+    ws.put_file("/joiners.txt", f"{kept}\nc\u200di \u0627\u200c\u0628\n")
+    ws.open("/")
+    ws.entry("joiners.txt").click()
+    expect(ws.page.get_by_test_id("content")).to_contain_text(kept)
+    expect(ws.page.get_by_test_id("content").get_by_test_id("hidden-char")).to_have_text(
+        [marked("200D"), marked("200C")]
+    )
+
+
+def test_a_file_full_of_hidden_characters_shows_its_own_lines(ws: Workspace) -> None:
+    """20,000 lines of four hidden characters each: the page once passed every piece of the text to one call, which
+    takes fewer arguments (RangeError), and kept showing the file opened before under this one's name."""
+    ws.put_file("/plain.txt", "nothing hidden\n")
+    ws.put_file("/hidden.txt", "".join(f"line {i} a\u200bb\u202ec\u2066d\u200de\n" for i in range(20_000)))
+    ws.open("/plain.txt")
+    expect(ws.page.get_by_test_id("content")).to_have_text("nothing hidden")
+    ws.open("/")
+    ws.entry("hidden.txt").click()
+    expect(ws.page.get_by_test_id("file-name")).to_have_text("/hidden.txt")
+    last = f"line 19999 a{marked('200B')}b{marked('202E')}c{marked('2066')}d{marked('200D')}e"
+    expect(ws.page.get_by_test_id("content")).to_contain_text(last, timeout=60_000)
+    expect(ws.page.get_by_test_id("content").get_by_test_id("hidden-char")).to_have_count(80_000)
+    expect(ws.page.get_by_test_id("status")).to_be_hidden()
 
 
 def test_back_and_forward_move_between_folders_and_files(ws: Workspace) -> None:

@@ -277,3 +277,27 @@ def test_a_constraint_no_race_breaks_fails_a_new_session_in_the_catalog(store: S
     with pytest.raises(FileExistsError):
         catalog.create("agent", "kept")  # a session that exists still says so
     assert catalog.create("agent", "other").session_id == "other"
+
+
+def test_a_session_deleted_under_a_new_one_in_the_catalog_is_looked_at_again(postgres: SqlStore) -> None:
+    """A concurrent request that made the same session (``ensure_session`` then finds its row and inserts none) and a
+    delete of it between that and the owner's row: the owner's foreign key refuses, a race like a taken key. Made here
+    by a trigger that deletes the session under the first owner row only (a sequence: not undone by the rollback)."""
+    from workspacefs.server.catalog import SessionCatalog
+
+    catalog = SessionCatalog(postgres)
+    run_sql(
+        postgres,
+        (
+            "CREATE SEQUENCE wsfs_test_gone",
+            "CREATE FUNCTION wsfs_test_gone() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF NEW.public_id = 'raced' AND nextval('wsfs_test_gone') = 1 THEN"
+            " DELETE FROM wsfs_sessions WHERE id = NEW.session_id; END IF; RETURN NEW; END $$",
+            "CREATE TRIGGER wsfs_test_gone BEFORE INSERT ON wsfs_session_owners FOR EACH ROW"
+            " EXECUTE FUNCTION wsfs_test_gone()",
+        ),
+    )
+    assert catalog.create("agent", "raced").session_id == "raced"
+    assert catalog.get("agent", "raced") is not None
+    with postgres.engine.connect() as connection:
+        assert connection.exec_driver_sql("SELECT last_value FROM wsfs_test_gone").scalar() == 2  # looked at again

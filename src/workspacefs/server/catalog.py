@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from workspacefs.backends.sql import SqlStore, key_taken, refused
+from workspacefs.backends.sql import SqlStore, foreign_key_failed, key_taken, refused
 from workspacefs.server._tables import migrate_service, session_owners, storage_files, storage_sessions
 
 __all__ = ["DEFAULT_AGENT", "CatalogEntry", "SessionCatalog", "storage_id_for"]
@@ -145,9 +145,11 @@ class SessionCatalog:
                         )
                     )
             except IntegrityError as exc:
-                if not key_taken(exc):  # a NOT NULL, a CHECK, a trigger: running again would fail the same way
+                # a concurrent request took the id or the storage row, or made the session and another deleted it
+                # before the owner's row (its foreign key): look again. Anything else fails the same way every time
+                if not key_taken(exc) and not foreign_key_failed(exc):
                     raise refused(exc, session_id) from exc
-                continue  # a concurrent request took the id or the storage row: look again
+                continue
             found = self.get(agent_id, session_id)
             assert found is not None
             return found

@@ -3,7 +3,7 @@ PostgreSQL). ``_store.py`` owns the database and the deduplicated content, ``_sc
 ``_filesystem.py`` one session's files, ``migrations/`` the schema's history (Alembic)."""
 
 from workspacefs.backends.sql._filesystem import SqlFilesystem
-from workspacefs.backends.sql._reach import key_taken, refused
+from workspacefs.backends.sql._reach import foreign_key_failed, key_taken, refused
 from workspacefs.backends.sql._store import (
     SessionInfo,
     SqlStore,
@@ -20,6 +20,7 @@ __all__ = [
     "SqlStore",
     "default_database",
     "engine_url",
+    "foreign_key_failed",
     "hold_schema_lock",
     "key_taken",
     "migrate",

@@ -319,8 +319,7 @@ class Driver:
         turnaround = statement.turnaround
         budget = turnaround.budget(running)
         sent = time.perf_counter_ns()
-        if budget:
-            poll(pgconn, sent + budget)
+        ran_out = bool(budget) and not poll(pgconn, sent + budget)
         try:
             result = _result(connection, connection.wait(_exchange(pgconn)))
         except _NOT_PREPARED:  # a DEALLOCATE ALL (psycopg's, after a ROLLBACK it ran) dropped it: nothing ran
@@ -328,7 +327,7 @@ class Driver:
             _result(connection, connection.wait(_exchange(pgconn)))
             pgconn.send_query_prepared(name, values, formats, statement.binary)
             result = _result(connection, connection.wait(_exchange(pgconn)))
-        turnaround.observe(time.perf_counter_ns() - sent)
+        turnaround.observe(time.perf_counter_ns() - sent, ran_out=ran_out)
         if not result.ntuples:
             return None
         transformer.set_pgresult(result)

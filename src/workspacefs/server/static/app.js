@@ -85,10 +85,22 @@
   // "ci\u200B.yml" reads as "ci.yml"), and Unicode tags (text a model can read and a person cannot). Every name,
   // path and line the page shows gets each as a marked ‹U+200B› (a box, so a name that spells the marker out
   // differs), so what a person reads, and approves, is what is stored; links and the editor keep the real text.
-  const HIDDEN = "\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B-\u200F\u202A-\u202E\u2060-\u206F" +
-    "\u3164\uFEFF\uFFA0\uFFF9-\uFFFB\u{1D173}-\u{1D17A}\u{E0000}-\u{E007F}";
-  const HIDDEN_CHARACTER = new RegExp(`[${HIDDEN}]`, "gu");
-  const HIDDEN_SPLIT = new RegExp(`([${HIDDEN}])`, "u");
+  const HIDDEN = "\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B\u200E\u200F\u202A-\u202E" +
+    "\u2060-\u206F\u3164\uFEFF\uFFA0\uFFF9-\uFFFB\u{1D173}-\u{1D17A}\u{E0000}-\u{E007F}";
+  // The zero-width non-joiner and joiner (U+200C, U+200D) too, except where they change what shows (as IDNA's
+  // CONTEXTJ rule, RFC 5892, and emoji): a non-joiner after an Arabic-script letter that joins the next one (Persian
+  // writes it in everyday words: می‌خواهم), either after an Indic virama (a conjunct's form), and a joiner between two
+  // pictographs (a family, a rainbow flag is one picture). Between Latin letters, after an alef, they show nothing.
+  const RIGHT_JOINING = "\\u0622-\\u0625\\u0627\\u0629\\u062F-\\u0632\\u0648\\u0671-\\u0673\\u0675-\\u0677" +
+    "\\u0688-\\u0699\\u06C0\\u06C3-\\u06CB\\u06CD\\u06CF\\u06D2\\u06D3\\u06D5\\u06EE\\u06EF";
+  const VIRAMA = "\\u094D\\u09CD\\u0A4D\\u0ACD\\u0B4D\\u0BCD\\u0C4D\\u0CCD\\u0D4D\\u0DCA";
+  const SHOWN_JOINER = `(?<=(?![${RIGHT_JOINING}\\u0621])(?=\\p{L})\\p{Script=Arabic}\\p{M}*)\\u200C` +
+    "(?=(?!\\u0621)(?=\\p{L})\\p{Script=Arabic})" +
+    `|(?<=[${VIRAMA}])[\\u200C\\u200D](?=\\p{L})` +
+    "|(?<=\\p{Extended_Pictographic}[\\u{FE0F}\\u{1F3FB}-\\u{1F3FF}]?)\\u200D(?=\\p{Extended_Pictographic})";
+  const JOINER = `(?!${SHOWN_JOINER})[\\u200C\\u200D]`;
+  const HIDDEN_CHARACTER = new RegExp(`[${HIDDEN}]|${JOINER}`, "gu");
+  const HIDDEN_SPLIT = new RegExp(`([${HIDDEN}]|${JOINER})`, "u");
 
   function marker(c) { return `‹U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")}›`; }
 
@@ -102,16 +114,24 @@
       node.textContent = parts[0];
       return;
     }
-    node.replaceChildren(...parts.map((part, i) => (i % 2
-      ? el("span", { text: marker(part), cls: "hidden-char", attrs: { "data-testid": "hidden-char" } })
-      : document.createTextNode(part))));
+    // gathered in a fragment, not spread into one call: a file's 100,000 markers are more arguments than a call
+    // takes (RangeError, and the page kept showing the previous file under the new one's name)
+    const fragment = document.createDocumentFragment();
+    parts.forEach((part, i) => {
+      if (i % 2) fragment.append(el("span", { text: marker(part), cls: "hidden-char", attrs: { "data-testid": "hidden-char" } }));
+      else if (part) fragment.append(part);
+    });
+    node.replaceChildren(fragment);
   }
+
+  // Attributes a person reads (a tooltip) or hears (a screen reader's name for a button): markers, as the text.
+  const SHOWN_ATTRIBUTES = new Set(["title", "aria-label"]);
 
   function el(tag, { text, cls, attrs = {}, on = {} } = {}, children = []) {
     const node = document.createElement(tag);
     if (text !== undefined) setText(node, text);
     if (cls) node.className = cls;
-    for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, name === "title" ? visible(value) : value);
+    for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, SHOWN_ATTRIBUTES.has(name) ? visible(value) : value);
     for (const [name, handler] of Object.entries(on)) node.addEventListener(name, handler);
     for (const child of children) node.append(child);
     return node;
