@@ -220,6 +220,23 @@ def test_a_directory_move_settled_after_its_copies_records_only_the_deletes_anew
     assert sorted(e.path for e in writer.walk() if e.is_file) == ["e/a.txt", "e/sub/b.txt"]
 
 
+def settle_after(writer: ObjectStoreFilesystem, reader: ObjectStoreFilesystem, first: str) -> None:
+    """Make ``writer``'s next move copy ``first`` first, have ``reader`` settle the move (by reading the history)
+    right after that copy, and hold every other copy until then (the copies run in threads)."""
+    copy, read = writer._copy_object, threading.Event()
+
+    def copy_in_order(info: Any, path: str) -> None:
+        if path != first:
+            assert read.wait(60)
+            copy(info, path)
+            return
+        copy(info, path)
+        reader.history(limit=None)
+        read.set()
+
+    writer._copy_object = copy_in_order  # type: ignore[method-assign]
+
+
 def test_a_directory_move_settled_part_way_records_the_rest_of_it(bucket: S3Server) -> None:
     """Settled with one file copied and the other not yet: the rest is that file's move (and its directory),
     the copied file's delete and the source directories' removal; nothing is named twice."""
@@ -228,18 +245,7 @@ def test_a_directory_move_settled_part_way_records_the_rest_of_it(bucket: S3Serv
     writer.write("d/a.txt", "one")
     writer.write("d/sub/b.txt", "two")
     one, two = content_id_of(b"one"), content_id_of(b"two")
-    copy, read = writer._copy_object, threading.Event()
-
-    def copy_in_order(info: Any, path: str) -> None:
-        if path != "e/a.txt":  # e/sub/ (d/sub's marker) and e/sub/b.txt: after the reader settled
-            assert read.wait(60)  # (the copies run in threads: a.txt's is never behind these)
-            copy(info, path)
-            return
-        copy(info, path)
-        reader.history(limit=None)
-        read.set()
-
-    writer._copy_object = copy_in_order  # type: ignore[method-assign]
+    settle_after(writer, reader, "e/a.txt")  # then e/sub/ (d/sub's marker) and e/sub/b.txt
     writer.move("d", "e")
     newest, settled, *_ = writer.history(limit=None)
     assert changes_of(settled) == [("e", None, DIRECTORY, None), ("e/a.txt", None, one, None)]
@@ -264,18 +270,7 @@ def test_a_directory_move_settled_part_way_records_its_empty_directories_too(buc
     writer.mkdir("d/empty")
     writer.mkdir("d/sub/deeper")
     before = sorted((e.path, e.is_directory) for e in writer.walk())
-    copy, read = writer._copy_object, threading.Event()
-
-    def copy_in_order(info: Any, path: str) -> None:
-        if path != "e/empty/":  # the file and the other markers: after the reader settled
-            assert read.wait(60)
-            copy(info, path)
-            return
-        copy(info, path)
-        reader.history(limit=None)
-        read.set()
-
-    writer._copy_object = copy_in_order  # type: ignore[method-assign]
+    settle_after(writer, reader, "e/empty/")  # then the file and the other markers
     writer.move("d", "e")
     newest, settled, *_ = writer.history(limit=None)
     assert changes_of(settled) == [("e", None, DIRECTORY, None), ("e/empty", None, DIRECTORY, None)]
@@ -325,18 +320,7 @@ def test_a_directory_move_settled_after_a_file_s_copy_can_be_undone_whole(bucket
     writer.mkdir("d/empty")
     writer.mkdir("d/sub/deeper")
     before = sorted((e.path, e.is_directory) for e in writer.walk())
-    copy, read = writer._copy_object, threading.Event()
-
-    def copy_in_order(info: Any, path: str) -> None:
-        if path != "e/a.txt":  # the markers: after the reader settled
-            assert read.wait(60)
-            copy(info, path)
-            return
-        copy(info, path)
-        reader.history(limit=None)
-        read.set()
-
-    writer._copy_object = copy_in_order  # type: ignore[method-assign]
+    settle_after(writer, reader, "e/a.txt")  # then the markers
     writer.move("d", "e")
     newest, settled, *_ = writer.history(limit=None)
     assert changes_of(settled) == [("e", None, DIRECTORY, None), ("e/a.txt", None, content_id_of(b"one"), None)]
