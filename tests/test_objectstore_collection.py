@@ -220,6 +220,18 @@ def test_a_directory_move_settled_after_its_copies_records_only_the_deletes_anew
     assert sorted(e.path for e in writer.walk() if e.is_file) == ["e/a.txt", "e/sub/b.txt"]
 
 
+def tree_with_empty_directories(
+    bucket: S3Server,
+) -> tuple[ObjectStoreFilesystem, ObjectStoreFilesystem, list[tuple[str, bool]]]:
+    """A writer and a reader (that settles at once) of ``d/a.txt``, ``d/empty`` and ``d/sub/deeper``, and the tree."""
+    writer, reader, _ = two_processes(bucket)
+    reader.journal_grace = timedelta(0)
+    writer.write("d/a.txt", "one")
+    writer.mkdir("d/empty")
+    writer.mkdir("d/sub/deeper")
+    return writer, reader, sorted((e.path, e.is_directory) for e in writer.walk())
+
+
 def settle_after(writer: ObjectStoreFilesystem, reader: ObjectStoreFilesystem, first: str) -> None:
     """Make ``writer``'s next move copy ``first`` first, have ``reader`` settle the move (by reading the history)
     right after that copy, and hold every other copy until then (the copies run in threads)."""
@@ -264,12 +276,7 @@ def test_a_directory_move_settled_part_way_records_its_empty_directories_too(buc
     empty directory's copy made), the rest recorded only the directories above the files it moved: the empty
     source directories' removal and their copies' making were left out, so undoing the rest did not make them
     again (and undoing the settled part could not remove the copies)."""
-    writer, reader, _ = two_processes(bucket)
-    reader.journal_grace = timedelta(0)
-    writer.write("d/a.txt", "one")
-    writer.mkdir("d/empty")
-    writer.mkdir("d/sub/deeper")
-    before = sorted((e.path, e.is_directory) for e in writer.walk())
+    writer, reader, before = tree_with_empty_directories(bucket)
     settle_after(writer, reader, "e/empty/")  # then the file and the other markers
     writer.move("d", "e")
     newest, settled, *_ = writer.history(limit=None)
@@ -314,12 +321,7 @@ def test_the_deletes_a_slow_move_records_anew_can_be_undone(bucket: S3Server) ->
 def test_a_directory_move_settled_after_a_file_s_copy_can_be_undone_whole(bucket: S3Server) -> None:
     """The same for a directory settled with a file copied and the empty directories not yet: undoing the rest and
     then the settled part gives back the tree, empty directories included."""
-    writer, reader, _ = two_processes(bucket)
-    reader.journal_grace = timedelta(0)
-    writer.write("d/a.txt", "one")
-    writer.mkdir("d/empty")
-    writer.mkdir("d/sub/deeper")
-    before = sorted((e.path, e.is_directory) for e in writer.walk())
+    writer, reader, before = tree_with_empty_directories(bucket)
     settle_after(writer, reader, "e/a.txt")  # then the markers
     writer.move("d", "e")
     newest, settled, *_ = writer.history(limit=None)

@@ -193,14 +193,7 @@ def _drop_source(src_fd: int, src: str, dst_fd: int, temp: str, moved: os.stat_r
         if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR):
             return  # the name went, or holds a directory now: not ours to remove
         raise
-    now = os.stat(temp, dir_fd=dst_fd, follow_symlinks=False)
-    if (now.st_ino, now.st_dev) != (moved.st_ino, moved.st_dev):
-        try:
-            if renameat_noreplace(dst_fd, temp, src_fd, src):
-                return
-        except FileExistsError:
-            pass  # and replaced again since: the newer one stands, as if it had replaced this one
-    os.unlink(temp, dir_fd=dst_fd)
+    _unlink_if_taken(dst_fd, temp, src_fd, src, moved)
 
 
 def _move_exchanged(src_fd: int, src: str, dst_fd: int, dst: str, path: str, *, writers: WriterRegistry) -> None:
@@ -255,16 +248,21 @@ def _remove_taken_out(dir_fd: int, name: str, before: os.stat_result | None, wri
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=dir_fd)
             return
-        now = os.stat(temp, dir_fd=dir_fd, follow_symlinks=False)
-        if before is None or (now.st_ino, now.st_dev) != (before.st_ino, before.st_dev):
-            try:  # not what the target held: another writer's file at the source's name since; it stays
-                if renameat_noreplace(dir_fd, temp, dir_fd, name):
-                    return
-            except FileExistsError:
-                pass  # and replaced again since: the newer one stands, as if it had replaced this one
-        os.unlink(temp, dir_fd=dir_fd)
+        _unlink_if_taken(dir_fd, temp, dir_fd, name, before)
     finally:
         release_name()
+
+
+def _unlink_if_taken(temp_fd: int, temp: str, name_fd: int, name: str, expected: os.stat_result | None) -> None:
+    """Unlink ``temp``, just taken from ``name``, if it is the ``expected`` inode. Anything else is another writer's
+    file that got ``name`` meanwhile: it goes back there, unless the name was taken again since (then the newer one
+    stands, as if it had replaced this one)."""
+    now = os.stat(temp, dir_fd=temp_fd, follow_symlinks=False)
+    if expected is None or (now.st_ino, now.st_dev) != (expected.st_ino, expected.st_dev):
+        with contextlib.suppress(FileExistsError):
+            if renameat_noreplace(temp_fd, temp, name_fd, name):
+                return
+    os.unlink(temp, dir_fd=temp_fd)
 
 
 def read_fd(fd: int, size: int) -> bytes:
