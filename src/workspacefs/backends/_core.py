@@ -191,6 +191,19 @@ class FilesystemCore(ABC):
                 self._remove_file(entry.path)
         self._remove_empty_dir(path)
 
+    def _move_over_tree(self, src: str, dst: str) -> None:
+        """Move directory ``src`` over directory ``dst``, whose tree it replaces. The default is two steps (the
+        tree's removal, then the rename); a backend that can do both as one change overrides it, so a crash or
+        a refusal between them cannot leave ``dst`` gone or part removed."""
+        self._remove_tree(dst)
+        self._rename(src, dst, replace=False)
+
+    def _copy_over_tree(self, src: str, dst: str) -> None:
+        """Copy directory ``src`` over directory ``dst``, whose tree it replaces (two steps by default, as
+        :meth:`_move_over_tree`)."""
+        self._remove_tree(dst)
+        self._copy_tree(src, dst)
+
     def _copy_file(self, src: str, dst: str) -> None:
         """Copy one file's bytes (``dst``'s parent exists; an existing ``dst`` file is replaced)."""
         with self._open_reader(src) as reader, self._open_writer(dst, "overwrite") as writer:

@@ -457,9 +457,10 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
 
     def _prepare_transfer(
         self, src: str, dst: str, overwrite: bool, verb: str, step: QuotaStep | None = None
-    ) -> tuple[str, str, FileStat, tuple[int, int] | None]:
-        """Shared checks of move/copy: the normalised paths, the source's metadata, and what a move over a file
-        gives back (to count once it succeeds). A copy is admitted into ``step`` before anything is touched."""
+    ) -> tuple[str, str, FileStat, tuple[int, int] | None, bool]:
+        """Shared checks of move/copy: the normalised paths, the source's metadata, what a move over an entry
+        gives back (to count once it succeeds), and whether a directory's tree is to be replaced. A copy is
+        admitted into ``step`` before anything is touched; nothing is removed here (the change does it)."""
         src_norm, dst_norm = self._norm(src), self._norm(dst)
         self._writable(dst)
         if ROOT in (src_norm, dst_norm):
@@ -476,7 +477,7 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
                 if step is not None:
                     self._check_copy(src_norm, source, dst_norm, step)
                 self._ensure_parents(dst_norm)
-                return src_norm, dst_norm, source, None
+                return src_norm, dst_norm, source, None, False
             if not overwrite:
                 raise errors.file_exists(dst_norm)
             if is_within(src_norm, dst_norm):
@@ -490,9 +491,7 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
                 self._check_copy(src_norm, source, dst_norm, step)
             else:
                 change = self._released(dst_norm, target)
-            if target.is_directory:
-                self._remove_tree(dst_norm)
-        return src_norm, dst_norm, source, change
+        return src_norm, dst_norm, source, change, target.is_directory
 
     def _check_relocated_depth(self, src_norm: str, dst_norm: str, dst: str, verb: str) -> None:
         """Refuse (``PathTooDeepError``) a tree whose deepest path would pass the depth limit at ``dst``, so
@@ -517,9 +516,12 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
             MoveIntoSelfError: ``dst`` is ``src`` or inside it.
         """
         with self._journaled("move"):
-            src_norm, dst_norm, source, change = self._prepare_transfer(src, dst, overwrite, "move")
+            src_norm, dst_norm, source, change, over_tree = self._prepare_transfer(src, dst, overwrite, "move")
             with caller_paths({src_norm: src, dst_norm: dst}):
-                self._rename(src_norm, dst_norm, replace=overwrite and source.is_file)
+                if over_tree:
+                    self._move_over_tree(src_norm, dst_norm)
+                else:
+                    self._rename(src_norm, dst_norm, replace=overwrite and source.is_file)
         if change is not None:
             self._apply(*change)
 
@@ -529,9 +531,11 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
         Raises: as :meth:`move`, and ``QuotaExceededError``/``FileTooLargeError`` (before anything is copied).
         """
         with self._journaled("copy"), self._quota_step() as step:
-            src_norm, dst_norm, source, _ = self._prepare_transfer(src, dst, overwrite, "copy", step)
+            src_norm, dst_norm, source, _, over_tree = self._prepare_transfer(src, dst, overwrite, "copy", step)
             with caller_paths({src_norm: src, dst_norm: dst}):
-                if source.is_directory:
+                if over_tree:
+                    self._copy_over_tree(src_norm, dst_norm)
+                elif source.is_directory:
                     self._copy_tree(src_norm, dst_norm)
                 else:
                     self._copy_file(src_norm, dst_norm)

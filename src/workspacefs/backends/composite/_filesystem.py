@@ -215,6 +215,26 @@ class CompositeFilesystem(CompositeHistory, CompositeSnapshots, BaseFilesystem):
         self._copy_between(source, src, target, dst)
         self._remove_file(src)
 
+    def _move_over_tree(self, src: str, dst: str) -> None:
+        """Within one mount, that mount's own move over the tree (one change where it can make one)."""
+        source = self._changeable(src, "moved")
+        target = self._changeable(dst, "replaced")
+        if source is target:
+            with self._changing(source):
+                source.fs.move(source.inner(src), source.inner(dst), overwrite=True)
+            return
+        super()._move_over_tree(src, dst)
+
+    def _copy_over_tree(self, src: str, dst: str) -> None:
+        """Within one mount (none mounted below ``src``), that mount's own copy over the tree."""
+        source = self._table.serving(src)
+        target = self._changeable(dst, "replaced")
+        if source is target and not self._table.below(src):
+            with self._changing(source):
+                source.fs.copy(source.inner(src), source.inner(dst), overwrite=True)
+            return
+        super()._copy_over_tree(src, dst)
+
     def _copy_file(self, src: str, dst: str) -> None:
         source = self._file_target(src)
         target = self._changeable(dst, "replaced")
