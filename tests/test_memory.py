@@ -212,3 +212,28 @@ def test_diff_across_a_new_history_chain_compares_whole_states(monkeypatch: pyte
     unrelated = InMemoryFilesystem()
     unrelated.write("a.txt", "a")
     assert fs.diff(unrelated.snapshot()).deleted == ("a.txt",)  # another history: compared whole too
+
+
+class _Published(InMemoryFilesystem):
+    """Keeps every version it makes current, as a reader in another thread could have seen it."""
+
+    def __init__(self) -> None:
+        self.published: list[set[str]] = []
+        super().__init__()
+
+    def _set_state(self, state: object) -> None:
+        super()._set_state(state)  # type: ignore[arg-type]
+        self.published.append({path for path in self._nodes if path.startswith("dst")})
+
+
+@pytest.mark.parametrize("operation", ["move", "copy"])
+def test_a_move_or_copy_over_a_directory_is_one_version(operation: str) -> None:
+    """No version between the old tree and the new one: a reader never sees ``dst`` missing or part removed."""
+    fs = _Published()
+    fs.write("src/x.txt", "new")
+    fs.write("dst/x.txt", "old")
+    fs.write("dst/keep/k.txt", "old")
+    fs.published.clear()
+    getattr(fs, operation)("src", "dst", overwrite=True)
+    assert fs.published == [{"dst", "dst/x.txt"}]  # the old code published {} (the tree removed) first
+    assert fs.read("dst/x.txt").content == "new"

@@ -180,8 +180,9 @@ def _fill(fs: SqlFilesystem) -> None:
 
 
 def _tree_steps(fs: SqlFilesystem) -> list[Any]:
-    """A tree moved there and back, copied and the copy undone (a tree delete), moved and the move undone (a tree
-    move back), deleted recursively and written again."""
+    """A tree moved there and back; copied, copied over its copy (a tree delete and a graft in one transaction) and
+    that undone; the copy moved over the tree it came from (both trees locked in one path order); moved and the
+    move undone (a tree move back); deleted recursively and written again."""
 
     def undo_last() -> None:
         fs.undo(fs.history(limit=1)[0].entry_id, force=True)
@@ -190,7 +191,9 @@ def _tree_steps(fs: SqlFilesystem) -> list[Any]:
         lambda: fs.move("d", "e"),
         lambda: fs.move("e", "d"),
         lambda: fs.copy("d", "u"),
+        lambda: fs.copy("d", "u", overwrite=True),
         undo_last,
+        lambda: fs.move("u", "d", overwrite=True),
         lambda: fs.move("d", "e"),
         undo_last,
         lambda: fs.delete("d", recursive=True),

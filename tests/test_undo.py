@@ -113,9 +113,11 @@ def test_a_failed_call_changes_nothing_and_reads_only_what_it_touched(counted: C
 
 
 class _FailsSecondCopy(SqlFilesystem):
-    """A copy that fills the disk after one file (the tree copy goes file by file)."""
+    """A copy that fills the disk after one file (the tree copy goes file by file, and over a tree in two steps,
+    as on a backend that cannot make it one change)."""
 
     _copy_tree = BaseFilesystem._copy_tree
+    _copy_over_tree = BaseFilesystem._copy_over_tree
     copies = 0
 
     def _copy_file(self, src: str, dst: str) -> None:

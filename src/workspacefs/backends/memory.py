@@ -532,9 +532,9 @@ class InMemoryFilesystem(BaseFilesystem):
             self._set_state(edit.finish())
             self._note("delete", edit.changes)
 
-    def _graft(self, src: str, dst: str, *, keep_times: bool) -> _Edit:
-        """An edit that adds a copy of the ``src`` subtree at ``dst`` (content shared, not copied)."""
-        edit = _Edit(self._capture_state())
+    def _graft(self, src: str, dst: str, *, keep_times: bool, edit: _Edit | None = None) -> _Edit:
+        """An edit (``edit``, or a new one) that adds a copy of the ``src`` subtree at ``dst`` (content shared)."""
+        edit = _Edit(self._capture_state()) if edit is None else edit
         nodes = self._nodes
         for source in self._subtree(src):
             target = dst + source[len(src) :]
@@ -561,6 +561,45 @@ class InMemoryFilesystem(BaseFilesystem):
                 edit.remove(victim)
             self._set_state(edit.finish())
             self._note("move", (RawChange(dst, existing, self._nodes[dst], src),))
+
+    def _without_tree(self, path: str) -> _Edit | None:
+        """An edit that removes directory ``path``'s tree (``None``: no directory there now)."""
+        if not isinstance(self._nodes.get(path), _Dir):
+            return None
+        edit = _Edit(self._capture_state())
+        for victim in reversed(self._subtree(path)):
+            edit.remove(victim)
+        return edit
+
+    def _move_over_tree(self, src: str, dst: str) -> None:
+        """The old tree's removal and the move in one state swap: no reader or writer sees ``dst`` missing."""
+        with self._lock:
+            if self._nodes.get(src) is None:
+                raise errors.file_not_found(src)
+            edit = self._without_tree(dst)
+            if edit is None:  # removed or replaced by a file since the check: a plain move, or its refusal
+                self._rename(src, dst, replace=False)
+                return
+            removed = [*edit.changes]
+            doomed = self._subtree(src)
+            self._graft(src, dst, keep_times=True, edit=edit)
+            for victim in reversed(doomed):
+                edit.remove(victim)
+            self._set_state(edit.finish())
+            self._note("move", (*removed, RawChange(dst, None, self._nodes[dst], src)))
+
+    def _copy_over_tree(self, src: str, dst: str) -> None:
+        """The old tree's removal and the copy in one state swap."""
+        with self._lock:
+            if self._nodes.get(src) is None:
+                raise errors.file_not_found(src)
+            edit = self._without_tree(dst)
+            if edit is None:
+                self._copy_tree(src, dst)
+                return
+            self._graft(src, dst, keep_times=False, edit=edit)
+            self._set_state(edit.finish())
+            self._note("copy", edit.changes)
 
     def _copy_file(self, src: str, dst: str) -> None:
         with self._lock:

@@ -126,6 +126,26 @@ class HistorySuite(SuiteBase):
         fs.undo(self.newest(fs).entry_id)
         assert fs.exists("tree/deep/y.txt") and not fs.exists("moved")
 
+    def test_a_move_or_copy_over_a_directory_is_one_entry_whose_undo_puts_the_old_tree_back(self) -> None:
+        old = {"dst/x.txt": "old x", "dst/keep/k.txt": "old k"}
+        fs = self.journaled({"src/x.txt": "new x", "src/sub/n.txt": "new n", **old})
+        if fs is None:
+            return
+        before = self.tree(fs)
+        fs.copy("src", "dst", overwrite=True)
+        copied = self.newest(fs)
+        assert copied.operation == "copy" and {"dst/keep/k.txt", "dst/sub/n.txt"} <= set(copied.paths)
+        assert self.tree(fs, "dst") == {"dst/x.txt": b"new x", "dst/sub": None, "dst/sub/n.txt": b"new n"}
+        fs.undo(copied.entry_id)
+        assert self.tree(fs) == before
+        fs.move("src", "dst", overwrite=True)
+        moved = self.newest(fs)
+        assert moved.operation == "move" and "dst/keep/k.txt" in moved.paths
+        assert not fs.exists("src") and self.tree(fs, "dst")["dst/sub/n.txt"] == b"new n"
+        assert not fs.exists("dst/keep")
+        fs.undo(moved.entry_id)
+        assert self.tree(fs) == before
+
     def test_undo_refuses_over_a_later_change_and_changes_nothing(self) -> None:
         fs = self.journaled({"a.txt": "base\n"})
         if fs is None:

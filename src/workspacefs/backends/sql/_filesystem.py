@@ -875,22 +875,30 @@ class SqlFilesystem(BaseFilesystem):
         tag = self._tag("delete", rows=True)
         with self._writing(path) as connection:
             self._lock_tree(connection, path)
-            row = self._row(connection, path, lock=True)
-            if row is None:
+            if not self._delete_tree_rows(connection, tag, path):
                 raise errors.file_not_found(path)
-            released = [*self._blobs_below(connection, path), row.blob_id]
-            if tag is not None:  # children before their directory
-                rows = tree_rows(tag, self._session, datetime.now(UTC), path, deleting=True)
-                insert_rows(connection, self._session, rows, F.c.path.desc())
-            connection.execute(sa.delete(F).where(self._where(path)))  # the parent key cascades down
-            self._store.release(connection, released)
         self._committed(tag)
 
-    def _lock_tree(self, connection: Connection, base: str, *also: str) -> None:
-        """PostgreSQL: lock every row a tree's move or delete will delete, in path order, before changing any (see
-        :mod:`._lock_order`); SQLite's writer already holds the database."""
+    def _delete_tree_rows(self, connection: Connection, tag: JournalTag | None, path: str) -> bool:
+        """Delete ``path``'s row and every row below it, journaled (children first), in ``connection``'s
+        transaction, and collect the content no longer used. ``False``: nothing is there."""
+        row = self._row(connection, path, lock=True)
+        if row is None:
+            return False
+        released = [*self._blobs_below(connection, path), row.blob_id]
+        if tag is not None:  # children before their directory
+            rows = tree_rows(tag, self._session, datetime.now(UTC), path, deleting=True)
+            insert_rows(connection, self._session, rows, F.c.path.desc())
+        connection.execute(sa.delete(F).where(self._where(path)))  # the parent key cascades down
+        self._store.release(connection, released)
+        return True
+
+    def _lock_tree(self, connection: Connection, base: str, *also: str, trees: tuple[str, ...] = ()) -> None:
+        """PostgreSQL: lock every row a tree's move or delete will delete (below ``base`` and ``trees``, and at
+        ``also``), in path order, before changing any (see :mod:`._lock_order`); SQLite's writer already holds
+        the database."""
         if self._store.dialect == "postgresql":
-            lock_tree(connection, self._session, base, also)
+            lock_tree(connection, self._session, base, also, trees)
 
     def _graft(self, connection: Connection, src: str, dst: str, *, keep_times: bool) -> Usage:
         """Insert a copy of the ``src`` subtree at ``dst`` (parents first): metadata only. What its files hold."""
@@ -925,27 +933,56 @@ class SqlFilesystem(BaseFilesystem):
         tag = self._tag("move")
         with self._writing(dst) as connection:
             self._lock_tree(connection, src, dst)
-            moved = self._row(connection, src, lock=True)
-            if moved is None:
-                raise errors.file_not_found(src)
-            self._parent_dir(connection, dst)
-            existing = self._row(connection, dst, lock=True)
-            if existing is not None:
-                if not replace or existing.is_directory:
-                    raise errors.file_exists(dst)
-                if existing.is_readonly:
-                    raise ReadOnlyFileError(dst)
-                connection.execute(sa.delete(F).where(self._where(dst)))
-            self._graft(connection, src, dst, keep_times=True)
-            connection.execute(sa.delete(F).where(self._where(src)))
-            before = None if existing is None else existing.blob_id
-            after = DIRECTORY if moved.is_directory else moved.blob_id
-            size_before = 0 if existing is None else existing.size_bytes
-            change = Change(dst, before, after, size_before, moved.size_bytes, from_path=src)
-            self._journal_changes(connection, tag, change)
-            if existing is not None:
-                self._store.release(connection, [existing.blob_id])
+            self._rename_rows(connection, tag, src, dst, replace=replace)
         self._committed(tag)
+
+    def _move_over_tree(self, src: str, dst: str) -> None:
+        """The old tree's deletion and the move in one transaction: a crash or a refusal leaves both trees as
+        they were, and no reader sees ``dst`` missing."""
+        tag = self._tag("move", rows=True)
+        with self._writing(dst) as connection:
+            self._lock_tree(connection, src, trees=(dst,))
+            existing = self._row(connection, dst)
+            if existing is not None and existing.is_directory:  # else gone or a file since the check: as a move
+                self._delete_tree_rows(connection, tag, dst)
+            self._rename_rows(connection, tag, src, dst, replace=False)
+        self._committed(tag)
+
+    def _copy_over_tree(self, src: str, dst: str) -> None:
+        """The old tree's deletion and the copy in one transaction (the quota checked on what it adds up to)."""
+        tag = self._tag("copy", rows=True)
+        with self._writing(dst) as connection:
+            self._lock_tree(connection, dst)
+            existing = self._row(connection, dst)
+            if existing is not None and existing.is_directory:
+                self._delete_tree_rows(connection, tag, dst)
+            self._copy_tree_rows(connection, tag, src, dst)
+        self._committed(tag)
+
+    def _rename_rows(
+        self, connection: Connection, tag: JournalTag | None, src: str, dst: str, *, replace: bool
+    ) -> None:
+        """:meth:`_rename`'s rows in ``connection``'s transaction (the trees already locked)."""
+        moved = self._row(connection, src, lock=True)
+        if moved is None:
+            raise errors.file_not_found(src)
+        self._parent_dir(connection, dst)
+        existing = self._row(connection, dst, lock=True)
+        if existing is not None:
+            if not replace or existing.is_directory:
+                raise errors.file_exists(dst)
+            if existing.is_readonly:
+                raise ReadOnlyFileError(dst)
+            connection.execute(sa.delete(F).where(self._where(dst)))
+        self._graft(connection, src, dst, keep_times=True)
+        connection.execute(sa.delete(F).where(self._where(src)))
+        before = None if existing is None else existing.blob_id
+        after = DIRECTORY if moved.is_directory else moved.blob_id
+        size_before = 0 if existing is None else existing.size_bytes
+        change = Change(dst, before, after, size_before, moved.size_bytes, from_path=src)
+        self._journal_changes(connection, tag, change)
+        if existing is not None:
+            self._store.release(connection, [existing.blob_id])
 
     def _copy_file(self, src: str, dst: str) -> None:
         """The copy points at the same content and keeps the read-only flag, as a tree copy's files do."""
@@ -974,17 +1011,21 @@ class SqlFilesystem(BaseFilesystem):
     def _copy_tree(self, src: str, dst: str) -> None:
         tag = self._tag("copy", rows=True)
         with self._writing(dst) as connection:
-            if self._row(connection, src) is None:
-                raise errors.file_not_found(src)
-            self._parent_dir(connection, dst)
-            if self._row(connection, dst) is not None:
-                raise errors.file_exists(dst)
-            grafted = self._graft(connection, src, dst, keep_times=False)
-            if tag is not None:
-                rows = tree_rows(tag, self._session, datetime.now(UTC), dst, deleting=False)
-                insert_rows(connection, self._session, rows, F.c.path)
-            self._hold_to_quota(connection, dst, grafted)
+            self._copy_tree_rows(connection, tag, src, dst)
         self._committed(tag)
+
+    def _copy_tree_rows(self, connection: Connection, tag: JournalTag | None, src: str, dst: str) -> None:
+        """:meth:`_copy_tree`'s rows, journal and quota check in ``connection``'s transaction."""
+        if self._row(connection, src) is None:
+            raise errors.file_not_found(src)
+        self._parent_dir(connection, dst)
+        if self._row(connection, dst) is not None:
+            raise errors.file_exists(dst)
+        grafted = self._graft(connection, src, dst, keep_times=False)
+        if tag is not None:
+            rows = tree_rows(tag, self._session, datetime.now(UTC), dst, deleting=False)
+            insert_rows(connection, self._session, rows, F.c.path)
+        self._hold_to_quota(connection, dst, grafted)
 
     def _iter_files(self, base: str) -> Iterator[str]:
         with self._store.read() as connection:

@@ -48,6 +48,12 @@ _LOCK_TREE = sa.text(
     " ORDER BY path FOR UPDATE) AS locked"
 )
 """The rows locked as the sort hands them over: in path order."""
+_LOCK_TWO_TREES = sa.text(
+    "SELECT count(*) FROM (SELECT 1 FROM wsfs_files WHERE session_id = :session"
+    " AND (path = :base OR (path > :low AND path < :high) OR path = :other OR (path > :olow AND path < :ohigh)"
+    " OR path = ANY(CAST(:also AS text[]))) ORDER BY path FOR UPDATE) AS locked"
+)
+"""Two trees' rows (a move over a directory: the source's and the target's), one path order for both."""
 _LOCK_SESSION = sa.text(
     "SELECT count(*) FROM (SELECT 1 FROM wsfs_files WHERE session_id = :session ORDER BY path FOR UPDATE) AS locked"
 )
@@ -66,7 +72,21 @@ def lock_session(connection: Connection, session: str) -> None:
     connection.execute(_LOCK_SESSION, {"session": session})
 
 
-def lock_tree(connection: Connection, session: str, base: str, also: Iterable[str] = ()) -> None:
-    """Lock the row at ``base``, every row below it and the rows at ``also`` (a move's target), in path order."""
-    low, high = (ROOT, "\U0010ffff") if base == ROOT else (base + "/", base + "0")  # '0' follows '/'
-    connection.execute(_LOCK_TREE, {"session": session, "base": base, "low": low, "high": high, "also": list(also)})
+def lock_tree(
+    connection: Connection, session: str, base: str, also: Iterable[str] = (), trees: Sequence[str] = ()
+) -> None:
+    """Lock the row at ``base``, every row below it, the rows at ``also`` (a move's target) and, for one path
+    in ``trees``, its row and every row below it (a target tree a move replaces), in path order."""
+    low, high = _below(base)
+    params = {"session": session, "base": base, "low": low, "high": high, "also": list(also)}
+    if not trees:
+        connection.execute(_LOCK_TREE, params)
+        return
+    (other,) = trees
+    olow, ohigh = _below(other)
+    connection.execute(_LOCK_TWO_TREES, {**params, "other": other, "olow": olow, "ohigh": ohigh})
+
+
+def _below(base: str) -> tuple[str, str]:
+    """The open range of paths strictly below ``base``."""
+    return (ROOT, "\U0010ffff") if base == ROOT else (base + "/", base + "0")  # '0' follows '/'
