@@ -74,11 +74,15 @@ def file_row_taken(exc: BaseException | None) -> bool:
     return getattr(getattr(original, "diag", None), "table_name", None) == "wsfs_files"
 
 
-def refused(exc: BaseException, path: str) -> OSError:
+def refused(exc: BaseException, path: str | None, *, committed: bool = False) -> OSError:
     """``OSError`` (EIO) naming ``path`` for a constraint no concurrent writer breaks (a ``NOT NULL``, a ``CHECK``, a
-    trigger's refusal: the database's schema and this code disagree): running again would fail the same way."""
+    trigger's refusal: the database's schema and this code disagree): running again would fail the same way.
+    ``committed``: the change itself went through, only collecting the content it replaced was refused."""
     original = (exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc) or exc
     reason = (str(original).strip().splitlines() or [type(original).__name__])[0]
+    if committed:
+        message = f"The change was made, but the database refused to collect the content it replaced ({reason})"
+        return OSError(errno.EIO, message, path)
     return OSError(errno.EIO, f"The database refused the change, not a concurrent one ({reason})", path)
 
 
