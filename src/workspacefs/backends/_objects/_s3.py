@@ -18,7 +18,14 @@ from typing import Any, TypeVar
 
 from fsspec.asyn import sync
 
-from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed, Upload
+from workspacefs.backends._objects._client import (
+    BucketMissingError,
+    ObjectClient,
+    ObjectInfo,
+    PreconditionFailed,
+    RangeNotSatisfiableError,
+    Upload,
+)
 
 __all__ = ["S3Client", "split_key"]
 
@@ -35,6 +42,8 @@ _NOT_FOUND = frozenset({"NoSuchKey", "NoSuchVersion", "NotFound", "404"})
 _DENIED = frozenset(
     {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled", "ExpiredToken"}
 )
+_RANGE = frozenset({"InvalidRange", "416"})
+"""A ranged ``GetObject`` that begins at or past the end (an empty object, or reading at its end)."""
 _CONFLICT = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
 
 
@@ -64,11 +73,13 @@ def _mapped(exc: Exception, endpoint: str, key: str) -> Exception:
         if code in _CONFLICT:
             return PreconditionFailed(message)
         if code == "NoSuchBucket":
-            return FileNotFoundError(errno.ENOENT, "No such bucket", bucket or split_key(key)[0])
+            return BucketMissingError(errno.ENOENT, "No such bucket", bucket or split_key(key)[0])
         if code in _NOT_FOUND:
             return FileNotFoundError(errno.ENOENT, "No such object", key)
         if code in _DENIED:
             return PermissionError(errno.EACCES, f"The object store refused access ({code}): {message}")
+        if code in _RANGE:
+            return RangeNotSatisfiableError(errno.EIO, f"The object store refused the request ({code}): {message}")
         return OSError(errno.EIO, f"The object store refused the request ({code}): {message}")
     name = type(exc).__name__
     if name == "NoCredentialsError":
@@ -185,15 +196,17 @@ class S3Client(ObjectClient):
         bucket, name = split_key(key)
         try:
             return _info(key, self.call("head_object", key, Bucket=bucket, Key=name))
-        except FileNotFoundError as exc:
-            if exc.strerror == "No such bucket":
-                raise
+        except BucketMissingError:
+            raise
+        except FileNotFoundError:
             return None
 
     def _head_version(self, key: str, version_id: str) -> ObjectInfo | None:
         bucket, name = split_key(key)
         try:
             return _info(key, self.call("head_object", key, Bucket=bucket, Key=name, VersionId=version_id))
+        except BucketMissingError:
+            raise
         except FileNotFoundError:
             return None
 
@@ -277,9 +290,7 @@ class S3Client(ObjectClient):
 
         try:
             data, response = self.run(fetch(), key)
-        except OSError as exc:
-            if "InvalidRange" not in str(exc):
-                raise
+        except RangeNotSatisfiableError:
             info = self.head(key) if version_id is None else self._head_version(key, version_id)
             if info is None:  # a range past the end (an empty object, or reading at its end)
                 raise FileNotFoundError(errno.ENOENT, "No such object", key) from None
