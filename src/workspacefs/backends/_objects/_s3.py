@@ -47,21 +47,25 @@ _RANGE = frozenset({"InvalidRange", "416"})
 _CONFLICT = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
 
 
+class _ShortBodyError(ConnectionError):
+    """A response that ended before its ``Content-Length``: already the error to raise (it names no key)."""
+
+
 def split_key(key: str) -> tuple[str, str]:
     """``bucket/some/key`` as ``("bucket", "some/key")``."""
     bucket, _, rest = key.partition("/")
     return bucket, rest
 
 
-def _error_code(exc: BaseException) -> tuple[str, str, str | None] | None:
-    """``(code, message, bucket)`` of the S3 error behind ``exc`` (s3fs keeps botocore's as the cause)."""
+def _error_code(exc: BaseException) -> tuple[str, str] | None:
+    """``(code, message)`` of the S3 error behind ``exc`` (s3fs keeps botocore's as the cause)."""
     for candidate in (exc, exc.__cause__, exc.__context__):
         response = getattr(candidate, "response", None)
         if isinstance(response, dict) and isinstance(response.get("Error"), dict):
             error = response["Error"]
             status = str(response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
             code = str(error.get("Code") or status)
-            return code, str(error.get("Message") or code), error.get("BucketName")
+            return code, str(error.get("Message") or code)
     return None
 
 
@@ -69,15 +73,16 @@ def _mapped(exc: Exception, endpoint: str, key: str) -> Exception:
     """The built-in exception (or :class:`PreconditionFailed`) for a failed S3 call on ``key``."""
     found = _error_code(exc)
     if found is not None:
-        code, message, bucket = found
+        code, message = found
         if code in _CONFLICT:
             return PreconditionFailed(message)
-        if code == "NoSuchBucket":
-            return BucketMissingError(errno.ENOENT, "No such bucket", bucket or split_key(key)[0])
+        if code == "NoSuchBucket":  # the bucket is the operator's: the filesystem names the caller's path
+            return BucketMissingError(errno.ENOENT, "The bucket configured for this store does not exist")
         if code in _NOT_FOUND:
             return FileNotFoundError(errno.ENOENT, "No such object", key)
         if code in _DENIED:
-            return PermissionError(errno.EACCES, f"The object store refused access ({code}): {message}")
+            # not S3's message: AWS names the resource refused (``arn:aws:s3:::bucket/key``)
+            return PermissionError(errno.EACCES, f"The object store refused access ({code})")
         if code in _RANGE:
             return RangeNotSatisfiableError(errno.EIO, f"The object store refused the request ({code}): {message}")
         return OSError(errno.EIO, f"The object store refused the request ({code}): {message}")
@@ -87,8 +92,9 @@ def _mapped(exc: Exception, endpoint: str, key: str) -> Exception:
     if isinstance(exc, FileNotFoundError):  # s3fs's own translation without a cause
         return FileNotFoundError(errno.ENOENT, "No such object", key)
     if isinstance(exc, PermissionError):
-        return PermissionError(errno.EACCES, f"The object store refused access: {exc}")
-    return ConnectionError(errno.ECONNREFUSED, f"Cannot reach the object store at {endpoint} ({name}: {exc})")
+        return PermissionError(errno.EACCES, "The object store refused access")
+    # not the error's text: botocore's names the request's URL, which holds the bucket and the object's key
+    return ConnectionError(errno.ECONNREFUSED, f"Cannot reach the object store at {endpoint} ({name})")
 
 
 def _info(key: str, response: dict[str, Any], size: int | None = None) -> ObjectInfo:
@@ -180,7 +186,7 @@ class S3Client(ObjectClient):
         try:
             result: T = sync(self._fs.loop, guarded)
             return result
-        except PreconditionFailed:
+        except (PreconditionFailed, _ShortBodyError):
             raise
         except Exception as exc:
             raise _mapped(exc, self.endpoint, key) from None
@@ -285,7 +291,9 @@ class S3Client(ObjectClient):
             finally:
                 body.close()
             if filled < len(data):
-                raise ConnectionError(errno.EIO, f"The object store sent {filled} of {len(data)} bytes of {key}")
+                raise _ShortBodyError(
+                    errno.EIO, f"The object store at {self.endpoint} sent {filled} of {len(data)} bytes"
+                )
             return data, response
 
         try:

@@ -27,6 +27,7 @@ from workspacefs.backends.base import BaseFilesystem
 from workspacefs.backends.objectstore._journal import DEFAULT_MAX_ENTRIES, ObjectJournal, Step
 from workspacefs.backends.objectstore._layout import Layout, Tree, split_root, usable_name, vanished
 from workspacefs.backends.objectstore._manifests import ManifestStore
+from workspacefs.backends.objectstore._naming import name_callers_paths
 from workspacefs.backends.objectstore._snapshots import ObjectSnapshots
 from workspacefs.backends.objectstore._streams import FIRST_BLOCK_BYTES, ObjectReader, ObjectWriter
 from workspacefs.backends.objectstore._targets import Targets
@@ -667,6 +668,9 @@ class _CheckedWriter(ObjectWriter):
         now = self._fs._client.head(self._expected.key)
         if now is None or now.etag != self._expected.etag:
             raise PreconditionFailedError(self.path)
+
+
+name_callers_paths(ObjectStoreFilesystem)
 
 
 def _overlaps(one: Layout, other: Layout) -> bool:
