@@ -444,3 +444,68 @@ def test_a_refusal_in_gc_on_postgresql_is_an_error(postgres: SqlStore) -> None:
     with pytest.raises(OSError) as raised:
         postgres.gc()
     assert_collection_refused(raised.value, None)
+
+
+PLAIN_RAISE = (
+    "CREATE FUNCTION wsfs_test_raise() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    f" IF NEW.size_bytes = {REFUSED_SIZE} THEN RAISE EXCEPTION 'refused by the test''s trigger'; END IF;"
+    " RETURN NEW; END $$",
+    "CREATE TRIGGER wsfs_test_raise BEFORE INSERT OR UPDATE ON wsfs_files FOR EACH ROW EXECUTE FUNCTION wsfs_test_raise()",
+)
+"""A trigger's ``RAISE EXCEPTION`` with no code of its own (SQLSTATE ``P0001``, not an integrity error)."""
+PLAIN_RAISE_ON_DELETE = (
+    "CREATE FUNCTION wsfs_test_raise_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " RAISE EXCEPTION 'refused by the test''s trigger'; END $$",
+    "CREATE TRIGGER wsfs_test_raise_blob BEFORE DELETE ON wsfs_blobs FOR EACH ROW"
+    " EXECUTE FUNCTION wsfs_test_raise_delete()",
+)
+
+
+def test_a_trigger_s_plain_raise_on_postgresql_is_refused(unjournaled: SqlStore) -> None:
+    """A trigger's ``RAISE EXCEPTION`` without a code is PostgreSQL's ``P0001``, not an integrity error: it escaped as
+    the driver's own ``RaiseException`` (a small write) or SQLAlchemy's ``ProgrammingError`` (a stream, a collection),
+    untyped, its message the SQL it ran. It fails as the constraints' refusals do: EIO naming the path."""
+    store = unjournaled
+    fs = SqlFilesystem(store, "raised")
+    fs.write("a.txt", "first")
+    fs.write("doomed.txt", "doomed")
+    fs.write("b.txt", "12345")
+    run_sql(store, PLAIN_RAISE)
+    writes: list[tuple[str, Callable[[], object]]] = [
+        ("new.txt", lambda: fs.write("new.txt", "x" * REFUSED_SIZE)),
+        ("a.txt", lambda: fs.write("a.txt", "x" * REFUSED_SIZE)),
+        ("b.txt", lambda: fs.write("b.txt", "x" * (REFUSED_SIZE - 5), mode="append")),
+    ]
+    for path, write in writes:
+        with pytest.raises(OSError) as raised:
+            write()
+        assert_refused(raised.value, path)
+    with pytest.raises(OSError) as raised, fs.open_write("streamed.txt") as writer:
+        writer.write(b"z" * REFUSED_SIZE)
+    assert_refused(raised.value, "streamed.txt")
+    assert (fs.read("a.txt").content, fs.read("b.txt").content) == ("first", "12345")
+    assert not fs.exists("new.txt")
+    assert not fs.exists("streamed.txt")
+    run_sql(store, PLAIN_RAISE_ON_DELETE)
+    with pytest.raises(OSError) as raised:
+        fs.delete("doomed.txt")
+    assert_collection_refused(raised.value, "doomed.txt")
+    with pytest.raises(OSError) as raised:  # collected after its commit
+        fs.write("a.txt", "second")
+    assert_collection_refused(raised.value, "a.txt", made=True)
+
+    from workspacefs.server.catalog import SessionCatalog
+
+    catalog = SessionCatalog(store)
+    run_sql(
+        store,
+        (
+            "CREATE TRIGGER wsfs_test_raise_owner BEFORE INSERT ON wsfs_session_owners FOR EACH ROW"
+            " WHEN (NEW.public_id = 'refused') EXECUTE FUNCTION wsfs_test_raise_delete()",
+        ),
+    )
+    with pytest.raises(OSError) as raised:
+        catalog.create("agent", "refused")
+    assert not isinstance(raised.value, FileExistsError), raised.value
+    assert raised.value.errno == errno.EIO
+    assert catalog.create("agent", "other").session_id == "other"

@@ -50,7 +50,7 @@ from workspacefs.backends.sql._journal import (
     tree_rows,
 )
 from workspacefs.backends.sql._lock_order import lock_paths, lock_session, lock_tree
-from workspacefs.backends.sql._reach import file_row_taken, foreign_key_failed, refused
+from workspacefs.backends.sql._reach import file_row_taken, foreign_key_failed, raised_in_database, refused
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     file_versions,
@@ -694,6 +694,10 @@ class SqlFilesystem(BaseFilesystem):
                     self._parent_dir(connection, path)  # raises the error that fits (or the parent is back)
             except driver.integrity_error as exc:
                 self._check_race(exc, path, mode)
+            except driver.server_error as exc:
+                if raised_in_database(exc):  # a trigger's RAISE without a code of its own: no race either
+                    raise refused(exc, path) from exc
+                raise
         raise ConcurrentChangeError(path, "Too many concurrent writers; try again")
 
     def _check_race(self, exc: Exception, path: str, mode: WriteMode) -> None:
@@ -772,9 +776,12 @@ class SqlFilesystem(BaseFilesystem):
                 with driver.batch() as tx:
                     for sql, values in self._store.release_statements([before], chunks):
                         tx.run(sql, values)
-            except driver.integrity_error as exc:  # a foreign key's: a concurrent writer uses it again, it stays
-                if not foreign_key_failed(exc):
+            except driver.server_error as exc:  # a foreign key's: a concurrent writer uses it again, it stays
+                if isinstance(exc, driver.integrity_error) and foreign_key_failed(exc):
+                    return
+                if isinstance(exc, driver.integrity_error) or raised_in_database(exc):
                     raise refused(exc, path, committed=True) from exc
+                raise
 
     def _write_small_sqlite(  # noqa: PLR0917 - the hot path: positional, as _write_small's
         self,

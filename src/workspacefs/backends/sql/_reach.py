@@ -19,7 +19,15 @@ import sqlalchemy as sa
 
 from workspacefs.errors import ConcurrentChangeError
 
-__all__ = ["classified", "file_row_taken", "foreign_key_failed", "lost_connection", "lost_race", "refused"]
+__all__ = [
+    "classified",
+    "file_row_taken",
+    "foreign_key_failed",
+    "lost_connection",
+    "lost_race",
+    "raised_in_database",
+    "refused",
+]
 
 _SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 """PostgreSQL's admin shutdown, crash shutdown and "cannot connect now" (class 08 is connection exceptions)."""
@@ -72,6 +80,14 @@ def file_row_taken(exc: BaseException | None) -> bool:
     if getattr(original, "sqlstate", None) != "23505":
         return False
     return getattr(getattr(original, "diag", None), "table_name", None) == "wsfs_files"
+
+
+def raised_in_database(exc: BaseException | None) -> bool:
+    """Whether a driver's error is a ``RAISE EXCEPTION`` of a trigger or function that gave no code of its own
+    (PostgreSQL's SQLSTATE ``P0001``, ``raise_exception``): a refusal as a constraint's is, though not an integrity
+    error. SQLite's ``RAISE(ABORT, …)`` is an integrity error already."""
+    original = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    return getattr(original, "sqlstate", None) == "P0001"
 
 
 def refused(exc: BaseException, path: str | None, *, committed: bool = False) -> OSError:

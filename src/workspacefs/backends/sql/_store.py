@@ -30,7 +30,7 @@ from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORE
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
 from workspacefs.backends.sql._lock_order import lock_session
-from workspacefs.backends.sql._reach import classified, foreign_key_failed, key_taken, refused
+from workspacefs.backends.sql._reach import classified, foreign_key_failed, key_taken, raised_in_database, refused
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
@@ -319,6 +319,10 @@ class SqlStore:
             if key_taken(exc.orig):  # a concurrent creator's row: the caller decides (look again, or "exists")
                 raise
             raise refused(exc, path) from exc  # a NOT NULL, a CHECK, a trigger: no race, running again fails too
+        except sa.exc.DBAPIError as exc:
+            if raised_in_database(exc):  # a trigger's RAISE without a code of its own
+                raise refused(exc, path) from exc
+            raise
 
     def session_exists(self, session_id: str) -> bool:
         """Whether the session's row exists now (in a statement of its own)."""
@@ -624,6 +628,10 @@ class SqlStore:
         except IntegrityError as exc:
             if not foreign_key_failed(exc.orig):
                 raise refused(exc, path, committed=committed) from exc
+        except sa.exc.DBAPIError as exc:
+            if raised_in_database(exc):  # a trigger's RAISE without a code of its own
+                raise refused(exc, path, committed=committed) from exc
+            raise
 
     def _collect(self, connection: Connection, blob_ids: Sequence[str]) -> None:
         hashes: set[str] = set()
