@@ -31,7 +31,7 @@ def opened(server: S3Server) -> tuple[ObjectStoreFilesystem, Any]:
 def test_a_file_named_like_an_error_code_deleted_before_its_read_is_missing(bucket: S3Server, name: str) -> None:
     """Another tool deletes the file just before it is read, and writes it again a moment later. The read's
     ``NoSuchKey`` named the key, which holds ``InvalidRange``: before, that text made it a read past the end, which
-    looked the object up again (finding the new one) and read it as empty."""
+    looked the object up again and read on with the one written meanwhile (``written again``), as if found."""
     fs, raw = opened(bucket)
     fs.write(name, "as first written")
     key = fs._layout.key(name)
