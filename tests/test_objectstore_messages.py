@@ -11,7 +11,7 @@ import pytest
 
 from workspacefs import ObjectStoreFilesystem
 from workspacefs.errors import ConcurrentChangeError, SnapshotNotFoundError, SnapshotRestoreError
-from workspacefs.testing._s3 import S3Server
+from workspacefs.testing._s3 import S3Server, running_s3
 
 BUCKET = "wsfs-messages"
 _roots = itertools.count()
@@ -141,3 +141,58 @@ def test_a_snapshot_deleted_while_its_manifest_is_read_is_not_found(bucket: S3Se
         fs.restore(snapshot)
     assert "get" not in vars(fs._client)
     names_no_key(caught.value)
+
+
+def test_a_deleted_bucket_is_not_named_as_if_it_were_the_caller_s_file(bucket: S3Server) -> None:
+    """The workspace's bucket deleted under it (by its operator): every operation's ``FileNotFoundError`` named the
+    bucket, as if it were the caller's file (``No such bucket: 'wsfs-messages-gone'``). It says the configured bucket
+    is missing and names no file (whatever path the caller spelled, that path is not what is missing)."""
+    gone = "wsfs-messages-gone"
+    bucket.make_bucket(gone)
+    fs = ObjectStoreFilesystem(bucket.filesystem(), f"{gone}/w")
+    fs.write("d/a.txt", "one")
+    raw: Any = bucket.filesystem()
+    raw.rm(gone, recursive=True)
+    assert not raw.exists(gone)
+    calls: list[tuple[str, Any]] = [
+        ("d/../d/a.txt", lambda: fs.read("d/../d/a.txt")),
+        ("./b.txt", lambda: fs.write("./b.txt", "two")),
+        ("d/", lambda: fs.list("d/")),
+        ("d/a.txt", lambda: fs.stat("d/a.txt")),
+        ("/d/a.txt", lambda: fs.delete("/d/a.txt")),
+        ("e", lambda: fs.mkdir("e")),
+        ("d/a.txt", lambda: fs.move("d/a.txt", "e.txt")),
+        ("d", lambda: fs.glob("*.txt", path="d")),
+    ]
+    for path, call in calls:
+        with pytest.raises(FileNotFoundError) as caught:
+            call()
+        assert caught.value.filename is None, (path, caught.value)  # not the caller's file that is missing
+        assert "bucket configured for this store does not exist" in str(caught.value)
+        assert gone not in str(caught.value), str(caught.value)
+        assert not any(gone in str(arg) for arg in caught.value.args), caught.value.args
+
+
+def test_an_unreachable_store_names_no_key() -> None:
+    """The store stopped: botocore's error names the request's URL (``http://…/bucket/prefix/a.txt``), which the
+    ``ConnectionError`` repeated. It names the endpoint only."""
+    import s3fs
+
+    with running_s3() as server:
+        server.make_bucket(BUCKET)
+        s3 = s3fs.S3FileSystem(  # a refused connection is not tried again and again
+            key=server.key,
+            secret=server.secret,
+            endpoint_url=server.endpoint_url,
+            client_kwargs={"region_name": server.region},
+            config_kwargs={"retries": {"max_attempts": 1, "mode": "standard"}},
+            skip_instance_cache=True,
+        )
+        s3.retries = 1
+        fs = ObjectStoreFilesystem(s3, f"{BUCKET}/stopped")
+        fs.write("a.txt", "one")
+    for call in (lambda: fs.read("a.txt"), lambda: fs.write("b.txt", "two"), lambda: fs.list(".")):
+        with pytest.raises(ConnectionError) as caught:
+            call()
+        assert server.endpoint_url in str(caught.value)
+        names_no_key(caught.value)

@@ -477,6 +477,28 @@ def test_hidden_and_bidirectional_characters_are_shown_not_obeyed(ws: Workspace)
     assert answers[-1].status_code == 403
 
 
+def test_separators_and_other_invisible_characters_are_shown(ws: Workspace) -> None:
+    """A line or paragraph separator (U+2028, U+2029) breaks a name or a line where none is (``a<U+2028>b.txt`` showed
+    as ``a`` over ``b.txt``, two names in one row), and a C1 control (U+0085 "next line") or a shorthand format
+    control (U+1BCA0) shows nothing: each was shown raw. Boxed now, with the invisible operators, the byte order mark,
+    a tag and the Hangul fillers that already were."""
+    name = "a\u2028b.txt"
+    content = "one\u2029two\u0085three\U0001bca0four \u2064\ufeff\U000e0001\u3164\uffa0.\n"
+    ws.put_file(f"/{name}", content)
+    ws.open()
+    shown = f"a{marked('2028')}b.txt"
+    expect(ws.entry(shown).get_by_test_id("hidden-char")).to_have_text([marked("2028")])
+    expect(ws.page.get_by_test_id("delete-entry").first).to_have_attribute("aria-label", f"Delete {shown}")
+    ws.entry(shown).click()
+    expect(ws.page.get_by_test_id("file-name")).to_have_text(f"/{shown}")
+    codes = ["2029", "0085", "1BCA0", "2064", "FEFF", "E0001", "3164", "FFA0"]
+    expect(ws.page.get_by_test_id("content").get_by_test_id("hidden-char")).to_have_text([marked(c) for c in codes])
+    body = ws.page.locator("body").inner_text()
+    assert not any(c in body for c in "\u2028\u2029\u0085\U0001bca0")
+    ws.page.get_by_test_id("edit").click()
+    assert ws.page.get_by_test_id("editor").input_value() == content  # the real text, to edit
+
+
 def test_joiners_that_change_what_shows_are_kept(ws: Workspace) -> None:
     """A zero-width joiner or non-joiner is marked where it shows nothing (between Latin letters, after an alef), but
     not where writing needs it and it changes the picture: an emoji sequence (a family), a Persian word (U+200C in

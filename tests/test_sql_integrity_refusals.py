@@ -53,6 +53,13 @@ POSTGRES_NOT_NULL = (  # a column a newer migration added and this code does not
 )
 
 
+@pytest.fixture
+def unjournaled(postgres_url: str) -> Iterator[SqlStore]:
+    """A store without history on a PostgreSQL database of its own: replaced content is collected at once."""
+    with own_postgres(postgres_url, history=False) as opened:
+        yield opened
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[SqlStore]:
     """A store on a database of its own (the test changes its schema)."""
@@ -75,13 +82,14 @@ def postgres(postgres_url: str) -> Iterator[SqlStore]:
 class own_postgres:  # noqa: N801 - used as a function
     """A store on a new PostgreSQL database, dropped after."""
 
-    def __init__(self, server_url: str) -> None:
+    def __init__(self, server_url: str, *, history: bool = True) -> None:
         self._server_url = server_url
         self._name = f"wsfs_refusals_{uuid.uuid4().hex[:12]}"
+        self._history = history
         self._store: SqlStore | None = None
 
     def __enter__(self) -> SqlStore:
-        self._store = SqlStore(create_database(self._server_url, self._name))
+        self._store = SqlStore(create_database(self._server_url, self._name), history=self._history)
         return self._store
 
     def __exit__(self, *exc: object) -> None:
@@ -301,3 +309,203 @@ def test_a_session_deleted_under_a_new_one_in_the_catalog_is_looked_at_again(pos
     assert catalog.get("agent", "raced") is not None
     with postgres.engine.connect() as connection:
         assert connection.exec_driver_sql("SELECT last_value FROM wsfs_test_gone").scalar() == 2  # looked at again
+
+
+REFUSE_COLLECTION = (
+    "CREATE FUNCTION wsfs_test_refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " RAISE EXCEPTION 'refused by the test''s trigger' USING ERRCODE = 'check_violation'; END $$",
+    "CREATE TRIGGER wsfs_test_refuse_blob BEFORE DELETE ON wsfs_blobs FOR EACH ROW"
+    " EXECUTE FUNCTION wsfs_test_refuse_delete()",
+    "CREATE TRIGGER wsfs_test_refuse_chunk BEFORE DELETE ON wsfs_chunks FOR EACH ROW"
+    " EXECUTE FUNCTION wsfs_test_refuse_delete()",
+)
+"""Every delete of content is refused by something that is not a foreign key (a ``CHECK``'s code, from a trigger)."""
+RACE_COLLECTION = (
+    "CREATE FUNCTION wsfs_test_use_again() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " INSERT INTO wsfs_files (session_id, path, parent, name, is_directory, is_readonly, blob_id, size_bytes,"
+    " created_at, updated_at) SELECT id, 'again-' || left(OLD.id, 16), '', 'again-' || left(OLD.id, 16),"
+    " false, false, OLD.id, OLD.size, now(), now() FROM wsfs_sessions LIMIT 1; RETURN OLD; END $$",
+    "CREATE TRIGGER wsfs_test_use_again BEFORE DELETE ON wsfs_blobs FOR EACH ROW EXECUTE FUNCTION wsfs_test_use_again()",
+)
+"""A concurrent writer's race, made at the moment it matters: a file row refers to the blob being deleted, so the
+blob's foreign key refuses the delete (rolled back with the collection's savepoint, as the refusal is)."""
+
+
+def blob_count(store: SqlStore) -> int:
+    """The content rows the database keeps."""
+    with store.engine.connect() as connection:
+        return int(connection.exec_driver_sql("SELECT count(*) FROM wsfs_blobs").scalar_one())
+
+
+def assert_collection_refused(raised: BaseException | None, path: str | None, *, made: bool = False) -> None:
+    """Collecting content failed as a constraint's refusal naming ``path``; ``made``: the change itself went through
+    (collected after its commit) and the message says so."""
+    assert isinstance(raised, OSError), raised
+    assert not isinstance(raised, (ConcurrentChangeError, FileExistsError)), raised
+    assert raised.errno == errno.EIO
+    assert raised.filename == path
+    assert "refused by the test's trigger" in str(raised)
+    assert ("was made" in str(raised)) is made
+
+
+def test_a_refusal_while_collecting_on_postgresql_is_an_error(unjournaled: SqlStore) -> None:
+    """Collecting content a change stopped using is refused by a constraint no concurrent writer breaks: the change
+    fails as EIO naming its path (rolled back), or, when the collection ran after its commit (a small write), says
+    it was made. Before: every such refusal was swallowed as if a concurrent writer had used the content again."""
+    store = unjournaled
+    fs = SqlFilesystem(store, "collected")
+    fs.write("small.txt", "first")
+    fs.write("deleted.txt", "doomed")
+    fs.write("big.bin", "b" * 300_000)
+    fs.write("streamed.bin", "s" * 300_000)
+    run_sql(store, REFUSE_COLLECTION)
+    with pytest.raises(OSError) as raised:
+        fs.delete("deleted.txt")
+    assert_collection_refused(raised.value, "deleted.txt")
+    assert fs.read("deleted.txt").content == "doomed"
+    with pytest.raises(OSError) as raised:
+        fs.write("big.bin", "c" * 300_000)
+    assert_collection_refused(raised.value, "big.bin")
+    assert fs.read("big.bin").content == "b" * 300_000
+    with pytest.raises(OSError) as raised:
+        fs.move("big.bin", "streamed.bin", overwrite=True)
+    assert_collection_refused(raised.value, "streamed.bin")
+    assert fs.read("streamed.bin").content == "s" * 300_000
+    with pytest.raises(OSError) as raised:  # the small write's own call, collected after its commit
+        fs.write("small.txt", "second")
+    assert_collection_refused(raised.value, "small.txt", made=True)
+    assert fs.read("small.txt").content == "second"
+
+    # the one refusal a collection expects, a foreign key's (a concurrent writer refers to the content again),
+    # stays silent: the change is made and the content kept for gc
+    run_sql(store, ("DROP TRIGGER wsfs_test_refuse_blob ON wsfs_blobs", *RACE_COLLECTION))
+    before = blob_count(store)
+    fs.delete("deleted.txt")
+    fs.write("small.txt", "third")
+    fs.write("big.bin", "c" * 300_000)
+    assert not fs.exists("deleted.txt")
+    assert fs.read("small.txt").content == "third"
+    assert fs.read("big.bin").content == "c" * 300_000
+    assert blob_count(store) == before + 2  # the three replaced stay, two new came
+    run_sql(
+        store, ("DROP TRIGGER wsfs_test_use_again ON wsfs_blobs", "DROP TRIGGER wsfs_test_refuse_chunk ON wsfs_chunks")
+    )
+    store.gc()
+    assert blob_count(store) == 3  # what the three files hold
+
+
+def test_a_refusal_dropping_a_streams_chunks_on_postgresql_is_an_error(postgres: SqlStore) -> None:
+    """A stream whose content is stored inline already (another file's) drops the chunk it uploaded
+    (``drop_unused_chunks``), as does a stream abandoned: a refusal there that is not a foreign key's fails it.
+    Before: swallowed, the write went through and the abandoned stream's error was the caller's own."""
+    fs = SqlFilesystem(postgres, "streams")
+    fs.write("inline.txt", "z" * 1000)
+    run_sql(postgres, REFUSE_COLLECTION)
+    with pytest.raises(OSError) as raised, fs.open_write("streamed.txt") as writer:
+        writer.write(b"z" * 1000)
+    assert_collection_refused(raised.value, "streamed.txt")
+    assert not fs.exists("streamed.txt")
+    writer = fs.open_write("abandoned.txt")
+    writer.write(b"y" * 300_000)  # one whole chunk uploaded
+    with pytest.raises(OSError) as raised:
+        writer.abort()
+    assert_collection_refused(raised.value, "abandoned.txt")
+    assert not fs.exists("abandoned.txt")
+
+
+def test_a_refusal_collecting_after_a_commit_on_postgresql_is_an_error(postgres: SqlStore) -> None:
+    """A transaction's collection queued for after its commit (``Tx.collect``) that a constraint no concurrent writer
+    breaks refuses raises it. Before: any integrity error there was taken for a lost race and dropped."""
+    fs = SqlFilesystem(postgres, "after")
+    fs.write("a.txt", "kept")
+    fs.delete("a.txt")  # its content stays for the journal's undo: nothing refers to it once the journal is gone
+    with postgres.engine.begin() as connection:
+        connection.exec_driver_sql("DELETE FROM wsfs_journal")
+        (blob,) = connection.exec_driver_sql("SELECT id FROM wsfs_blobs WHERE data = 'kept'::bytea").one()
+    run_sql(postgres, REFUSE_COLLECTION)
+    driver = postgres.driver
+    with pytest.raises(driver.integrity_error, match="refused by the test"), driver.transaction(write=True) as tx:
+        tx.collect(postgres.release_statements([blob], []))
+    run_sql(postgres, ("DROP TRIGGER wsfs_test_refuse_blob ON wsfs_blobs", *RACE_COLLECTION))
+    with driver.transaction(write=True) as tx:  # a foreign key's refusal is a race lost: silent, the content stays
+        tx.collect(postgres.release_statements([blob], []))
+    assert blob_count(postgres) == 1
+
+
+def test_a_refusal_in_gc_on_postgresql_is_an_error(postgres: SqlStore) -> None:
+    """``gc`` collecting content a constraint refuses to delete fails as EIO (no caller's path to name). Before: it
+    reported nothing collected and succeeded."""
+    fs = SqlFilesystem(postgres, "gc")
+    fs.write("a.txt", "gone")
+    fs.delete("a.txt")
+    with postgres.engine.begin() as connection:
+        connection.exec_driver_sql("DELETE FROM wsfs_journal")
+    run_sql(postgres, REFUSE_COLLECTION)
+    with pytest.raises(OSError) as raised:
+        postgres.gc()
+    assert_collection_refused(raised.value, None)
+
+
+PLAIN_RAISE = (
+    "CREATE FUNCTION wsfs_test_raise() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    f" IF NEW.size_bytes = {REFUSED_SIZE} THEN RAISE EXCEPTION 'refused by the test''s trigger'; END IF;"
+    " RETURN NEW; END $$",
+    "CREATE TRIGGER wsfs_test_raise BEFORE INSERT OR UPDATE ON wsfs_files FOR EACH ROW EXECUTE FUNCTION wsfs_test_raise()",
+)
+"""A trigger's ``RAISE EXCEPTION`` with no code of its own (SQLSTATE ``P0001``, not an integrity error)."""
+PLAIN_RAISE_ON_DELETE = (
+    "CREATE FUNCTION wsfs_test_raise_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+    " RAISE EXCEPTION 'refused by the test''s trigger'; END $$",
+    "CREATE TRIGGER wsfs_test_raise_blob BEFORE DELETE ON wsfs_blobs FOR EACH ROW"
+    " EXECUTE FUNCTION wsfs_test_raise_delete()",
+)
+
+
+def test_a_trigger_s_plain_raise_on_postgresql_is_refused(unjournaled: SqlStore) -> None:
+    """A trigger's ``RAISE EXCEPTION`` without a code is PostgreSQL's ``P0001``, not an integrity error: it escaped as
+    the driver's own ``RaiseException`` (a small write) or SQLAlchemy's ``ProgrammingError`` (a stream, a collection),
+    untyped, its message the SQL it ran. It fails as the constraints' refusals do: EIO naming the path."""
+    store = unjournaled
+    fs = SqlFilesystem(store, "raised")
+    fs.write("a.txt", "first")
+    fs.write("doomed.txt", "doomed")
+    fs.write("b.txt", "12345")
+    run_sql(store, PLAIN_RAISE)
+    writes: list[tuple[str, Callable[[], object]]] = [
+        ("new.txt", lambda: fs.write("new.txt", "x" * REFUSED_SIZE)),
+        ("a.txt", lambda: fs.write("a.txt", "x" * REFUSED_SIZE)),
+        ("b.txt", lambda: fs.write("b.txt", "x" * (REFUSED_SIZE - 5), mode="append")),
+    ]
+    for path, write in writes:
+        with pytest.raises(OSError) as raised:
+            write()
+        assert_refused(raised.value, path)
+    with pytest.raises(OSError) as raised, fs.open_write("streamed.txt") as writer:
+        writer.write(b"z" * REFUSED_SIZE)
+    assert_refused(raised.value, "streamed.txt")
+    assert (fs.read("a.txt").content, fs.read("b.txt").content) == ("first", "12345")
+    assert not fs.exists("new.txt")
+    assert not fs.exists("streamed.txt")
+    run_sql(store, PLAIN_RAISE_ON_DELETE)
+    with pytest.raises(OSError) as raised:
+        fs.delete("doomed.txt")
+    assert_collection_refused(raised.value, "doomed.txt")
+    with pytest.raises(OSError) as raised:  # collected after its commit
+        fs.write("a.txt", "second")
+    assert_collection_refused(raised.value, "a.txt", made=True)
+
+    from workspacefs.server.catalog import SessionCatalog
+
+    catalog = SessionCatalog(store)
+    run_sql(
+        store,
+        (
+            "CREATE TRIGGER wsfs_test_raise_owner BEFORE INSERT ON wsfs_session_owners FOR EACH ROW"
+            " WHEN (NEW.public_id = 'refused') EXECUTE FUNCTION wsfs_test_raise_delete()",
+        ),
+    )
+    with pytest.raises(OSError) as raised:
+        catalog.create("agent", "refused")
+    assert not isinstance(raised.value, FileExistsError), raised.value
+    assert raised.value.errno == errno.EIO
+    assert catalog.create("agent", "other").session_id == "other"

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from workspacefs.backends.sql import SqlStore, foreign_key_failed, key_taken, refused
+from workspacefs.backends.sql import SqlStore, foreign_key_failed, key_taken, raised_in_database, refused
 from workspacefs.server._tables import migrate_service, session_owners, storage_files, storage_sessions
 
 __all__ = ["DEFAULT_AGENT", "CatalogEntry", "SessionCatalog", "storage_id_for"]
@@ -150,6 +150,10 @@ class SessionCatalog:
                 if not key_taken(exc) and not foreign_key_failed(exc):
                     raise refused(exc, session_id) from exc
                 continue
+            except sa.exc.DBAPIError as exc:
+                if raised_in_database(exc):  # a trigger's RAISE without a code of its own: no race either
+                    raise refused(exc, session_id) from exc
+                raise
             found = self.get(agent_id, session_id)
             assert found is not None
             return found

@@ -1,10 +1,11 @@
 """What ``ObjectStoreFilesystem`` needs of an object store: a dozen calls on whole keys, and their errors.
 
 Keys are full ``bucket/key`` strings. A client maps its store's failures to built-in exceptions once, here
-at the boundary: a missing key or bucket is ``FileNotFoundError``, a refusal ``PermissionError``, an
-unreachable endpoint ``ConnectionError``, a failed ``If-Match``/``If-None-Match`` :class:`PreconditionFailed`
-(a signal the filesystem turns into the error that fits the operation). Nothing of the store's own
-exception types or tracebacks reaches a caller.
+at the boundary: a missing key is ``FileNotFoundError``, a missing bucket :class:`BucketMissingError` (one too), a
+refusal ``PermissionError``, an unreachable endpoint ``ConnectionError``, a failed ``If-Match``/``If-None-Match``
+:class:`PreconditionFailed` (a signal the filesystem turns into the error that fits the operation), a range past the
+end :class:`RangeNotSatisfiableError`. Nothing of the store's own exception types or tracebacks reaches a caller, and
+callers tell these apart by type, never by message.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["MIN_PART_BYTES", "ObjectClient", "ObjectInfo", "PreconditionFailed", "Upload"]
+__all__ = [
+    "MIN_PART_BYTES",
+    "BucketMissingError",
+    "ObjectClient",
+    "ObjectInfo",
+    "PreconditionFailed",
+    "RangeNotSatisfiableError",
+    "Upload",
+]
 
 MIN_PART_BYTES = 5 * 1024 * 1024
 """The smallest part S3 accepts in a multipart upload (except the last): the writer's fixed memory."""
@@ -36,6 +45,14 @@ class ObjectInfo:
 
 class PreconditionFailed(Exception):  # noqa: N818 - a signal the filesystem maps, never seen by callers
     """A conditional request found another version (or none, or one already there)."""
+
+
+class BucketMissingError(FileNotFoundError):
+    """The bucket itself is gone (S3's ``NoSuchBucket``), not one object: told apart by type, never by message."""
+
+
+class RangeNotSatisfiableError(OSError):
+    """A ranged read began at or past the object's end (S3's ``InvalidRange``, HTTP 416); the caller asks again."""
 
 
 class Upload(ABC):

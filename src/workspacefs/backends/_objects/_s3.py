@@ -18,7 +18,14 @@ from typing import Any, TypeVar
 
 from fsspec.asyn import sync
 
-from workspacefs.backends._objects._client import ObjectClient, ObjectInfo, PreconditionFailed, Upload
+from workspacefs.backends._objects._client import (
+    BucketMissingError,
+    ObjectClient,
+    ObjectInfo,
+    PreconditionFailed,
+    RangeNotSatisfiableError,
+    Upload,
+)
 
 __all__ = ["S3Client", "split_key"]
 
@@ -35,7 +42,13 @@ _NOT_FOUND = frozenset({"NoSuchKey", "NoSuchVersion", "NotFound", "404"})
 _DENIED = frozenset(
     {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled", "ExpiredToken"}
 )
+_RANGE = frozenset({"InvalidRange", "416"})
+"""A ranged ``GetObject`` that begins at or past the end (an empty object, or reading at its end)."""
 _CONFLICT = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409"})
+
+
+class _ShortBodyError(ConnectionError):
+    """A response that ended before its ``Content-Length``: already the error to raise (it names no key)."""
 
 
 def split_key(key: str) -> tuple[str, str]:
@@ -44,15 +57,15 @@ def split_key(key: str) -> tuple[str, str]:
     return bucket, rest
 
 
-def _error_code(exc: BaseException) -> tuple[str, str, str | None] | None:
-    """``(code, message, bucket)`` of the S3 error behind ``exc`` (s3fs keeps botocore's as the cause)."""
+def _error_code(exc: BaseException) -> tuple[str, str] | None:
+    """``(code, message)`` of the S3 error behind ``exc`` (s3fs keeps botocore's as the cause)."""
     for candidate in (exc, exc.__cause__, exc.__context__):
         response = getattr(candidate, "response", None)
         if isinstance(response, dict) and isinstance(response.get("Error"), dict):
             error = response["Error"]
             status = str(response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
             code = str(error.get("Code") or status)
-            return code, str(error.get("Message") or code), error.get("BucketName")
+            return code, str(error.get("Message") or code)
     return None
 
 
@@ -60,15 +73,18 @@ def _mapped(exc: Exception, endpoint: str, key: str) -> Exception:
     """The built-in exception (or :class:`PreconditionFailed`) for a failed S3 call on ``key``."""
     found = _error_code(exc)
     if found is not None:
-        code, message, bucket = found
+        code, message = found
         if code in _CONFLICT:
             return PreconditionFailed(message)
-        if code == "NoSuchBucket":
-            return FileNotFoundError(errno.ENOENT, "No such bucket", bucket or split_key(key)[0])
+        if code == "NoSuchBucket":  # the bucket is the operator's: the filesystem names the caller's path
+            return BucketMissingError(errno.ENOENT, "The bucket configured for this store does not exist")
         if code in _NOT_FOUND:
             return FileNotFoundError(errno.ENOENT, "No such object", key)
         if code in _DENIED:
-            return PermissionError(errno.EACCES, f"The object store refused access ({code}): {message}")
+            # not S3's message: AWS names the resource refused (``arn:aws:s3:::bucket/key``)
+            return PermissionError(errno.EACCES, f"The object store refused access ({code})")
+        if code in _RANGE:
+            return RangeNotSatisfiableError(errno.EIO, f"The object store refused the request ({code}): {message}")
         return OSError(errno.EIO, f"The object store refused the request ({code}): {message}")
     name = type(exc).__name__
     if name == "NoCredentialsError":
@@ -76,8 +92,9 @@ def _mapped(exc: Exception, endpoint: str, key: str) -> Exception:
     if isinstance(exc, FileNotFoundError):  # s3fs's own translation without a cause
         return FileNotFoundError(errno.ENOENT, "No such object", key)
     if isinstance(exc, PermissionError):
-        return PermissionError(errno.EACCES, f"The object store refused access: {exc}")
-    return ConnectionError(errno.ECONNREFUSED, f"Cannot reach the object store at {endpoint} ({name}: {exc})")
+        return PermissionError(errno.EACCES, "The object store refused access")
+    # not the error's text: botocore's names the request's URL, which holds the bucket and the object's key
+    return ConnectionError(errno.ECONNREFUSED, f"Cannot reach the object store at {endpoint} ({name})")
 
 
 def _info(key: str, response: dict[str, Any], size: int | None = None) -> ObjectInfo:
@@ -169,7 +186,7 @@ class S3Client(ObjectClient):
         try:
             result: T = sync(self._fs.loop, guarded)
             return result
-        except PreconditionFailed:
+        except (PreconditionFailed, _ShortBodyError):
             raise
         except Exception as exc:
             raise _mapped(exc, self.endpoint, key) from None
@@ -185,15 +202,17 @@ class S3Client(ObjectClient):
         bucket, name = split_key(key)
         try:
             return _info(key, self.call("head_object", key, Bucket=bucket, Key=name))
-        except FileNotFoundError as exc:
-            if exc.strerror == "No such bucket":
-                raise
+        except BucketMissingError:
+            raise
+        except FileNotFoundError:
             return None
 
     def _head_version(self, key: str, version_id: str) -> ObjectInfo | None:
         bucket, name = split_key(key)
         try:
             return _info(key, self.call("head_object", key, Bucket=bucket, Key=name, VersionId=version_id))
+        except BucketMissingError:
+            raise
         except FileNotFoundError:
             return None
 
@@ -272,14 +291,14 @@ class S3Client(ObjectClient):
             finally:
                 body.close()
             if filled < len(data):
-                raise ConnectionError(errno.EIO, f"The object store sent {filled} of {len(data)} bytes of {key}")
+                raise _ShortBodyError(
+                    errno.EIO, f"The object store at {self.endpoint} sent {filled} of {len(data)} bytes"
+                )
             return data, response
 
         try:
             data, response = self.run(fetch(), key)
-        except OSError as exc:
-            if "InvalidRange" not in str(exc):
-                raise
+        except RangeNotSatisfiableError:
             info = self.head(key) if version_id is None else self._head_version(key, version_id)
             if info is None:  # a range past the end (an empty object, or reading at its end)
                 raise FileNotFoundError(errno.ENOENT, "No such object", key) from None

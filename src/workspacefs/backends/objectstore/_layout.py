@@ -12,7 +12,7 @@ import errno
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from workspacefs.backends._objects._client import ObjectInfo
+from workspacefs.backends._objects._client import BucketMissingError, ObjectInfo
 from workspacefs.errors import ConcurrentChangeError
 from workspacefs.paths import MAX_PATH_DEPTH, ROOT, ancestors, name_problem
 
@@ -71,7 +71,7 @@ class Layout:
 def vanished(exc: FileNotFoundError, path: str, reason: str) -> OSError:
     """The error for an object the store no longer had when a request named it: a change meanwhile (``reason``), or
     the workspace's bucket gone; either names ``path`` (the store's error names the key)."""
-    if exc.strerror == "No such bucket":
+    if isinstance(exc, BucketMissingError):
         return FileNotFoundError(errno.ENOENT, "The workspace's bucket no longer exists", path)
     return ConcurrentChangeError(path, reason)
 

@@ -3,7 +3,7 @@ PostgreSQL). ``_store.py`` owns the database and the deduplicated content, ``_sc
 ``_filesystem.py`` one session's files, ``migrations/`` the schema's history (Alembic)."""
 
 from workspacefs.backends.sql._filesystem import SqlFilesystem
-from workspacefs.backends.sql._reach import foreign_key_failed, key_taken, refused
+from workspacefs.backends.sql._reach import foreign_key_failed, key_taken, raised_in_database, refused
 from workspacefs.backends.sql._store import (
     SessionInfo,
     SqlStore,
@@ -25,5 +25,6 @@ __all__ = [
     "key_taken",
     "migrate",
     "missing_database",
+    "raised_in_database",
     "refused",
 ]

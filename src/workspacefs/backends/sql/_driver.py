@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.engine import Engine
 
 from workspacefs.backends.sql._poll import Turnaround, poll
-from workspacefs.backends.sql._reach import classified
+from workspacefs.backends.sql._reach import classified, foreign_key_failed
 from workspacefs.backends.sql._turns import Turns
 
 
@@ -368,8 +368,8 @@ class Driver:
             for sql, params in tx.after_commit:
                 tx.run(sql, params)
             tx.sync()
-        except self.integrity_error:
-            if not tx.after_commit:
+        except self.integrity_error as exc:
+            if not tx.after_commit or not foreign_key_failed(exc):  # only a foreign key's refusal is a race
                 raise
             # a collection lost its race: the COMMIT before it went through (its error would come first)
             with contextlib.suppress(Exception):

@@ -50,7 +50,7 @@ from workspacefs.backends.sql._journal import (
     tree_rows,
 )
 from workspacefs.backends.sql._lock_order import lock_paths, lock_session, lock_tree
-from workspacefs.backends.sql._reach import file_row_taken, foreign_key_failed, refused
+from workspacefs.backends.sql._reach import file_row_taken, foreign_key_failed, raised_in_database, refused
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     file_versions,
@@ -442,7 +442,7 @@ class SqlFilesystem(BaseFilesystem):
         if flag_set:
             connection.execute(_SET_FLAG, {"b_session": self._session, "b_path": path, "flag": read_only})
         if existing.blob_id != blob_id:
-            self._store.release(connection, [existing.blob_id])
+            self._store.release(connection, [existing.blob_id], path)
 
     def _check_writable_file(
         self, row: Row[Any] | Checked | None, path: str, mode: WriteMode, *, unlocking: bool = False
@@ -621,7 +621,7 @@ class SqlFilesystem(BaseFilesystem):
                 raise ConcurrentChangeError(path, "Another writer created the file meanwhile; write it again") from None
             self._hold_to_quota(connection, path, _growth(row, upload.size))
             # the content may already have been stored inline: then the chunks just uploaded are unused
-            self._store.drop_unused_chunks(connection, upload.hashes)
+            self._store.drop_unused_chunks(connection, upload.hashes, path)
         self._committed(tag)
 
     def _write_content(
@@ -694,6 +694,10 @@ class SqlFilesystem(BaseFilesystem):
                     self._parent_dir(connection, path)  # raises the error that fits (or the parent is back)
             except driver.integrity_error as exc:
                 self._check_race(exc, path, mode)
+            except driver.server_error as exc:
+                if raised_in_database(exc):  # a trigger's RAISE without a code of its own: no race either
+                    raise refused(exc, path) from exc
+                raise
         raise ConcurrentChangeError(path, "Too many concurrent writers; try again")
 
     def _check_race(self, exc: Exception, path: str, mode: WriteMode) -> None:
@@ -768,9 +772,16 @@ class SqlFilesystem(BaseFilesystem):
             self._check_writable_file(row, path, mode, unlocking=read_only is False)
             raise ConcurrentChangeError(path, "The file changed while it was being written; write it again")
         if chunks is not None and before is not None:  # no journal: collect now, on its own (see Tx.collect)
-            with contextlib.suppress(driver.integrity_error), driver.batch() as tx:
-                for sql, values in self._store.release_statements([before], chunks):
-                    tx.run(sql, values)
+            try:
+                with driver.batch() as tx:
+                    for sql, values in self._store.release_statements([before], chunks):
+                        tx.run(sql, values)
+            except driver.server_error as exc:  # a foreign key's: a concurrent writer uses it again, it stays
+                if isinstance(exc, driver.integrity_error) and foreign_key_failed(exc):
+                    return
+                if isinstance(exc, driver.integrity_error) or raised_in_database(exc):
+                    raise refused(exc, path, committed=True) from exc
+                raise
 
     def _write_small_sqlite(  # noqa: PLR0917 - the hot path: positional, as _write_small's
         self,
@@ -847,7 +858,7 @@ class SqlFilesystem(BaseFilesystem):
             connection.execute(_DELETE_ROW, {"b_session": self._session, "b_path": path})
             locked = True if row.is_readonly else None  # undo brings a read-only file back read-only
             self._journal_changes(connection, tag, Change(path, row.blob_id, None, row.size_bytes, 0, None, locked))
-            self._store.release(connection, [row.blob_id])
+            self._store.release(connection, [row.blob_id], path)
         self._committed(tag)
 
     def _remove_empty_dir(self, path: str) -> None:
@@ -890,7 +901,7 @@ class SqlFilesystem(BaseFilesystem):
             rows = tree_rows(tag, self._session, datetime.now(UTC), path, deleting=True)
             insert_rows(connection, self._session, rows, F.c.path.desc())
         connection.execute(sa.delete(F).where(self._where(path)))  # the parent key cascades down
-        self._store.release(connection, released)
+        self._store.release(connection, released, path)
         return True
 
     def _lock_tree(self, connection: Connection, base: str, *also: str, trees: tuple[str, ...] = ()) -> None:
@@ -982,7 +993,7 @@ class SqlFilesystem(BaseFilesystem):
         change = Change(dst, before, after, size_before, moved.size_bytes, from_path=src)
         self._journal_changes(connection, tag, change)
         if existing is not None:
-            self._store.release(connection, [existing.blob_id])
+            self._store.release(connection, [existing.blob_id], dst)
 
     def _copy_file(self, src: str, dst: str) -> None:
         """The copy points at the same content and keeps the read-only flag, as a tree copy's files do."""
@@ -1338,7 +1349,7 @@ class SqlFilesystem(BaseFilesystem):
         self._committed(tag)
         if postgres and released:  # after the commit, as a small write's (see _lock_order)
             with self._store.write() as connection:
-                self._store.release(connection, released)
+                self._store.release(connection, released, committed=True)
 
     def _restore_rows(self, connection: Connection, snapshot: FilesystemSnapshot, tag: JournalTag | None) -> list[str]:
         """The restore's changes in ``connection``'s transaction; the content it no longer references."""

@@ -19,7 +19,15 @@ import sqlalchemy as sa
 
 from workspacefs.errors import ConcurrentChangeError
 
-__all__ = ["classified", "file_row_taken", "foreign_key_failed", "lost_connection", "lost_race", "refused"]
+__all__ = [
+    "classified",
+    "file_row_taken",
+    "foreign_key_failed",
+    "lost_connection",
+    "lost_race",
+    "raised_in_database",
+    "refused",
+]
 
 _SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 """PostgreSQL's admin shutdown, crash shutdown and "cannot connect now" (class 08 is connection exceptions)."""
@@ -74,11 +82,23 @@ def file_row_taken(exc: BaseException | None) -> bool:
     return getattr(getattr(original, "diag", None), "table_name", None) == "wsfs_files"
 
 
-def refused(exc: BaseException, path: str) -> OSError:
+def raised_in_database(exc: BaseException | None) -> bool:
+    """Whether a driver's error is a ``RAISE EXCEPTION`` of a trigger or function that gave no code of its own
+    (PostgreSQL's SQLSTATE ``P0001``, ``raise_exception``): a refusal as a constraint's is, though not an integrity
+    error. SQLite's ``RAISE(ABORT, …)`` is an integrity error already."""
+    original = exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc
+    return getattr(original, "sqlstate", None) == "P0001"
+
+
+def refused(exc: BaseException, path: str | None, *, committed: bool = False) -> OSError:
     """``OSError`` (EIO) naming ``path`` for a constraint no concurrent writer breaks (a ``NOT NULL``, a ``CHECK``, a
-    trigger's refusal: the database's schema and this code disagree): running again would fail the same way."""
+    trigger's refusal: the database's schema and this code disagree): running again would fail the same way.
+    ``committed``: the change itself went through, only collecting the content it replaced was refused."""
     original = (exc.orig if isinstance(exc, sa.exc.DBAPIError) else exc) or exc
     reason = (str(original).strip().splitlines() or [type(original).__name__])[0]
+    if committed:
+        message = f"The change was made, but the database refused to collect the content it replaced ({reason})"
+        return OSError(errno.EIO, message, path)
     return OSError(errno.EIO, f"The database refused the change, not a concurrent one ({reason})", path)
 
 

@@ -30,7 +30,7 @@ from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORE
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
 from workspacefs.backends.sql._lock_order import lock_session
-from workspacefs.backends.sql._reach import classified, foreign_key_failed, key_taken, refused
+from workspacefs.backends.sql._reach import classified, foreign_key_failed, key_taken, raised_in_database, refused
 from workspacefs.backends.sql._schema import (
     CHUNK_SIZE,
     blob_chunks,
@@ -319,6 +319,10 @@ class SqlStore:
             if key_taken(exc.orig):  # a concurrent creator's row: the caller decides (look again, or "exists")
                 raise
             raise refused(exc, path) from exc  # a NOT NULL, a CHECK, a trigger: no race, running again fails too
+        except sa.exc.DBAPIError as exc:
+            if raised_in_database(exc):  # a trigger's RAISE without a code of its own
+                raise refused(exc, path) from exc
+            raise
 
     def session_exists(self, session_id: str) -> bool:
         """Whether the session's row exists now (in a statement of its own)."""
@@ -480,15 +484,15 @@ class SqlStore:
         """Drop an upload's hold on its chunks (in the transaction that commits or abandons it)."""
         connection.execute(sa.delete(uploads).where(uploads.c.upload_id == upload_id))
 
-    def abandon_upload(self, upload_id: str) -> None:
-        """Forget an aborted upload and collect the chunks nothing else uses."""
+    def abandon_upload(self, upload_id: str, path: str | None = None) -> None:
+        """Forget an aborted upload of ``path`` and collect the chunks nothing else uses."""
         with self.write() as connection:
             hashes = [
                 r[0]
                 for r in connection.execute(sa.select(uploads.c.chunk_hash).where(uploads.c.upload_id == upload_id))
             ]
             self.finish_upload(connection, upload_id)
-            self.drop_unused_chunks(connection, hashes)
+            self.drop_unused_chunks(connection, hashes, path)
 
     def put_chunk(self, connection: Connection, data: bytes) -> str:
         """Store a chunk unless an identical one exists; return its hash.
@@ -588,13 +592,22 @@ class SqlStore:
 
     # --- garbage collection ---------------------------------------------------------------------------
 
-    def release(self, connection: Connection, blob_ids: Iterable[str | None]) -> None:
+    def release(
+        self,
+        connection: Connection,
+        blob_ids: Iterable[str | None],
+        path: str | None = None,
+        *,
+        committed: bool = False,
+    ) -> None:
         """Delete the given blobs if nothing refers to them any more, then their orphaned chunks.
 
         Each delete carries its own "unreferenced" condition, so checking and deleting is one statement.
         On PostgreSQL foreign keys also guard against a concurrent writer: if a delete would orphan a row
         it fails, the savepoint around this collection rolls back, and the content stays (``gc`` collects
-        it later). SQLite's writers run one at a time, so there is no such race there.
+        it later). SQLite's writers run one at a time, so there is no such race there. Any other refusal
+        raises :func:`~._reach.refused` naming ``path`` (the change being made; ``committed``: made already, by an
+        earlier transaction).
         """
         candidates = sorted({b for b in blob_ids if b})
         if not candidates:
@@ -602,11 +615,23 @@ class SqlStore:
         if self.dialect != "postgresql":
             self._collect(connection, candidates)
             return
+        with self._losing_races(path, committed=committed), connection.begin_nested():
+            self._collect(connection, candidates)
+
+    @contextmanager
+    def _losing_races(self, path: str | None, *, committed: bool = False) -> Iterator[None]:
+        """Around a collection's savepoint: a foreign key's refusal (a concurrent writer refers to the content
+        again) keeps the content, silently; any other (a ``CHECK``, a trigger, a ``NOT NULL``: the schema and this
+        code disagree) raises :func:`~._reach.refused` (``OSError`` EIO) naming ``path``."""
         try:
-            with connection.begin_nested():
-                self._collect(connection, candidates)
-        except IntegrityError:
-            return
+            yield
+        except IntegrityError as exc:
+            if not foreign_key_failed(exc.orig):
+                raise refused(exc, path, committed=committed) from exc
+        except sa.exc.DBAPIError as exc:
+            if raised_in_database(exc):  # a trigger's RAISE without a code of its own
+                raise refused(exc, path, committed=committed) from exc
+            raise
 
     def _collect(self, connection: Connection, blob_ids: Sequence[str]) -> None:
         hashes: set[str] = set()
@@ -627,16 +652,13 @@ class SqlStore:
         """:func:`_hot.release_statements` in this database's placeholder style (every collection uses it)."""
         return [(self.driver.sql(sql), params) for sql, params in release_statements(blob_ids, chunk_hashes)]
 
-    def drop_unused_chunks(self, connection: Connection, hashes: Iterable[str]) -> None:
-        """Delete the chunks among ``hashes`` nothing uses (in a savepoint on PostgreSQL, as above)."""
+    def drop_unused_chunks(self, connection: Connection, hashes: Iterable[str], path: str | None = None) -> None:
+        """Delete the chunks among ``hashes`` nothing uses (in a savepoint on PostgreSQL, as :meth:`release`)."""
         if self.dialect != "postgresql":
             self._drop_unused_chunks(connection, hashes)
             return
-        try:
-            with connection.begin_nested():
-                self._drop_unused_chunks(connection, hashes)
-        except IntegrityError:
-            return
+        with self._losing_races(path), connection.begin_nested():
+            self._drop_unused_chunks(connection, hashes)
 
     def gc(self, *, grace: timedelta = UPLOAD_GRACE) -> int:
         """Collect everything nothing refers to: blobs, chunks, and uploads abandoned longer than

@@ -158,4 +158,4 @@ class UploadWriter(StreamWriter):
 
     def _discard(self) -> None:
         self._buffer = bytearray()
-        self._store.abandon_upload(self._upload)
+        self._store.abandon_upload(self._upload, self._path)

@@ -82,11 +82,13 @@
 
   // Characters that show as nothing or change the order of the text around them: bidirectional controls (a
   // line "deploy: true \u202E# off" shows its end reversed), zero-width and other blank ones (a name
-  // "ci\u200B.yml" reads as "ci.yml"), and Unicode tags (text a model can read and a person cannot). Every name,
+  // "ci\u200B.yml" reads as "ci.yml"), Unicode tags (text a model can read and a person cannot), the C1 controls,
+  // and the line and paragraph separators (a name "a\u2028b.txt" shows on two lines, as two names). Every name,
   // path and line the page shows gets each as a marked ‹U+200B› (a box, so a name that spells the marker out
   // differs), so what a person reads, and approves, is what is stored; links and the editor keep the real text.
-  const HIDDEN = "\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B\u200E\u200F\u202A-\u202E" +
-    "\u2060-\u206F\u3164\uFEFF\uFFA0\uFFF9-\uFFFB\u{1D173}-\u{1D17A}\u{E0000}-\u{E007F}";
+  const HIDDEN = "\u0080-\u009F\u00AD\u034F\u061C\u115F\u1160\u17B4\u17B5\u180B-\u180F\u200B\u200E\u200F" +
+    "\u2028-\u202E\u2060-\u206F\u3164\uFEFF\uFFA0\uFFF9-\uFFFB\u{1BCA0}-\u{1BCA3}\u{1D173}-\u{1D17A}" +
+    "\u{E0000}-\u{E007F}";
   // The zero-width non-joiner and joiner (U+200C, U+200D) too, except where they change what shows (as IDNA's
   // CONTEXTJ rule, RFC 5892, and emoji): a non-joiner after an Arabic-script letter that joins the next one (Persian
   // writes it in everyday words: می‌خواهم), either after an Indic virama (a conjunct's form), and a joiner between two
@@ -245,7 +247,7 @@
       text: sessionLabel(s), attrs: { value: s.id, title: s.id },
     })));
     select.value = state.session;
-    select.title = state.session;
+    select.title = visible(state.session);
     $("delete-session").disabled = !state.session;
   }
 
@@ -704,7 +706,7 @@
 
   function openSignIn(message = "") {
     const dialog = $("token-dialog");
-    $("token-error").textContent = message;
+    setText($("token-error"), message);
     show($("token-error"), Boolean(message));
     showSignedIn(false);
     if (dialog.open) return;
@@ -820,7 +822,7 @@
     $("session").addEventListener("change", guard(async () => {
       if (!mayLeave()) { $("session").value = state.session; return; }
       state.session = $("session").value;
-      $("session").title = state.session;
+      $("session").title = visible(state.session);
       show($("diff"), false);
       await openSession("/", { push: true });
     }));
