@@ -4,6 +4,7 @@ on the bucket (another tool rewriting or deleting an object) at the moment a req
 
 from __future__ import annotations
 
+import errno
 import itertools
 from typing import Any
 
@@ -196,3 +197,28 @@ def test_an_unreachable_store_names_no_key() -> None:
             call()
         assert server.endpoint_url in str(caught.value)
         names_no_key(caught.value)
+
+
+@pytest.mark.parametrize(
+    "config", [{"signature_version": "nope"}, {"retries": {"mode": "nonsense"}}, {"s3": {"addressing_style": 5}}]
+)
+def test_a_client_that_cannot_work_as_configured_is_not_an_unreachable_store(
+    bucket: S3Server, config: dict[str, Any]
+) -> None:
+    """A configuration botocore refuses read as ``ConnectionError`` "Cannot reach the object store" (the service's
+    503, "try again later"): no later attempt helps. It is an ``OSError`` (EIO) naming the client's error type."""
+    import s3fs
+
+    raw = s3fs.S3FileSystem(
+        key=bucket.key,
+        secret=bucket.secret,
+        endpoint_url=bucket.endpoint_url,
+        client_kwargs={"region_name": bucket.region},
+        config_kwargs=config,
+        skip_instance_cache=True,
+    )
+    with pytest.raises(OSError) as caught:
+        ObjectStoreFilesystem(raw, f"{BUCKET}/configured-{next(_roots)}").write("a.txt", "one")
+    assert not isinstance(caught.value, ConnectionError), caught.value
+    assert caught.value.errno == errno.EIO and "Error" in str(caught.value), caught.value
+    names_no_key(caught.value)

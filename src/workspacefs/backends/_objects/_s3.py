@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import aiohttp
+import botocore.exceptions
 from fsspec.asyn import sync
 
 from workspacefs.backends._objects._client import (
@@ -28,6 +30,15 @@ from workspacefs.backends._objects._client import (
 )
 
 __all__ = ["S3Client", "split_key"]
+
+_UNREACHABLE = (
+    OSError,  # ConnectionError, TimeoutError, socket errors
+    asyncio.TimeoutError,
+    aiohttp.ClientConnectionError,
+    aiohttp.ServerTimeoutError,
+    botocore.exceptions.ConnectionError,  # EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError
+)
+"""Failures to reach the store: a later attempt may get through (the service answers 503)."""
 
 T = TypeVar("T")
 
@@ -87,14 +98,27 @@ def _mapped(exc: Exception, endpoint: str, key: str) -> Exception:
             return RangeNotSatisfiableError(errno.EIO, f"The object store refused the request ({code}): {message}")
         return OSError(errno.EIO, f"The object store refused the request ({code}): {message}")
     name = type(exc).__name__
-    if name == "NoCredentialsError":
+    if isinstance(exc, botocore.exceptions.NoCredentialsError):
         return PermissionError(errno.EACCES, "No credentials for the object store (set key/secret or AWS_* variables)")
     if isinstance(exc, FileNotFoundError):  # s3fs's own translation without a cause
         return FileNotFoundError(errno.ENOENT, "No such object", key)
     if isinstance(exc, PermissionError):
         return PermissionError(errno.EACCES, "The object store refused access")
     # not the error's text: botocore's names the request's URL, which holds the bucket and the object's key
-    return ConnectionError(errno.ECONNREFUSED, f"Cannot reach the object store at {endpoint} ({name})")
+    if _unreachable(exc):
+        return ConnectionError(errno.ECONNREFUSED, f"Cannot reach the object store at {endpoint} ({name})")
+    # a client that cannot work as configured (a retry mode, signature version or CA file it refuses): no retry
+    # later helps, so not "cannot reach" (the service's 503); its type says what to fix
+    return OSError(errno.EIO, f"The object store client for {endpoint} failed ({name}); check its configuration")
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure to reach the store (a refused or dropped connection, a timeout), told by type:
+    botocore's ``HTTPClientError`` wraps whatever its HTTP client raised, so the wrapped error decides."""
+    if isinstance(exc, botocore.exceptions.HTTPClientError):
+        inner = exc.kwargs.get("error")
+        return inner is None or _unreachable(inner)
+    return isinstance(exc, _UNREACHABLE)
 
 
 def _info(key: str, response: dict[str, Any], size: int | None = None) -> ObjectInfo:
