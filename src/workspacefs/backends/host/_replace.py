@@ -131,10 +131,22 @@ def move_tree_over(
         if exchanged is None:
             _give_back(aside_fd, dst, src_fd, src, dst_fd=dst_fd, aside=aside)
             return False
+        _remove_old(aside_fd, dst, dst_fd, aside)
     finally:
         os.close(aside_fd)
-    remove_hidden(dst_fd, aside)
     return True
+
+
+def _remove_old(aside_fd: int, name: str, dst_fd: int, aside: str) -> None:
+    """Remove the old tree (entry ``name`` of the hidden directory, if the target had not gone), then the hidden
+    directory, by the descriptor already open (a walk of one directory less than :func:`remove_hidden`)."""
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(name, dir_fd=aside_fd)
+        os.rmdir(aside, dir_fd=dst_fd)
+    except OSError:
+        return  # hidden: the move stands; left reserved for the reaper
+    release_name()
 
 
 def _take_source(src_fd: int, src: str, aside_fd: int, name: str, src_path: str) -> bool:
