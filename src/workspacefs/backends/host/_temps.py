@@ -10,7 +10,8 @@ identity: boot, pid namespace, pid and start time, so a reused pid is never mist
 A process registers once per root (an empty file named by its identity, in a small registry outside
 the root) before it makes its first temporary name. Opening a workspace lists that registry, which
 costs no walk; only when a registered writer is dead is the tree walked, once, to remove the
-temporary files that writer named, and then the writer is dropped. A live writer's files are never
+temporary files that writer named, and finish its hidden directories of moves and copies over a directory
+(``_trash.py``: removed, or a move completed), and then the writer is dropped. A live writer's files are never
 touched, nor files whose writer this process cannot judge (another pid namespace).
 """
 
