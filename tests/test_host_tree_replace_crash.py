@@ -5,6 +5,7 @@ open finishes what the killed process left hidden (a move completed, a copy's or
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -170,3 +171,24 @@ def test_a_copy_over_a_directory_killed_at_any_step_leaves_the_target_whole_old_
     assert shown(root, "b") == after
     assert shown(root, "a") == NEW
     assert hidden(root) == []
+
+
+@pytest.mark.parametrize("meanwhile", ["removed", "replaced"])
+def test_a_source_taken_aside_by_a_killed_move_is_never_removed_by_the_reaper(tmp_path: Path, meanwhile: str) -> None:
+    """Killed with the source hidden beside the target, and the target changed before the next open: a target that
+    went leaves its name to the source; a new directory there stays, and the source stays hidden, never removed."""
+    root, snapshots = prepare(tmp_path)
+    kill_at(root, snapshots, history="off", operation="move", point="noreplace")
+    shutil.rmtree(root / "b")
+    if meanwhile == "replaced":
+        (root / "b").mkdir()
+        (root / "b" / "theirs.txt").write_text("theirs")
+    with HostFilesystem(root, snapshot_dir=snapshots, history=False) as fs:
+        assert fs.reaped.moves_completed == (meanwhile == "removed")
+    if meanwhile == "removed":
+        assert shown(root, "b") == NEW
+        assert hidden(root) == []
+        return
+    assert shown(root, "b") == {"theirs.txt": "theirs"}
+    [aside] = [Path(path) for path in hidden(root)]
+    assert shown(aside, "b") == NEW  # kept whole, under the hidden directory, for good
