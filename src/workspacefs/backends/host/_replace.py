@@ -116,12 +116,17 @@ def move_tree_over(
         raise fail(exc, path) from None
     try:
         aside_fd = os.open(aside, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dst_fd)
-    except BaseException:
-        remove_hidden(dst_fd, aside)
-        raise
+    except OSError as exc:
+        _drop_empty(dst_fd, aside)
+        raise fail(exc, path) from None
     try:
-        if not _take_source(src_fd, src, aside_fd, dst, src_path):
-            remove_hidden(dst_fd, aside)
+        try:
+            taken = _take_source(src_fd, src, aside_fd, dst, src_path)
+        except BaseException:
+            _drop_empty(dst_fd, aside)
+            raise
+        if not taken:
+            _drop_empty(dst_fd, aside)
             return False
         try:
             exchanged = exchange_over(aside_fd, dst, dst_fd, dst, path)
@@ -135,6 +140,16 @@ def move_tree_over(
     finally:
         os.close(aside_fd)
     return True
+
+
+def _drop_empty(dst_fd: int, aside: str) -> None:
+    """Remove the hidden directory if it is empty, and release it; else (what the source's name held, which could
+    not go back) it stays, reserved, and never removed: the reaper completes only a directory's move."""
+    try:
+        os.rmdir(aside, dir_fd=dst_fd)
+    except OSError:
+        return
+    release_name()
 
 
 def _remove_old(aside_fd: int, name: str, dst_fd: int, aside: str) -> None:

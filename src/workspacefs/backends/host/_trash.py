@@ -67,6 +67,8 @@ def _finish_move(dir_fd: int, name: str, old: int, changed: int) -> tuple[int, i
             return 0, 0  # not what a move leaves: nothing of it is touched
         moved = 0
         if held and not _is_old(fd, held[0], old):  # the source, not yet in place: complete its move
+            if not stat.S_ISDIR(os.stat(held[0], dir_fd=fd, follow_symlinks=False).st_mode):
+                return 0, 0  # what a source's name held when it was no directory (it could not go back): kept
             if not _put_in_place(fd, held[0], dir_fd, (old, changed)):
                 return 0, 0
             moved = 1
