@@ -64,7 +64,18 @@ def remove_hidden(dir_fd: int, name: str) -> None:
 def exchange_over(fd: int, name: str, dst_fd: int, dst: str, path: str) -> bool | None:
     """Exchange the new tree (entry ``name`` of ``fd``) with the directory ``dst`` of ``dst_fd``: ``True`` done, the
     old tree now at ``name``; ``False`` done, the target had gone (renamed, nothing taken out); ``None`` where the
-    system cannot exchange (nothing changed). A non-directory found at the target is exchanged back and refused."""
+    system cannot exchange (nothing changed). A non-directory found at the target is exchanged back and refused;
+    a system call's failure is the public error for ``path`` (``EBUSY``: a mount point, …)."""
+    try:
+        return _exchange_over(fd, name, dst_fd, dst, path)
+    except OSError as exc:
+        if exc.filename is None:
+            raise fail(exc, path) from None
+        raise
+
+
+def _exchange_over(fd: int, name: str, dst_fd: int, dst: str, path: str) -> bool | None:
+    """:func:`exchange_over`, its system calls' errors as raised."""
     for _ in range(_EXCHANGES):
         exchanged = renameat_exchange(fd, name, dst, dst_fd)
         if exchanged is None:
@@ -93,7 +104,7 @@ def move_tree_over(
     src_fd: int, src: str, dst_fd: int, dst: str, *, src_path: str, path: str, writers: WriterRegistry
 ) -> bool:
     """Move directory ``src`` of ``src_fd`` over directory ``dst`` of ``dst_fd`` (``src_path``, ``path``: their
-    workspace paths). The source goes first into a hidden ``.over.<target inode>`` directory beside the target,
+    workspace paths). The source goes first into a hidden ``.over.<inode>.<ctime>`` directory beside the target,
     under the target's name, which is then exchanged with the target. ``False`` where the system cannot rename
     without replacing or exchange: nothing was changed (the caller falls back to removing, then renaming).
 
