@@ -13,12 +13,14 @@ Writes are atomic: a temporary file in the target's directory, ``fsync``, then `
 is anonymous (``O_TMPFILE``) where the kernel allows, so a killed writer leaves nothing in the workspace;
 elsewhere its name records its writer, and the next open removes the names of dead writers (``_temps.py``).
 A file moved over another is linked to such a name and exchanged with the target, so a killed move leaves each
-name its old content or the moved file (``_tree.move_over``); a directory moved with ``overwrite=True`` replaces
-the target's tree by removing it first, so a crash there leaves that name empty or its tree partly removed.
+name its old content or the moved file (``_tree.move_over``); a directory moved or copied over another waits in a
+hidden directory beside it and is exchanged with it, so the target's name holds its whole old tree or the whole
+new one, and the next open finishes what a killed mover left hidden (``_replace.py``, ``_trash.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import os
@@ -38,6 +40,7 @@ from workspacefs.backends.base import Fingerprint
 from workspacefs.backends.host._history import HostHistoryMixin, Seen
 from workspacefs.backends.host._journal import HostJournal
 from workspacefs.backends.host._merged import capture_merged, snapshot_content
+from workspacefs.backends.host._replace import exchange_over, make_trash, move_tree_over, remove_hidden
 from workspacefs.backends.host._ripgrep import Ripgrep
 from workspacefs.backends.host._snapshots import HostSnapshots, SnapshotStrategy
 from workspacefs.backends.host._temps import ReapReport, WriterRegistry, registry_dir, root_key
@@ -356,7 +359,10 @@ class HostFilesystem(HostHistoryMixin):
             os.close(dir_fd)
 
     def _remove_tree(self, path: str) -> None:
-        gone = self._tree_before(path) if self._changes is not None else []
+        self._remove_tree_noting(path, self._tree_before(path) if self._changes is not None else [])
+
+    def _remove_tree_noting(self, path: str, gone: list[Change]) -> None:
+        """Remove the tree at ``path`` and journal ``gone`` (what ``_tree_before`` kept of it)."""
         above, name = parent_and_name(path)
         dir_fd = self._tree.open_parent(path, above)
         try:
@@ -373,16 +379,88 @@ class HostFilesystem(HostHistoryMixin):
         with self._recording("move", dst, after=moved, from_path=src):
             self._rename_entry(src, dst, replace=replace)
 
-    def _rename_entry(self, src: str, dst: str, *, replace: bool) -> None:
-        src_above, src_name = parent_and_name(src)
-        dst_above, dst_name = parent_and_name(dst)
-        src_fd = self._tree.open_parent(src, src_above)
+    @contextlib.contextmanager
+    def _parents(self, src: str, dst: str) -> Iterator[tuple[int, int]]:
+        """Descriptors of the parent directories of ``src`` and ``dst``, closed after the block."""
+        src_fd = self._tree.open_parent(src, parent_and_name(src)[0])
         try:
-            dst_fd = self._tree.open_parent(dst, dst_above)
+            dst_fd = self._tree.open_parent(dst, parent_and_name(dst)[0])
         except BaseException:
             os.close(src_fd)
             raise
         try:
+            yield src_fd, dst_fd
+        finally:
+            os.close(src_fd)
+            os.close(dst_fd)
+
+    def _move_over_tree(self, src: str, dst: str) -> None:
+        """Move directory ``src`` over directory ``dst`` in one exchange (``_replace.move_tree_over``), journaled as
+        the two steps would be: the target tree's deletion, then the move; the two steps where it cannot exchange."""
+        gone = self._tree_before(dst) if self._changes is not None else []
+        with self._parents(src, dst) as (src_fd, dst_fd):
+            writers = self._tree.writers
+            src_name, dst_name = src[src.rfind("/") + 1 :], dst[dst.rfind("/") + 1 :]
+            moved = move_tree_over(src_fd, src_name, dst_fd, dst_name, src_path=src, path=dst, writers=writers)
+        if not moved:
+            self._remove_tree_noting(dst, gone)
+            self._rename(src, dst, replace=False)
+            return
+        if self._changes is not None:
+            self._note("delete", gone)
+            self._note("move", [Change(dst, None, DIRECTORY, 0, 0, src)])
+
+    def _copy_over_tree(self, src: str, dst: str) -> None:
+        """Copy directory ``src`` over directory ``dst``: built under a hidden directory beside it, then exchanged
+        with it (``_replace.exchange_over``), journaled as the two steps would be; the two steps where it cannot."""
+        gone = self._tree_before(dst) if self._changes is not None else []
+        above, name = parent_and_name(dst)
+        with self._open_parent(dst, above) as dst_fd:
+            aside = make_trash(dst_fd, dst, self._tree.writers)
+            try:
+                made = self._copy_hidden(src, join(above, aside), dst)
+                placed = exchange_over(dst_fd, aside, dst_fd, name, dst)
+                if placed is None:  # the system cannot exchange: remove the target's tree, then rename
+                    self._remove_tree_noting(dst, gone)
+                    gone = []
+                    if not renameat_noreplace(dst_fd, aside, dst_fd, name):
+                        os.rename(aside, name, src_dir_fd=dst_fd, dst_dir_fd=dst_fd)
+            finally:
+                remove_hidden(dst_fd, aside)
+        self._note("delete", gone)
+        self._note("copy", made)
+
+    def _copy_hidden(self, src: str, hidden: str, dst: str) -> list[Change]:
+        """Copy the tree ``src`` to the new directory ``hidden``, unjournaled; the changes the copy will make at
+        ``dst`` once there, as ``_copy_tree`` journals them (none without a journal)."""
+        journaled = self._changes is not None
+        made = [Change(dst, None, DIRECTORY)] if journaled else []
+        for entry in self._walk(src):  # parents first, so each target's parent exists
+            below = entry.path[len(src) :]
+            if entry.is_directory:
+                self._tree.make_dir(hidden + below)
+                if journaled:
+                    made.append(Change(dst + below, None, DIRECTORY))
+                continue
+            self._copy_bytes(entry.path, hidden + below)
+            if journaled:
+                content_id, size = self._observe(hidden + below, keep=False)
+                if content_id is not None:
+                    made.append(Change(dst + below, None, content_id, 0, size))
+        return made
+
+    @contextlib.contextmanager
+    def _open_parent(self, path: str, above: str) -> Iterator[int]:
+        """The parent directory's descriptor, closed after the block."""
+        fd = self._tree.open_parent(path, above)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _rename_entry(self, src: str, dst: str, *, replace: bool) -> None:
+        src_name, dst_name = src[src.rfind("/") + 1 :], dst[dst.rfind("/") + 1 :]
+        with self._parents(src, dst) as (src_fd, dst_fd):
             try:
                 info = os.stat(src_name, dir_fd=src_fd, follow_symlinks=False)
             except OSError as exc:
@@ -401,9 +479,6 @@ class HostFilesystem(HostHistoryMixin):
                 if exc.filename == dst:
                     raise
                 raise fail(exc, dst if exc.errno in (errno.EISDIR, errno.ENOTDIR) else src) from None
-        finally:
-            os.close(src_fd)
-            os.close(dst_fd)
 
     @staticmethod
     def _check_absent(dir_fd: int, name: str, path: str) -> None:

@@ -10,7 +10,8 @@ identity: boot, pid namespace, pid and start time, so a reused pid is never mist
 A process registers once per root (an empty file named by its identity, in a small registry outside
 the root) before it makes its first temporary name. Opening a workspace lists that registry, which
 costs no walk; only when a registered writer is dead is the tree walked, once, to remove the
-temporary files that writer named, and then the writer is dropped. A live writer's files are never
+temporary files that writer named, and finish its hidden directories of moves and copies over a directory
+(``_trash.py``: removed, or a move completed), and then the writer is dropped. A live writer's files are never
 touched, nor files whose writer this process cannot judge (another pid namespace).
 """
 
@@ -39,6 +40,7 @@ from workspacefs._hostio import (
     renameat_exchange,
     renameat_noreplace,
 )
+from workspacefs.backends.host._trash import reap_directory
 from workspacefs.errors import ConcurrentChangeError, SpecialFileError
 from workspacefs.paths import MAX_PATH_DEPTH
 
@@ -247,6 +249,10 @@ class ReapReport:
     writers_reaped: int = 0
     directories_scanned: int = 0
     files_removed: int = 0
+    trees_removed: int = 0
+    """Hidden directories of moves and copies over a directory removed (see ``_trash.py``)."""
+    moves_completed: int = 0
+    """Moves over a directory killed after the source was taken aside, completed (see ``_trash.py``)."""
 
 
 class WriterRegistry:
@@ -307,13 +313,13 @@ class WriterRegistry:
                     claims[token] = fd
             if not claims:
                 return ReapReport(len(tokens))
-            scanned, removed = _sweep(root_fd, frozenset(claims))
+            swept = _sweep(root_fd, frozenset(claims))
             for token in claims:
                 with contextlib.suppress(OSError):
                     os.unlink(directory / token)
             with contextlib.suppress(OSError):
                 os.rmdir(directory)  # only if no writer is registered any more
-            return ReapReport(len(tokens), len(claims), scanned, removed)
+            return ReapReport(len(tokens), len(claims), *swept)
         finally:
             for fd in claims.values():
                 os.close(fd)  # releases the claim
@@ -342,18 +348,19 @@ def release_name() -> None:
         _PROCESS.in_flight -= 1
 
 
-def _sweep(root_fd: int, writers: frozenset[str]) -> tuple[int, int]:
-    """Remove, below the root, regular files named as temporary files of ``writers``; (scanned, removed)."""
+def _sweep(root_fd: int, writers: frozenset[str]) -> tuple[int, int, int, int]:
+    """Remove, below the root, regular files named as temporary files of ``writers``, and finish their hidden
+    directories (``_trash.py``); (directories scanned, files removed, trees removed, moves completed)."""
     try:
         fd = os.open(".", DIR_FLAGS, dir_fd=root_fd)
     except OSError:
-        return 0, 0
+        return 0, 0, 0, 0
     return _sweep_dir(fd, writers, 0)
 
 
-def _sweep_dir(fd: int, writers: frozenset[str], depth: int) -> tuple[int, int]:
+def _sweep_dir(fd: int, writers: frozenset[str], depth: int) -> tuple[int, int, int, int]:
     """One directory (closed here) and the directories below it where a write could have landed."""
-    scanned, removed = 1, 0
+    counts = [1, 0, 0, 0]
     try:
         with os.scandir(fd) as listing:
             entries = [(e.name, e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False)) for e in listing]
@@ -361,19 +368,23 @@ def _sweep_dir(fd: int, writers: frozenset[str], depth: int) -> tuple[int, int]:
             if is_file and writer_of(name) in writers:
                 with contextlib.suppress(OSError):
                     os.unlink(name, dir_fd=fd)
-                    removed += 1
+                    counts[1] += 1
+            elif is_dir and writer_of(name) in writers:
+                trees, moves = reap_directory(fd, name)
+                counts[2] += trees
+                counts[3] += moves
             elif is_dir and depth + 1 < MAX_PATH_DEPTH and is_listable_name(name):
                 try:
                     child = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
                 except OSError:
                     continue  # vanished, unreadable, or swapped for a symlink
-                more = _sweep_dir(child, writers, depth + 1)
-                scanned, removed = scanned + more[0], removed + more[1]
+                for index, more in enumerate(_sweep_dir(child, writers, depth + 1)):
+                    counts[index] += more
     except OSError:
         pass
     finally:
         os.close(fd)
-    return scanned, removed
+    return counts[0], counts[1], counts[2], counts[3]
 
 
 _EXCHANGES = 3

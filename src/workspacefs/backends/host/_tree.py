@@ -99,8 +99,7 @@ def move_over(
     the target (:func:`_move_linked`). Where it cannot be linked (a directory swapped in at the source since the
     look, a filesystem without hard links, a file of another user under ``protected_hardlinks``) the source itself
     is exchanged (:func:`_move_exchanged`), whose crash window shows the target's old file at the source's name.
-    A directory move with ``overwrite`` never comes here: the target's tree is removed, then the source renamed
-    without replacing, so a crash between them leaves the target's name empty (or its tree partly removed)."""
+    A directory move with ``overwrite`` never comes here: it exchanges the whole tree (``_replace.move_tree_over``)."""
     if stat.S_ISREG(moved.st_mode):
         try:
             temp, _ = writers.reserve(functools.partial(_link_aside, src_fd, src, dst_fd))

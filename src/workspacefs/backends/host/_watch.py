@@ -85,12 +85,15 @@ class OutsideWatcher:
         self._ready.set()
 
     def _relative(self, absolute: str) -> str | None:
-        """The workspace path of ``absolute`` (``None``: the root itself, or a writer's temporary file)."""
+        """The workspace path of ``absolute`` (``None``: the root itself, a writer's temporary file, or anything
+        below a hidden directory: a tree a move or copy over a directory prepares or removes there)."""
         if not absolute.startswith(self._root + os.sep):
             return None
         path = absolute[len(self._root) + 1 :]
         name = os.path.basename(path)
         if name.startswith(TEMP_PREFIX) or not is_listable_name(name) or _ANONYMOUS.fullmatch(name):
+            return None
+        if TEMP_PREFIX in path and any(part.startswith(TEMP_PREFIX) for part in path.split(os.sep)):
             return None
         return path
 

@@ -1,0 +1,133 @@
+"""A host ``move``/``copy(overwrite=True)`` of a directory over a directory, beyond crashes: what another process
+swaps in at the target is refused by its type and never replaced, the journal's entry is what the two steps made
+(undo puts the old tree back), and a watcher sees nothing of the hidden directories as outside changes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from workspacefs import HostFilesystem, _hostio
+from workspacefs._hostio import TEMP_PREFIX
+from workspacefs.errors import SpecialFileError, SymlinkRefusedError
+from workspacefs.results import FileStat
+
+_RENAME_EXCHANGE = 2
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Writer registries under this test's own cache."""
+    directory = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(directory))
+    return directory
+
+
+def tree(root: Path, top: str) -> dict[str, str | None]:
+    """Files' text and directories (``None``) below ``top``."""
+    base = root / top
+    return {
+        str(Path(d, n).relative_to(base)): None if n in dirs else (Path(d) / n).read_text()
+        for d, dirs, files in os.walk(base)
+        for n in dirs + files
+    }
+
+
+def hidden(root: Path) -> list[str]:
+    return [n for _, dirs, files in os.walk(root) for n in dirs + files if n.startswith(TEMP_PREFIX)]
+
+
+def workspace(tmp_path: Path, *, history: bool) -> tuple[HostFilesystem, Path]:
+    root = tmp_path / "root"
+    root.mkdir()
+    fs = HostFilesystem(root, snapshot_dir=tmp_path / "snapshots", history=history)
+    for path, text in {"a/new.txt": "new", "a/sub/deep.txt": "deep", "b/old.txt": "old", "c/other.txt": "c"}.items():
+        fs.write(path, text)
+    return fs, root
+
+
+SWAPS: dict[str, tuple[Callable[[Path, Path], None], type[OSError]]] = {
+    "symlink": (lambda target, outside: target.symlink_to(outside), SymlinkRefusedError),
+    "fifo": (lambda target, _: os.mkfifo(target), SpecialFileError),
+}
+
+
+@pytest.mark.parametrize("when", ["after the look", "before the exchange"])
+@pytest.mark.parametrize("kind", list(SWAPS))
+@pytest.mark.parametrize("operation", ["move", "copy"])
+def test_what_another_process_swaps_in_at_the_target_is_refused_by_its_type_and_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operation: str, kind: str, when: str
+) -> None:
+    """The target's tree was removed first: a symlink swapped in failed with an untyped ``EIO``, a FIFO blocked the
+    removal's open for good."""
+    fs, root = workspace(tmp_path, history=False)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("secret")
+    make, refusal = SWAPS[kind]
+    ran: list[int] = []
+
+    def swap() -> None:
+        ran.append(1)
+        shutil.rmtree(root / "b")
+        make(root / "b", outside)
+
+    if when == "after the look":
+        stat = fs._stat
+
+        def stat_then_swap(path: str) -> FileStat:
+            info = stat(path)
+            if path == "b" and not ran:
+                swap()
+            return info
+
+        monkeypatch.setattr(fs, "_stat", stat_then_swap)
+    else:
+        renameat2 = _hostio._renameat2
+        assert renameat2 is not None
+
+        def swap_then_exchange(src_fd: int, src: bytes, dst_fd: int, dst: bytes, flags: int) -> int:
+            if flags == _RENAME_EXCHANGE and dst == b"b" and not ran:
+                swap()
+            return renameat2(src_fd, src, dst_fd, dst, flags)
+
+        monkeypatch.setattr(_hostio, "_renameat2", swap_then_exchange)
+    with pytest.raises(refusal) as raised:
+        getattr(fs, operation)("a", "b", overwrite=True)
+    assert ran
+    assert raised.value.filename == "b"
+    assert os.path.islink(root / "b") if kind == "symlink" else not os.path.isdir(root / "b")
+    assert tree(root, "a") == {"new.txt": "new", "sub": None, "sub/deep.txt": "deep"}
+    assert tree(tmp_path, "outside") == {"keep.txt": "secret"}
+    assert hidden(root) == []
+
+
+def test_undo_puts_back_the_tree_a_move_or_a_copy_over_a_directory_replaced_and_a_watcher_sees_no_outside_change(
+    tmp_path: Path,
+) -> None:
+    """One entry each, as the two steps journaled it (the target tree's deletions, then the move or the copy)."""
+    fs, root = workspace(tmp_path, history=True)
+    with fs.watch() as watcher:
+        fs.move("a", "b", overwrite=True)
+        fs.copy("b", "c", overwrite=True)
+        events = []
+        while (event := watcher.next_event(1.5)) is not None:
+            events.append(event)
+    assert [e.path for e in events if e.entry_id is None] == []  # nothing seen below the hidden directories
+    copied, moved = fs.history(limit=2)
+    assert (copied.operation, moved.operation) == ("copy", "move")
+    assert moved.changes[-1].from_path == "a"
+    assert {c.path for c in moved.changes} == {"b", "b/old.txt"}
+    assert {c.path for c in copied.changes} == {"c", "c/other.txt", "c/new.txt", "c/sub", "c/sub/deep.txt"}
+    new = {"new.txt": "new", "sub": None, "sub/deep.txt": "deep"}
+    assert (tree(root, "b"), tree(root, "c")) == (new, new)
+    fs.undo(copied.entry_id)
+    assert tree(root, "c") == {"other.txt": "c"}
+    fs.undo(moved.entry_id)
+    assert (tree(root, "a"), tree(root, "b")) == (new, {"old.txt": "old"})
+    assert hidden(root) == []
+    fs.close()
