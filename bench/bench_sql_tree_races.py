@@ -1,10 +1,12 @@
 """PostgreSQL: tree operations beside writers of the same tree — deadlocks PostgreSQL broke, errors callers saw.
 
 Three writer threads overwrite and create files under ``d/``, ``e/`` and ``u/`` while another thread moves the
-tree back and forth (``move``), copies it (``copy``), deletes and rebuilds it (``delete``), undoes a tree copy and a
-tree move (``undo``) or merges a fork and applies the result (``merge``). Counts, not times: the database's
-``pg_stat_database.deadlocks`` before and after (a fresh database per kind), and the errors each side saw other
-than ``FileNotFoundError`` (a writer whose directory was moved away). A session's usage row exists (a quota).
+tree back and forth (``move``), copies it (``copy``), copies it over a copy of it and moves that copy back over it
+(``moveover``: each replaces a whole tree), copies it over its copy (``copyover``), deletes and rebuilds it
+(``delete``), undoes a tree copy and a tree move (``undo``) or merges a fork and applies the result (``merge``).
+Counts, not times: the database's ``pg_stat_database.deadlocks`` before and after (a fresh database per kind), and
+the errors each side saw other than ``FileNotFoundError`` (a writer whose directory was moved away). A session's
+usage row exists (a quota).
 
 Run: ``python bench/bench_sql_tree_races.py [--rounds N] [--kinds move,copy,...] [--postgres URL]``.
 """
@@ -30,7 +32,7 @@ from workspacefs.testing._postgres import create_database, running_postgres
 FILES = 12
 WRITERS = 3
 STEPS = 6
-KINDS = ("move", "copy", "delete", "undo", "merge")
+KINDS = ("move", "copy", "moveover", "copyover", "delete", "undo", "merge")
 QUOTA = Quota(max_bytes=10**9, max_files=10**6)
 _ids = itertools.count()
 
@@ -68,6 +70,10 @@ def steps(kind: str, fs: SqlFilesystem, i: int) -> list[Callable[[], object]]:
         return [lambda: fs.move("d", "e"), lambda: fs.move("e", "d")]
     if kind == "copy":
         return [lambda: fs.copy("d", f"c{i}")]
+    if kind == "moveover":
+        return [lambda: fs.copy("d", "e", overwrite=True), lambda: fs.move("e", "d", overwrite=True)]
+    if kind == "copyover":
+        return [lambda: fs.copy("d", "u", overwrite=True)]
     if kind == "delete":
         return [lambda: fs.delete("d", recursive=True), lambda: fill(fs)]
     if kind == "undo":

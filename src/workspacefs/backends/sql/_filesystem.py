@@ -106,6 +106,8 @@ _SET_CONTENT = (
 _SET_FLAG = sa.update(F).where(F.c.session_id == _SESSION, F.c.path == _PATH).values(is_readonly=sa.bindparam("flag"))
 _DELETE_ROW = sa.delete(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
 _USAGE_NOW = sa.select(session_usage.c.bytes, session_usage.c.files).where(session_usage.c.session_id == _SESSION)
+_NOTHING = Usage()
+"""No usage: what a copy over nothing replaced."""
 _SET_ROW = (
     sa.update(F)
     .where(F.c.session_id == _SESSION, F.c.path == _PATH)
@@ -893,12 +895,14 @@ class SqlFilesystem(BaseFilesystem):
         self._store.release(connection, released)
         return True
 
-    def _lock_tree(self, connection: Connection, base: str, *also: str, trees: tuple[str, ...] = ()) -> None:
+    def _lock_tree(
+        self, connection: Connection, base: str, *also: str, trees: tuple[str, ...] = (), shared: str | None = None
+    ) -> None:
         """PostgreSQL: lock every row a tree's move or delete will delete (below ``base`` and ``trees``, and at
-        ``also``), in path order, before changing any (see :mod:`._lock_order`); SQLite's writer already holds
-        the database."""
+        ``also``), and ``shared`` (the parent it adds to) ``FOR SHARE``, in path order, before changing any (see
+        :mod:`._lock_order`); SQLite's writer already holds the database."""
         if self._store.dialect == "postgresql":
-            lock_tree(connection, self._session, base, also, trees)
+            lock_tree(connection, self._session, base, also, trees=trees, shared=shared)
 
     def _graft(self, connection: Connection, src: str, dst: str, *, keep_times: bool) -> Usage:
         """Insert a copy of the ``src`` subtree at ``dst`` (parents first): metadata only. What its files hold."""
@@ -941,7 +945,7 @@ class SqlFilesystem(BaseFilesystem):
         they were, and no reader sees ``dst`` missing."""
         tag = self._tag("move", rows=True)
         with self._writing(dst) as connection:
-            self._lock_tree(connection, src, trees=(dst,))
+            self._lock_tree(connection, src, trees=(dst,), shared=parent(dst))
             existing = self._row(connection, dst)
             if existing is not None and existing.is_directory:  # else gone or a file since the check: as a move
                 self._delete_tree_rows(connection, tag, dst)
@@ -949,15 +953,26 @@ class SqlFilesystem(BaseFilesystem):
         self._committed(tag)
 
     def _copy_over_tree(self, src: str, dst: str) -> None:
-        """The old tree's deletion and the copy in one transaction (the quota checked on what it adds up to)."""
+        """The old tree's deletion and the copy in one transaction, held to the quota by what the two add up to
+        (a copy that frees more than it adds is allowed in a workspace over its limit, as on every backend)."""
         tag = self._tag("copy", rows=True)
         with self._writing(dst) as connection:
-            self._lock_tree(connection, dst)
+            self._lock_tree(connection, dst, shared=parent(dst))
             existing = self._row(connection, dst)
+            replaced = Usage()
             if existing is not None and existing.is_directory:
+                replaced = self._files_below(connection, dst)
                 self._delete_tree_rows(connection, tag, dst)
-            self._copy_tree_rows(connection, tag, src, dst)
+            self._copy_tree_rows(connection, tag, src, dst, replaced=replaced)
         self._committed(tag)
+
+    def _files_below(self, connection: Connection, path: str) -> Usage:
+        """The bytes and files of ``path``'s tree, as ``connection``'s transaction sees it."""
+        totals = sa.select(sa.func.coalesce(sa.func.sum(F.c.size_bytes), 0), sa.func.count()).where(
+            F.c.session_id == self._session, _subtree(path), sa.not_(F.c.is_directory)
+        )
+        size, files = connection.execute(totals).one()
+        return Usage(int(size), int(files))
 
     def _rename_rows(
         self, connection: Connection, tag: JournalTag | None, src: str, dst: str, *, replace: bool
@@ -1014,8 +1029,11 @@ class SqlFilesystem(BaseFilesystem):
             self._copy_tree_rows(connection, tag, src, dst)
         self._committed(tag)
 
-    def _copy_tree_rows(self, connection: Connection, tag: JournalTag | None, src: str, dst: str) -> None:
-        """:meth:`_copy_tree`'s rows, journal and quota check in ``connection``'s transaction."""
+    def _copy_tree_rows(
+        self, connection: Connection, tag: JournalTag | None, src: str, dst: str, *, replaced: Usage = _NOTHING
+    ) -> None:
+        """:meth:`_copy_tree`'s rows, journal and quota check in ``connection``'s transaction (``replaced``: what
+        the same transaction deleted at ``dst`` first, so the check is on the net growth)."""
         if self._row(connection, src) is None:
             raise errors.file_not_found(src)
         self._parent_dir(connection, dst)
@@ -1025,7 +1043,7 @@ class SqlFilesystem(BaseFilesystem):
         if tag is not None:
             rows = tree_rows(tag, self._session, datetime.now(UTC), dst, deleting=False)
             insert_rows(connection, self._session, rows, F.c.path)
-        self._hold_to_quota(connection, dst, grafted)
+        self._hold_to_quota(connection, dst, Usage(grafted.bytes - replaced.bytes, grafted.files - replaced.files))
 
     def _iter_files(self, base: str) -> Iterator[str]:
         with self._store.read() as connection:
