@@ -288,22 +288,23 @@ class SqlFilesystem(BaseFilesystem):
     def _check_locks(self, targets: Sequence[JournalEntry]) -> None:
         """Follow the read-only flag through the undo of ``targets`` (newest first, each's changes last first):
         refuse when content would go back into a file that is read-only then, unless the entry itself locked it
-        (its undo unlocks it in the same step)."""
+        (its undo unlocks it in the same step). A directory moved back takes its files' flags with it."""
         flags: dict[str, bool] = {}
+        moved_back: list[tuple[str, str]] = []
+        """Directories the undo moves back so far, ``(from, to)``: a path is looked up where it is now."""
 
         def locked(path: str) -> bool:
             if path not in flags:
-                try:
-                    info = self._stat(path)
-                except (FileNotFoundError, NotADirectoryError):
-                    info = None
-                flags[path] = info is not None and info.is_file and bool(info.read_only)
+                flags[path] = self._locked_now(_where_now(path, moved_back))
             return flags[path]
 
         for target in targets:
             for change in reversed(target.changes):
                 path = change.path
                 if change.from_path is not None:  # moved back: the file takes its flag with it
+                    if change.after == DIRECTORY:
+                        _carry_flags(flags, path, change.from_path)
+                        moved_back.append((path, change.from_path))
                     flags[change.from_path] = locked(path)
                     flags[path] = False
                     continue
@@ -316,6 +317,14 @@ class SqlFilesystem(BaseFilesystem):
                     flags[path] = False
                 elif change.read_only_before is not None:
                     flags[path] = change.read_only_before
+
+    def _locked_now(self, path: str | None) -> bool:
+        """Whether a read-only file is at ``path`` now (``None``: nothing can be there)."""
+        try:
+            info = None if path is None else self._stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            info = None
+        return info is not None and info.is_file and bool(info.read_only)
 
     def _put_back(self, entry: JournalEntry, index: int) -> None:
         """As every backend, and where the change set the file's read-only flag, the flag too: in the same step as
@@ -1763,6 +1772,25 @@ class _RestorePlan:
         """The journal's rows, as the set-based restore writes them: changed paths deepest first, then those
         brought back, parents first."""
         return [*sorted(self.gone, key=lambda c: c.path, reverse=True), *sorted(self.back, key=lambda c: c.path)]
+
+
+def _where_now(path: str, moved_back: Sequence[tuple[str, str]]) -> str | None:
+    """Where what an undo will have at ``path`` is now, after it moved directories back (``(from, to)``, in
+    order); ``None``: a move back emptied the place (nothing there yet)."""
+    for source, back in reversed(moved_back):
+        if path.startswith(back + "/"):
+            path = source + path[len(back) :]
+        elif path.startswith(source + "/"):
+            return None
+    return path
+
+
+def _carry_flags(flags: dict[str, bool], source: str, back: str) -> None:
+    """The flags known below directory ``source`` go with it to ``back`` (whose own are replaced)."""
+    below = {p: flags.pop(p) for p in [p for p in flags if p.startswith(source + "/")]}
+    for stale in [p for p in flags if p.startswith(back + "/")]:
+        del flags[stale]
+    flags.update({back + p[len(source) :]: flag for p, flag in below.items()})
 
 
 def _kind(row: Any) -> str | None:
