@@ -120,40 +120,47 @@ def _waiting(store: SqlStore) -> int:
         return int(found.scalar() or 0)
 
 
-@pytest.mark.parametrize("operation", ["move", "copy"])
-def test_a_move_or_copy_over_a_tree_takes_the_parent_in_path_order(postgres_store: SqlStore, operation: str) -> None:
+@pytest.mark.parametrize(
+    ("operation", "src", "dst"),
+    [("move", "d", "p/u"), ("copy", "d", "p/u"), ("move", "d/x.txt", "p/u/x.txt")],
+    ids=["move-tree", "copy-tree", "move-file"],
+)
+def test_a_move_or_copy_takes_the_parent_it_adds_to_in_path_order(
+    postgres_store: SqlStore, operation: str, src: str, dst: str
+) -> None:
     """A tree operation on ``p`` locks ``p``, then ``p/u`` and below (path order). A move or copy over ``p/u`` that
     locked ``p/u``'s tree first and then waited for ``p`` (the parent it adds to) deadlocked with it: PostgreSQL
-    failed one of the two. Here the other transaction holds ``p``, the change starts and waits, and then the other
-    asks for ``p/u``'s rows: both must finish."""
+    failed one of the two (a file moved over ``p/u/x.txt`` likewise, with ``p/u``). Here the other transaction
+    holds the parent, the change starts and waits, and then the other asks for the rows below: both must finish."""
     fs = SqlFilesystem(postgres_store, "s")
     for name in ("x", "y"):
         fs.write(f"d/{name}.txt", "new")
         fs.write(f"p/u/{name}.txt", "old")
     fs.write("p/u/sub/z.txt", "old")
+    above = dst.rpartition("/")[0]
     failed: list[BaseException] = []
 
     def change() -> None:
         try:
-            getattr(fs, operation)("d", "p/u", overwrite=True)
+            getattr(fs, operation)(src, dst, overwrite=True)
         except BaseException as exc:
             failed.append(exc)
 
-    session = {"s": "s"}
-    with postgres_store.engine.connect() as other, other.begin():  # the first half of a tree operation on p
-        other.exec_driver_sql("SELECT 1 FROM wsfs_files WHERE session_id = %(s)s AND path = 'p' FOR UPDATE", session)
+    where = {"s": "s", "path": above, "low": above + "/", "high": above + "0"}
+    with postgres_store.engine.connect() as other, other.begin():  # the first half of a tree operation on it
+        other.exec_driver_sql("SELECT 1 FROM wsfs_files WHERE session_id = %(s)s AND path = %(path)s FOR UPDATE", where)
         thread = threading.Thread(target=change)
         thread.start()
         polls = 0
         while not _waiting(postgres_store) and thread.is_alive() and polls < 10_000:
             polls += 1
             time.sleep(0.005)
-        assert thread.is_alive(), failed  # the change waits for p
-        other.exec_driver_sql(  # the second half: p's tree, in path order
-            "SELECT count(*) FROM (SELECT 1 FROM wsfs_files WHERE session_id = %(s)s AND path > 'p/' AND path < 'p0'"
-            " ORDER BY path FOR UPDATE) AS locked",
-            session,
+        assert thread.is_alive(), failed  # the change waits for the parent
+        other.exec_driver_sql(  # the second half: the parent's tree, in path order
+            "SELECT count(*) FROM (SELECT 1 FROM wsfs_files WHERE session_id = %(s)s AND path > %(low)s"
+            " AND path < %(high)s ORDER BY path FOR UPDATE) AS locked",
+            where,
         )
     thread.join()
     assert not failed, failed  # a deadlock: ConcurrentChangeError here, or DeadlockDetected in the block above
-    assert files(fs, "p/u") == {"p/u/x.txt": "new", "p/u/y.txt": "new"}
+    assert files(fs, "p/u")["p/u/x.txt"] == "new"

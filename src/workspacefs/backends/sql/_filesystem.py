@@ -945,7 +945,7 @@ class SqlFilesystem(BaseFilesystem):
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         tag = self._tag("move")
         with self._writing(dst) as connection:
-            self._lock_tree(connection, src, dst)
+            self._lock_tree(connection, src, dst, shared=parent(dst))
             self._rename_rows(connection, tag, src, dst, replace=replace)
         self._committed(tag)
 

@@ -22,10 +22,11 @@ copies row by row, each statement's trigger taking the usage row, and only then 
 for any a writer held while that writer waited for the usage row (3 writers beside a thread moving their tree
 back and forth: 94 deadlocks in 60 moves, each failing a move or a writer); a recursive delete's cascade reaches
 a subdirectory's rows after an earlier statement of it took the usage row. Both lock every row they will delete
-first, in path order. A move or copy over a directory also adds rows to the target's parent, which it holds
-``FOR SHARE`` (writers' ``FOR KEY SHARE`` still pass): taken after the target's tree, it waited for a tree
-operation on an ancestor that held the parent and waited for the target's tree (a copy over ``p/u`` beside a
-thread moving ``p`` back and forth: 2-14 deadlocks in 150 copies), so it is taken at its place in the path order.
+first, in path order. A move (or a copy over a directory) also adds rows to the target's parent, which it holds
+``FOR SHARE`` (writers' ``FOR KEY SHARE`` still pass): taken after the target's rows, it waited for a tree
+operation on an ancestor that held the parent and waited for those rows (a copy over ``p/u`` beside a thread moving
+``p`` back and forth: 11-17 deadlocks in 90 copies; a move over it, 5-10 in 180), so it is taken at its place in the
+path order (``bench/bench_sql_tree_races.py --kinds nestedcopy,nestedmove``: none).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ for both, between ``after`` and ``before`` (``NULL``: unbounded)."""
 _LOCK_SHARED = sa.text(
     "SELECT count(*) FROM (SELECT 1 FROM wsfs_files WHERE session_id = :session AND path = :path FOR SHARE) AS locked"
 )
-"""The row a move or copy adds to (the target's parent), held as every such change holds it."""
+"""The row a move or a copy over a tree adds to (the target's parent), held as every such change holds it."""
 _LOCK_SESSION = sa.text(
     "SELECT count(*) FROM (SELECT 1 FROM wsfs_files WHERE session_id = :session ORDER BY path FOR UPDATE) AS locked"
 )
@@ -93,7 +94,7 @@ def lock_tree(
 ) -> None:
     """Lock the row at ``base``, every row below it, the rows at ``also`` (a move's target) and, for one path
     in ``trees``, its row and every row below it (a target tree a move replaces), in path order; ``shared`` (the
-    parent a move or copy over a tree adds to, in neither tree) ``FOR SHARE``, at its place in that order."""
+    parent a move or a copy over a tree adds to, in neither tree) ``FOR SHARE``, at its place in that order."""
     low, high = _below(base)
     params = {"session": session, "base": base, "low": low, "high": high, "also": list(also)}
     if not trees and shared is None:
