@@ -25,8 +25,8 @@ a subdirectory's rows after an earlier statement of it took the usage row. Both 
 first, in path order. A move (or a copy over a directory) also adds rows to the target's parent, which it holds
 ``FOR SHARE`` (writers' ``FOR KEY SHARE`` still pass): taken after the target's rows, it waited for a tree
 operation on an ancestor that held the parent and waited for those rows (a copy over ``p/u`` beside a thread moving
-``p`` back and forth: 11-17 deadlocks in 90 copies; a move over it, 5-10 in 180), so it is taken at its place in the
-path order (``bench/bench_sql_tree_races.py --kinds nestedcopy,nestedmove``: none).
+``p`` back and forth: up to 17 deadlocks in 90 copies; a move over it, up to 10 in 180), so it is taken at its place
+in the path order (``bench/bench_sql_tree_races.py --kinds nestedcopy,nestedmove``: none).
 """
 
 from __future__ import annotations
