@@ -1,10 +1,15 @@
 """PostgreSQL: tree operations beside writers of the same tree — deadlocks PostgreSQL broke, errors callers saw.
 
 Three writer threads overwrite and create files under ``d/``, ``e/`` and ``u/`` while another thread moves the
-tree back and forth (``move``), copies it (``copy``), deletes and rebuilds it (``delete``), undoes a tree copy and a
-tree move (``undo``) or merges a fork and applies the result (``merge``). Counts, not times: the database's
-``pg_stat_database.deadlocks`` before and after (a fresh database per kind), and the errors each side saw other
-than ``FileNotFoundError`` (a writer whose directory was moved away). A session's usage row exists (a quota).
+tree back and forth (``move``), copies it (``copy``), copies it over a copy of it and moves that copy back over it
+(``moveover``: each replaces a whole tree), copies it over its copy (``copyover``), deletes and rebuilds it
+(``delete``), undoes a tree copy and a tree move (``undo``) or merges a fork and applies the result (``merge``);
+``nestedcopy``/``nestedmove`` copy ``d`` over ``p/u`` (or move a copy of it there) while a fourth thread moves ``p``
+to ``q`` and back (a tree operation on the target's parent; its ``FileExistsError``/``FileNotFoundError`` not
+counted: the copy makes ``p`` again when it is away).
+Counts, not times: the database's ``pg_stat_database.deadlocks`` before and after (a fresh database per kind), and
+the errors each side saw other than ``FileNotFoundError`` (a writer whose directory was moved away). A session's
+usage row exists (a quota).
 
 Run: ``python bench/bench_sql_tree_races.py [--rounds N] [--kinds move,copy,...] [--postgres URL]``.
 """
@@ -30,7 +35,7 @@ from workspacefs.testing._postgres import create_database, running_postgres
 FILES = 12
 WRITERS = 3
 STEPS = 6
-KINDS = ("move", "copy", "delete", "undo", "merge")
+KINDS = ("move", "copy", "moveover", "copyover", "nestedcopy", "nestedmove", "delete", "undo", "merge")
 QUOTA = Quota(max_bytes=10**9, max_files=10**6)
 _ids = itertools.count()
 
@@ -68,6 +73,14 @@ def steps(kind: str, fs: SqlFilesystem, i: int) -> list[Callable[[], object]]:
         return [lambda: fs.move("d", "e"), lambda: fs.move("e", "d")]
     if kind == "copy":
         return [lambda: fs.copy("d", f"c{i}")]
+    if kind == "moveover":
+        return [lambda: fs.copy("d", "e", overwrite=True), lambda: fs.move("e", "d", overwrite=True)]
+    if kind == "copyover":
+        return [lambda: fs.copy("d", "u", overwrite=True)]
+    if kind == "nestedcopy":
+        return [lambda: fs.copy("d", "p/u", overwrite=True)]
+    if kind == "nestedmove":
+        return [lambda: fs.copy("d", "e", overwrite=True), lambda: fs.move("e", "p/u", overwrite=True)]
     if kind == "delete":
         return [lambda: fs.delete("d", recursive=True), lambda: fill(fs)]
     if kind == "undo":
@@ -89,6 +102,20 @@ def fill(fs: SqlFilesystem) -> None:
     for n in range(FILES):
         fs.write(f"d/f{n}.txt", "base\n")
         fs.write(f"d/sub/g{n}.txt", "base\n")
+
+
+def parent_mover(store: SqlStore, session: str, done: threading.Event, errors: collections.Counter[Any]) -> None:
+    """Move ``p`` (the parent of the nested kinds' target) to ``q`` and back, until told to stop."""
+    fs = SqlFilesystem(store, session, create=False, quota=QUOTA)
+    for i in itertools.count():
+        if done.is_set():
+            return
+        try:
+            fs.move(*(("p", "q") if i % 2 == 0 else ("q", "p")))
+        except (FileNotFoundError, FileExistsError):
+            pass
+        except Exception as exc:
+            errors["parent mover", type(exc).__name__] += 1
 
 
 def undo_copy(fs: SqlFilesystem) -> None:
@@ -120,6 +147,9 @@ def measure(server: str, kind: str, rounds: int) -> tuple[int, int, dict[Any, in
         fill(fs)
         done = threading.Event()
         threads = [threading.Thread(target=writer, args=(store, session, k, done, errors)) for k in range(WRITERS)]
+        if kind.startswith("nested"):
+            fs.copy("d", "p/u")
+            threads.append(threading.Thread(target=parent_mover, args=(store, session, done, errors)))
         for thread in threads:
             thread.start()
         try:
@@ -129,7 +159,8 @@ def measure(server: str, kind: str, rounds: int) -> tuple[int, int, dict[Any, in
                     try:
                         step()
                     except Exception as exc:
-                        errors[kind, type(exc).__name__] += 1
+                        if not (kind.startswith("nested") and isinstance(exc, (FileNotFoundError, FileExistsError))):
+                            errors[kind, type(exc).__name__] += 1  # (nested: p moved away, or made again beside q)
         finally:
             done.set()
             for thread in threads:

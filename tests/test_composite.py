@@ -462,3 +462,22 @@ def test_the_fsspec_bridge_reads_and_moves_across_mounts(tmp_path: Path) -> None
     frame = pandas.read_csv("workspace://data/prices.csv", storage_options={"fs": fs}, index_col=0)
     assert list(frame["price"]) == [1, 2, 3]
     assert sorted(bridge.ls("/", detail=False)) == ["/data", "/scratch"]
+
+
+def test_a_move_over_a_directory_of_a_tree_holding_a_mount_refuses_before_anything_changes() -> None:
+    """A mount below the source: the move is refused, and the target's tree is still there (the old code deleted
+    it first, then found the mount)."""
+    outer, nested = InMemoryFilesystem(), InMemoryFilesystem()
+    outer.write("src/x.txt", "new")
+    outer.write("dst/x.txt", "old")
+    outer.write("dst/keep/k.txt", "k")
+    nested.write("z.txt", "nested")
+    fs = CompositeFilesystem({"/w": outer, "/w/src/mnt": nested})
+    with pytest.raises(MountPointError):
+        fs.move("/w/src", "/w/dst", overwrite=True)
+    assert {e.path for e in fs.walk("/w") if e.is_file} == {
+        "w/src/x.txt",
+        "w/src/mnt/z.txt",
+        "w/dst/x.txt",
+        "w/dst/keep/k.txt",
+    }

@@ -140,3 +140,40 @@ def test_a_version_no_content_can_have_is_a_failed_precondition(fs: SqlFilesyste
     with pytest.raises(PreconditionFailedError):
         fs.write_bytes_if("a.txt", b"two", expect="\x00never")
     assert fs.read_bytes("a.txt").content == b"one"
+
+
+def _files(fs: SqlFilesystem) -> dict[str, tuple[str, bool | None]]:
+    return {e.path: (fs.read(e.path).content, fs.stat(e.path).read_only) for e in fs.walk(".") if e.is_file}
+
+
+def test_undoing_a_move_over_a_tree_puts_back_both_read_only_files_of_one_name(fs: SqlFilesystem) -> None:
+    """The undo moves ``dst`` back to ``src`` first: the read-only ``dst/r.txt`` it then writes back is not the one
+    the move brought (which goes back to ``src`` with its flag). The check looked at ``dst/r.txt`` as it is now and
+    refused the undo, with or without ``force``."""
+    fs.write("src/r.txt", "new r")
+    fs.write("dst/r.txt", "old r")
+    fs.write("dst/k.txt", "old k")
+    fs.set_read_only("src/r.txt")
+    fs.set_read_only("dst/r.txt")
+    before = _files(fs)
+    fs.move("src", "dst", overwrite=True)
+    assert _files(fs) == {"dst/r.txt": ("new r", True)}
+    fs.undo(fs.history(limit=1)[0].entry_id)
+    assert _files(fs) == before
+
+
+def test_undo_refuses_content_into_a_file_locked_after_its_directory_moved_and_changes_nothing(
+    fs: SqlFilesystem,
+) -> None:
+    """Undoing a write and a later move of its directory: the write's file is, when its turn comes, the one the move
+    takes back, read-only since. The check looked for it where it was before the move back (nothing there), let the
+    undo start, and the write back failed after the move was undone."""
+    fs.write("a/r.txt", "one")
+    fs.write("a/r.txt", "two")
+    written = fs.history(limit=1)[0].entry_id
+    fs.move("a", "b")
+    moved = fs.history(limit=1)[0].entry_id
+    fs.set_read_only("b/r.txt")
+    with pytest.raises(ReadOnlyFileError, match="clear its flag"):
+        fs.undo([moved, written])
+    assert _files(fs) == {"b/r.txt": ("two", True)}

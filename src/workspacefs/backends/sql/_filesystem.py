@@ -106,6 +106,8 @@ _SET_CONTENT = (
 _SET_FLAG = sa.update(F).where(F.c.session_id == _SESSION, F.c.path == _PATH).values(is_readonly=sa.bindparam("flag"))
 _DELETE_ROW = sa.delete(F).where(F.c.session_id == _SESSION, F.c.path == _PATH)
 _USAGE_NOW = sa.select(session_usage.c.bytes, session_usage.c.files).where(session_usage.c.session_id == _SESSION)
+_NOTHING = Usage()
+"""No usage: what a copy over nothing replaced."""
 _SET_ROW = (
     sa.update(F)
     .where(F.c.session_id == _SESSION, F.c.path == _PATH)
@@ -286,22 +288,23 @@ class SqlFilesystem(BaseFilesystem):
     def _check_locks(self, targets: Sequence[JournalEntry]) -> None:
         """Follow the read-only flag through the undo of ``targets`` (newest first, each's changes last first):
         refuse when content would go back into a file that is read-only then, unless the entry itself locked it
-        (its undo unlocks it in the same step)."""
+        (its undo unlocks it in the same step). A directory moved back takes its files' flags with it."""
         flags: dict[str, bool] = {}
+        moved_back: list[tuple[str, str]] = []
+        """Directories the undo moves back so far, ``(from, to)``: a path is looked up where it is now."""
 
         def locked(path: str) -> bool:
             if path not in flags:
-                try:
-                    info = self._stat(path)
-                except (FileNotFoundError, NotADirectoryError):
-                    info = None
-                flags[path] = info is not None and info.is_file and bool(info.read_only)
+                flags[path] = self._locked_now(_where_now(path, moved_back))
             return flags[path]
 
         for target in targets:
             for change in reversed(target.changes):
                 path = change.path
                 if change.from_path is not None:  # moved back: the file takes its flag with it
+                    if change.after == DIRECTORY:
+                        _carry_flags(flags, path, change.from_path)
+                        moved_back.append((path, change.from_path))
                     flags[change.from_path] = locked(path)
                     flags[path] = False
                     continue
@@ -314,6 +317,14 @@ class SqlFilesystem(BaseFilesystem):
                     flags[path] = False
                 elif change.read_only_before is not None:
                     flags[path] = change.read_only_before
+
+    def _locked_now(self, path: str | None) -> bool:
+        """Whether a read-only file is at ``path`` now (``None``: nothing can be there)."""
+        try:
+            info = None if path is None else self._stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            info = None
+        return info is not None and info.is_file and bool(info.read_only)
 
     def _put_back(self, entry: JournalEntry, index: int) -> None:
         """As every backend, and where the change set the file's read-only flag, the flag too: in the same step as
@@ -904,12 +915,14 @@ class SqlFilesystem(BaseFilesystem):
         self._store.release(connection, released, path)
         return True
 
-    def _lock_tree(self, connection: Connection, base: str, *also: str, trees: tuple[str, ...] = ()) -> None:
+    def _lock_tree(
+        self, connection: Connection, base: str, *also: str, trees: tuple[str, ...] = (), shared: str | None = None
+    ) -> None:
         """PostgreSQL: lock every row a tree's move or delete will delete (below ``base`` and ``trees``, and at
-        ``also``), in path order, before changing any (see :mod:`._lock_order`); SQLite's writer already holds
-        the database."""
+        ``also``), and ``shared`` (the parent it adds to) ``FOR SHARE``, in path order, before changing any (see
+        :mod:`._lock_order`); SQLite's writer already holds the database."""
         if self._store.dialect == "postgresql":
-            lock_tree(connection, self._session, base, also, trees)
+            lock_tree(connection, self._session, base, also, trees=trees, shared=shared)
 
     def _graft(self, connection: Connection, src: str, dst: str, *, keep_times: bool) -> Usage:
         """Insert a copy of the ``src`` subtree at ``dst`` (parents first): metadata only. What its files hold."""
@@ -943,7 +956,7 @@ class SqlFilesystem(BaseFilesystem):
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         tag = self._tag("move")
         with self._writing(dst) as connection:
-            self._lock_tree(connection, src, dst)
+            self._lock_tree(connection, src, dst, shared=parent(dst))
             self._rename_rows(connection, tag, src, dst, replace=replace)
         self._committed(tag)
 
@@ -952,7 +965,7 @@ class SqlFilesystem(BaseFilesystem):
         they were, and no reader sees ``dst`` missing."""
         tag = self._tag("move", rows=True)
         with self._writing(dst) as connection:
-            self._lock_tree(connection, src, trees=(dst,))
+            self._lock_tree(connection, src, trees=(dst,), shared=parent(dst))
             existing = self._row(connection, dst)
             if existing is not None and existing.is_directory:  # else gone or a file since the check: as a move
                 self._delete_tree_rows(connection, tag, dst)
@@ -960,15 +973,26 @@ class SqlFilesystem(BaseFilesystem):
         self._committed(tag)
 
     def _copy_over_tree(self, src: str, dst: str) -> None:
-        """The old tree's deletion and the copy in one transaction (the quota checked on what it adds up to)."""
+        """The old tree's deletion and the copy in one transaction, held to the quota by what the two add up to
+        (a copy that frees more than it adds is allowed in a workspace over its limit, as on every backend)."""
         tag = self._tag("copy", rows=True)
         with self._writing(dst) as connection:
-            self._lock_tree(connection, dst)
+            self._lock_tree(connection, dst, shared=parent(dst))
             existing = self._row(connection, dst)
+            replaced = Usage()
             if existing is not None and existing.is_directory:
+                replaced = self._files_below(connection, dst)
                 self._delete_tree_rows(connection, tag, dst)
-            self._copy_tree_rows(connection, tag, src, dst)
+            self._copy_tree_rows(connection, tag, src, dst, replaced=replaced)
         self._committed(tag)
+
+    def _files_below(self, connection: Connection, path: str) -> Usage:
+        """The bytes and files of ``path``'s tree, as ``connection``'s transaction sees it."""
+        totals = sa.select(sa.func.coalesce(sa.func.sum(F.c.size_bytes), 0), sa.func.count()).where(
+            F.c.session_id == self._session, _subtree(path), sa.not_(F.c.is_directory)
+        )
+        size, files = connection.execute(totals).one()
+        return Usage(int(size), int(files))
 
     def _rename_rows(
         self, connection: Connection, tag: JournalTag | None, src: str, dst: str, *, replace: bool
@@ -1025,8 +1049,11 @@ class SqlFilesystem(BaseFilesystem):
             self._copy_tree_rows(connection, tag, src, dst)
         self._committed(tag)
 
-    def _copy_tree_rows(self, connection: Connection, tag: JournalTag | None, src: str, dst: str) -> None:
-        """:meth:`_copy_tree`'s rows, journal and quota check in ``connection``'s transaction."""
+    def _copy_tree_rows(
+        self, connection: Connection, tag: JournalTag | None, src: str, dst: str, *, replaced: Usage = _NOTHING
+    ) -> None:
+        """:meth:`_copy_tree`'s rows, journal and quota check in ``connection``'s transaction (``replaced``: what
+        the same transaction deleted at ``dst`` first, so the check is on the net growth)."""
         if self._row(connection, src) is None:
             raise errors.file_not_found(src)
         self._parent_dir(connection, dst)
@@ -1036,7 +1063,7 @@ class SqlFilesystem(BaseFilesystem):
         if tag is not None:
             rows = tree_rows(tag, self._session, datetime.now(UTC), dst, deleting=False)
             insert_rows(connection, self._session, rows, F.c.path)
-        self._hold_to_quota(connection, dst, grafted)
+        self._hold_to_quota(connection, dst, Usage(grafted.bytes - replaced.bytes, grafted.files - replaced.files))
 
     def _iter_files(self, base: str) -> Iterator[str]:
         with self._store.read() as connection:
@@ -1756,6 +1783,25 @@ class _RestorePlan:
         """The journal's rows, as the set-based restore writes them: changed paths deepest first, then those
         brought back, parents first."""
         return [*sorted(self.gone, key=lambda c: c.path, reverse=True), *sorted(self.back, key=lambda c: c.path)]
+
+
+def _where_now(path: str, moved_back: Sequence[tuple[str, str]]) -> str | None:
+    """Where what an undo will have at ``path`` is now, after it moved directories back (``(from, to)``, in
+    order); ``None``: a move back emptied the place (nothing there yet)."""
+    for source, back in reversed(moved_back):
+        if path.startswith(back + "/"):
+            path = source + path[len(back) :]
+        elif path.startswith(source + "/"):
+            return None
+    return path
+
+
+def _carry_flags(flags: dict[str, bool], source: str, back: str) -> None:
+    """The flags known below directory ``source`` go with it to ``back`` (whose own are replaced)."""
+    below = {p: flags.pop(p) for p in [p for p in flags if p.startswith(source + "/")]}
+    for stale in [p for p in flags if p.startswith(back + "/")]:
+        del flags[stale]
+    flags.update({back + p[len(source) :]: flag for p, flag in below.items()})
 
 
 def _kind(row: Any) -> str | None:
