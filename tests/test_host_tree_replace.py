@@ -131,3 +131,16 @@ def test_undo_puts_back_the_tree_a_move_or_a_copy_over_a_directory_replaced_and_
     assert (tree(root, "a"), tree(root, "b")) == (new, {"old.txt": "old"})
     assert hidden(root) == []
     fs.close()
+
+
+@pytest.mark.parametrize("operation", ["copy", "move"])
+def test_a_directory_copied_or_moved_over_another_has_the_mode_a_plain_copy_or_move_gives_it(
+    tmp_path: Path, operation: str
+) -> None:
+    """The hidden directory a copy is built in is private (0o700) while built; exchanged into place, the copy
+    must still get the mode a new directory gets, as ``copy`` to a new name does (found by review6: 0o700)."""
+    fs, root = workspace(tmp_path, history=False)
+    getattr(fs, operation)("c", "plain")
+    getattr(fs, operation)("a", "b", overwrite=True)
+    assert oct((root / "b").stat().st_mode & 0o7777) == oct((root / "plain").stat().st_mode & 0o7777)
+    assert hidden(root) == []

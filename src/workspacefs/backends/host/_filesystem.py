@@ -416,7 +416,7 @@ class HostFilesystem(HostHistoryMixin):
         gone = self._tree_before(dst) if self._changes is not None else []
         above, name = parent_and_name(dst)
         with self._open_parent(dst, above) as dst_fd:
-            aside = make_trash(dst_fd, dst, self._tree.writers)
+            aside = make_trash(dst_fd, dst, self._tree.writers, 0o777)  # exchanged in: a new directory's mode
             try:
                 made = self._copy_hidden(src, join(above, aside), dst)
                 placed = exchange_over(dst_fd, aside, dst_fd, name, dst)

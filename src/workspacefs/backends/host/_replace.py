@@ -36,11 +36,12 @@ def refuse_unless_directory(info: os.stat_result, path: str) -> None:
     raise SpecialFileError(path)
 
 
-def make_trash(dir_fd: int, path: str, writers: WriterRegistry) -> str:
-    """A new hidden ``.trash`` directory in ``dir_fd`` (beside ``path``), reserved until :func:`remove_hidden`."""
+def make_trash(dir_fd: int, path: str, writers: WriterRegistry, mode: int = 0o700) -> str:
+    """A new hidden ``.trash`` directory in ``dir_fd`` (beside ``path``), reserved until :func:`remove_hidden`;
+    ``mode`` (less the umask): ``0o777`` for one that becomes the target, as a new directory would be made."""
 
     def make(stem: str) -> str:
-        os.mkdir(stem + TRASH, 0o700, dir_fd=dir_fd)
+        os.mkdir(stem + TRASH, mode, dir_fd=dir_fd)
         return stem + TRASH
 
     try:
