@@ -4,7 +4,10 @@ swaps in at the target is refused by its type and never replaced, the journal's 
 
 from __future__ import annotations
 
+import codecs
+import errno
 import os
+import pickle
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +20,7 @@ from workspacefs.errors import SpecialFileError, SymlinkRefusedError
 from workspacefs.results import FileStat
 
 _RENAME_EXCHANGE = 2
+NOBODY = 65534
 
 
 @pytest.fixture(autouse=True)
@@ -143,4 +147,70 @@ def test_a_directory_copied_or_moved_over_another_has_the_mode_a_plain_copy_or_m
     getattr(fs, operation)("c", "plain")
     getattr(fs, operation)("a", "b", overwrite=True)
     assert oct((root / "b").stat().st_mode & 0o7777) == oct((root / "plain").stat().st_mode & 0o7777)
+    assert hidden(root) == []
+
+
+OTHER_USER = 100000
+"""A rootless container's user as the host sees it (a subordinate uid): not the workspace's owner."""
+
+
+def as_user(uid: int, work: Callable[[], object]) -> object:
+    """``work()``'s result (or the exception it raised), run in a forked child as the unprivileged ``uid``."""
+    codecs.lookup("ascii")  # the child may not read the interpreter's files once it is another user: load them now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        try:
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            result: object = work()
+        except BaseException as exc:  # reported to the parent, which asserts on it
+            result = exc
+        with os.fdopen(write, "wb") as pipe:
+            pipe.write(pickle.dumps(result))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return pickle.loads(data)  # our own child's report
+
+
+@pytest.mark.parametrize(("others", "src"), [("source", "a"), ("target", "a"), ("source", "up/a")])
+def test_a_directory_of_another_user_moves_over_a_directory_as_the_two_steps_moved_it(
+    tmp_path: Path, others: str, src: str
+) -> None:
+    """Moving a directory to another parent needs write permission on it (its ``..``), which the owner of a root
+    lacks on a directory a rootless container's user made: the exchange through a hidden directory re-parents
+    both, so it was refused where the two steps (same parent) worked (found by review6); in another parent the
+    two steps removed the target, then failed: nothing is changed now."""
+    tmp_path.chmod(0o755)
+    root = tmp_path / "root"
+    for name in ("up/a", "a", "b"):
+        (root / name).mkdir(parents=True)
+        (root / name / f"{name[-1]}.txt").write_text(name)
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, NOBODY, NOBODY)
+    if others == "target":
+        (root / "b" / "b.txt").unlink()  # the two steps can remove it: empty, in a directory of ours
+    os.chown(root / (src if others == "source" else "b"), OTHER_USER, OTHER_USER)
+    fs = HostFilesystem(root, snapshot_dir=tmp_path / "snapshots", history=False)
+
+    def move() -> object:
+        try:
+            fs.move(src, "b", overwrite=True)
+        except OSError as exc:
+            return type(exc), exc.errno, exc.filename
+        return None
+
+    result = as_user(NOBODY, move)
+    if src == "up/a":
+        assert result == (PermissionError, errno.EACCES, "up/a")
+        assert (tree(root, "up/a"), tree(root, "b")) == ({"a.txt": "up/a"}, {"b.txt": "b"})
+    else:
+        assert result is None
+        assert not (root / "a").exists()
+        assert tree(root, "b") == {"a.txt": "a"}
     assert hidden(root) == []

@@ -132,25 +132,43 @@ def move_tree_over(
         _drop_empty(dst_fd, aside)
         raise fail(exc, path) from None
     try:
-        try:
-            taken = _take_source(src_fd, src, aside_fd, dst, src_path)
-        except BaseException:
-            _drop_empty(dst_fd, aside)
-            raise
-        if not taken:
-            _drop_empty(dst_fd, aside)
-            return False
-        try:
-            exchanged = exchange_over(aside_fd, dst, dst_fd, dst, path)
-        except BaseException:
-            _give_back(aside_fd, dst, src_fd, src, dst_fd=dst_fd, aside=aside)
-            raise
-        if exchanged is None:
-            _give_back(aside_fd, dst, src_fd, src, dst_fd=dst_fd, aside=aside)
-            return False
-        _remove_old(aside_fd, dst, dst_fd, aside)
+        return _move_through(aside_fd, aside, src_fd, src, dst_fd=dst_fd, dst=dst, src_path=src_path, path=path)
     finally:
         os.close(aside_fd)
+
+
+def _move_through(
+    aside_fd: int, aside: str, src_fd: int, src: str, *, dst_fd: int, dst: str, src_path: str, path: str
+) -> bool:
+    """:func:`move_tree_over` once its hidden directory ``aside`` is made and open: take the source aside, then
+    exchange it with the target; ``False`` where it cannot (nothing changed: the caller takes the two steps)."""
+    try:
+        taken = _take_source(src_fd, src, aside_fd, dst, src_path)
+    except PermissionError as exc:
+        _drop_empty(dst_fd, aside)
+        if _not_ours(exc) and os.path.samestat(os.fstat(src_fd), os.fstat(dst_fd)):
+            return False  # the two steps rename it in its own directory, which needs no write on it
+        raise
+    except BaseException:
+        _drop_empty(dst_fd, aside)
+        raise
+    if not taken:
+        _drop_empty(dst_fd, aside)
+        return False
+    try:
+        exchanged = exchange_over(aside_fd, dst, dst_fd, dst, path)
+    except PermissionError as exc:
+        if not _give_back(aside_fd, dst, src_fd, src, dst_fd=dst_fd, aside=aside) or not _not_ours(exc):
+            raise
+        return False  # the target cannot go aside (its '..'): the two steps remove it in place
+    except BaseException:
+        _give_back(aside_fd, dst, src_fd, src, dst_fd=dst_fd, aside=aside)
+        raise
+    if exchanged is None:
+        if not _give_back(aside_fd, dst, src_fd, src, dst_fd=dst_fd, aside=aside):
+            raise ConcurrentChangeError(src_path, "The source's name was taken while it was moved")
+        return False
+    _remove_old(aside_fd, dst, dst_fd, aside)
     return True
 
 
@@ -192,14 +210,22 @@ def _take_source(src_fd: int, src: str, aside_fd: int, name: str, src_path: str)
     return True
 
 
-def _give_back(aside_fd: int, name: str, src_fd: int, src: str, *, dst_fd: int, aside: str) -> None:
-    """The move did not happen: the source goes back to its name, and the hidden directory goes. If the source's
-    name was taken meanwhile, both stay hidden, reserved, for the reaper to complete the move."""
+def _give_back(aside_fd: int, name: str, src_fd: int, src: str, *, dst_fd: int, aside: str) -> bool:
+    """The move did not happen: the source goes back to its name, and the hidden directory goes (``True``). If the
+    source's name was taken meanwhile, both stay hidden, reserved, for the reaper to complete the move."""
     try:
         if not stat.S_ISDIR(os.stat(name, dir_fd=aside_fd, follow_symlinks=False).st_mode):
-            return  # an exchange back that failed left another entry here: nothing of it is touched
-        renameat_noreplace(aside_fd, name, src_fd, src)
+            return False  # an exchange back that failed left another entry here: nothing of it is touched
+        if not renameat_noreplace(aside_fd, name, src_fd, src):
+            return False
         os.rmdir(aside, dir_fd=dst_fd)
     except OSError:
-        return
+        return False
     release_name()
+    return True
+
+
+def _not_ours(exc: PermissionError) -> bool:
+    """Whether the refusal is the system's (``EACCES``/``EPERM``: a directory that cannot be given another parent
+    without write permission on it, as one of a rootless container's user), not one of ours by type."""
+    return type(exc) is PermissionError and exc.errno in (errno.EACCES, errno.EPERM)
