@@ -5,10 +5,12 @@ swaps in at the target is refused by its type and never replaced, the journal's 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import os
 import pickle
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -214,3 +216,50 @@ def test_a_directory_of_another_user_moves_over_a_directory_as_the_two_steps_mov
         assert not (root / "a").exists()
         assert tree(root, "b") == {"a.txt": "a"}
     assert hidden(root) == []
+
+
+def test_a_fifo_left_at_the_hidden_name_by_a_failed_exchange_back_is_never_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FIFO swapped in at a copy's target goes into hiding with the exchange; if another process takes the
+    target's name before the exchange back, the FIFO stays at the hidden name, whose removal opened it for reading
+    (``shutil.rmtree`` opens the name it is given without ``O_NONBLOCK``): the copy hung until a writer came
+    (found by review6). A helper thread plays that writer and counts the opens it met."""
+    fs, root = workspace(tmp_path, history=False)
+    renameat2 = _hostio._renameat2
+    assert renameat2 is not None
+    aside: list[str] = []
+
+    def swap_exchange_and_take(src_fd: int, src: bytes, dst_fd: int, dst: bytes, flags: int) -> int:
+        first = flags == _RENAME_EXCHANGE and dst == b"b" and not aside
+        if first:
+            aside.append(src.decode())
+            (root / "b").rename(tmp_path / "old")  # the other process: a FIFO at the target
+            os.mkfifo(root / "b")
+        result = renameat2(src_fd, src, dst_fd, dst, flags)
+        if first:
+            (root / "b").rename(tmp_path / "taken")  # and the target's name taken before the exchange back
+        return result
+
+    monkeypatch.setattr(_hostio, "_renameat2", swap_exchange_and_take)
+    done = threading.Event()
+    opened: list[int] = []
+
+    def writer() -> None:  # meets a reader blocked opening the FIFO (unblocking it), else finds none
+        while not done.is_set():
+            with contextlib.suppress(OSError):
+                if aside:
+                    os.close(os.open(root / aside[0], os.O_WRONLY | os.O_NONBLOCK))
+                    opened.append(1)
+            done.wait(0.01)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        with pytest.raises(SpecialFileError):
+            fs.copy("a", "b", overwrite=True)
+    finally:
+        done.set()
+        thread.join()
+    assert opened == []
+    assert tree(tmp_path, "taken") == {"new.txt": "new", "sub": None, "sub/deep.txt": "deep"}

@@ -54,6 +54,8 @@ def remove_hidden(dir_fd: int, name: str) -> None:
     """Remove hidden directory ``name`` and what it holds, and release its reservation. If it cannot be removed,
     it stays reserved, so this process stays registered and the reaper removes it once the process is gone."""
     try:
+        if not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            return  # what an exchange back could not return (a FIFO: rmtree would open it and wait): kept hidden
         shutil.rmtree(name, dir_fd=dir_fd)
     except FileNotFoundError:
         pass
