@@ -24,7 +24,6 @@ import contextlib
 import dataclasses
 import errno
 import os
-import shutil
 import stat
 import threading
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
@@ -40,6 +39,7 @@ from workspacefs.backends.base import Fingerprint
 from workspacefs.backends.host._history import HostHistoryMixin, Seen
 from workspacefs.backends.host._journal import HostJournal
 from workspacefs.backends.host._merged import capture_merged, snapshot_content
+from workspacefs.backends.host._remove import remove_tree
 from workspacefs.backends.host._replace import exchange_over, make_trash, move_tree_over, remove_hidden
 from workspacefs.backends.host._ripgrep import Ripgrep
 from workspacefs.backends.host._snapshots import HostSnapshots, SnapshotStrategy
@@ -362,17 +362,12 @@ class HostFilesystem(HostHistoryMixin):
         self._remove_tree_noting(path, self._tree_before(path) if self._changes is not None else [])
 
     def _remove_tree_noting(self, path: str, gone: list[Change]) -> None:
-        """Remove the tree at ``path`` and journal ``gone`` (what ``_tree_before`` kept of it)."""
+        """Remove the tree at ``path``, out of view in one rename (``_remove.remove_tree``: a kill leaves it whole or
+        gone), and journal ``gone`` (what ``_tree_before`` kept of it)."""
         above, name = parent_and_name(path)
-        dir_fd = self._tree.open_parent(path, above)
-        try:
-            # rmtree with dir_fd walks by descriptor and re-checks each directory it enters
-            shutil.rmtree(name, dir_fd=dir_fd)
-            self._note("delete", gone)
-        except OSError as exc:
-            raise fail(exc, path) from None
-        finally:
-            os.close(dir_fd)
+        with self._open_parent(path, above) as dir_fd:
+            remove_tree(dir_fd, name, path, self._tree.writers)
+        self._note("delete", gone)
 
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         moved = self._observe(src, keep=False) if self._changes is not None else None
@@ -429,6 +424,41 @@ class HostFilesystem(HostHistoryMixin):
                 remove_hidden(dst_fd, aside)
         self._note("delete", gone)
         self._note("copy", made)
+
+    def _copy_tree(self, src: str, dst: str) -> None:
+        """Copy directory ``src`` to ``dst`` (absent): built under a hidden directory beside it, then put in place in
+        one ``renameat2(RENAME_NOREPLACE)``, so a kill leaves ``dst`` absent or whole (the reaper removes a killed
+        copy's part); journaled as the default copy, file by file. Something at ``dst`` meanwhile is refused."""
+        above, name = parent_and_name(dst)
+        with self._open_parent(dst, above) as dst_fd:
+            aside = make_trash(dst_fd, dst, self._tree.writers)
+            try:
+                built = join(join(above, aside), name)
+                self._tree.make_dir(built)
+                made = self._copy_hidden(src, built, dst)
+                self._put_in_place(dst_fd, aside, name, dst)
+            finally:
+                remove_hidden(dst_fd, aside)
+        self._note("copy", made)
+
+    def _put_in_place(self, dst_fd: int, aside: str, name: str, dst: str) -> None:
+        """Rename entry ``name`` of the hidden directory ``aside`` to ``name`` beside it, never replacing."""
+        try:
+            aside_fd = os.open(aside, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dst_fd)
+        except OSError as exc:
+            raise fail(exc, dst) from None
+        try:
+            if not renameat_noreplace(aside_fd, name, dst_fd, name):
+                self._check_absent(dst_fd, name, dst)
+                os.rename(name, name, src_dir_fd=aside_fd, dst_dir_fd=dst_fd)
+        except FileExistsError as exc:
+            raise errors.file_exists(dst) from exc
+        except OSError as exc:
+            if exc.filename == dst:
+                raise
+            raise fail(exc, dst) from None
+        finally:
+            os.close(aside_fd)
 
     def _copy_hidden(self, src: str, hidden: str, dst: str) -> list[Change]:
         """Copy the tree ``src`` to the new directory ``hidden``, unjournaled; the changes the copy will make at
