@@ -413,13 +413,13 @@ class HostFilesystem(HostHistoryMixin):
         with self._open_parent(dst, above) as dst_fd:
             aside = make_trash(dst_fd, dst, self._tree.writers)
             try:
-                made = self._copy_hidden(src, join(above, aside), dst)
-                placed = exchange_over(dst_fd, aside, dst_fd, name, dst)
-                if placed is None:  # the system cannot exchange: remove the target's tree, then rename
-                    self._remove_tree_noting(dst, gone)
-                    gone = []
-                    if not renameat_noreplace(dst_fd, aside, dst_fd, name):
-                        os.rename(aside, name, src_dir_fd=dst_fd, dst_dir_fd=dst_fd)
+                made = self._copy_hidden(src, join(join(above, aside), name), dst)
+                with self._open_hidden(dst_fd, aside, dst) as aside_fd:
+                    placed = exchange_over(aside_fd, name, dst_fd, name, dst)
+                    if placed is None:  # the system cannot exchange: remove the target's tree, then rename
+                        self._remove_tree_noting(dst, gone)
+                        gone = []
+                        self._put_in_place(aside_fd, dst_fd, name, dst)
             finally:
                 remove_hidden(dst_fd, aside)
         self._note("delete", gone)
@@ -433,20 +433,27 @@ class HostFilesystem(HostHistoryMixin):
         with self._open_parent(dst, above) as dst_fd:
             aside = make_trash(dst_fd, dst, self._tree.writers)
             try:
-                built = join(join(above, aside), name)
-                self._tree.make_dir(built)
-                made = self._copy_hidden(src, built, dst)
-                self._put_in_place(dst_fd, aside, name, dst)
+                made = self._copy_hidden(src, join(join(above, aside), name), dst)
+                with self._open_hidden(dst_fd, aside, dst) as aside_fd:
+                    self._put_in_place(aside_fd, dst_fd, name, dst)
             finally:
                 remove_hidden(dst_fd, aside)
         self._note("copy", made)
 
-    def _put_in_place(self, dst_fd: int, aside: str, name: str, dst: str) -> None:
-        """Rename entry ``name`` of the hidden directory ``aside`` to ``name`` beside it, never replacing."""
+    @contextlib.contextmanager
+    def _open_hidden(self, dst_fd: int, aside: str, dst: str) -> Iterator[int]:
+        """The descriptor of hidden directory ``aside`` of ``dst_fd`` (never a link put there), closed after."""
         try:
-            aside_fd = os.open(aside, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dst_fd)
+            fd = os.open(aside, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dst_fd)
         except OSError as exc:
             raise fail(exc, dst) from None
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _put_in_place(self, aside_fd: int, dst_fd: int, name: str, dst: str) -> None:
+        """Rename entry ``name`` of the hidden directory ``aside_fd`` to ``name`` of ``dst_fd``, never replacing."""
         try:
             if not renameat_noreplace(aside_fd, name, dst_fd, name):
                 self._check_absent(dst_fd, name, dst)
@@ -457,12 +464,12 @@ class HostFilesystem(HostHistoryMixin):
             if exc.filename == dst:
                 raise
             raise fail(exc, dst) from None
-        finally:
-            os.close(aside_fd)
 
     def _copy_hidden(self, src: str, hidden: str, dst: str) -> list[Change]:
-        """Copy the tree ``src`` to the new directory ``hidden``, unjournaled; the changes the copy will make at
-        ``dst`` once there, as ``_copy_tree`` journals them (none without a journal)."""
+        """Copy the tree ``src`` to ``hidden``, a directory made here (as ``mkdir`` makes one: its mode is the
+        umask's), unjournaled; the changes the copy will make at ``dst`` once there, as the default copy journals
+        them (none without a journal)."""
+        self._tree.make_dir(hidden)
         journaled = self._changes is not None
         made = [Change(dst, None, DIRECTORY)] if journaled else []
         for entry in self._walk(src):  # parents first, so each target's parent exists
