@@ -24,6 +24,10 @@ __all__ = ["remove_tree"]
 
 _REMOVABLE = os.R_OK | os.W_OK | os.X_OK
 """What removing a directory's entries takes: listing it, and changing it."""
+_DAC_OVERRIDE = 1 << 1
+"""``CAP_DAC_OVERRIDE``'s bit in ``CapEff``: a process that has it may list and change any directory."""
+_OVERRIDES: dict[int, bool] = {}
+"""Per effective user id, whether this process had ``CAP_DAC_OVERRIDE`` (a ``setuid`` away from root drops it)."""
 
 
 def remove_tree(dir_fd: int, name: str, path: str, writers: WriterRegistry) -> None:
@@ -62,7 +66,10 @@ def remove_tree(dir_fd: int, name: str, path: str, writers: WriterRegistry) -> N
 
 def refuse_unremovable(dir_fd: int, name: str, path: str) -> None:
     """Raise ``EACCES`` naming the first directory of the tree ``name`` of ``dir_fd`` that this process may not
-    list or change (``faccessat`` with the effective ids: a read-only filesystem is ``EROFS``); else nothing."""
+    list or change (``faccessat`` with the effective ids: a read-only filesystem is ``EROFS``); else nothing.
+    Nothing to look at for a process that may change any directory (the rename reports a read-only filesystem)."""
+    if _overrides_permissions():
+        return
     try:
         fd = os.open(name, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dir_fd)
     except OSError as exc:
@@ -71,6 +78,20 @@ def refuse_unremovable(dir_fd: int, name: str, path: str) -> None:
         _refuse_below(fd, path)
     finally:
         os.close(fd)
+
+
+def _overrides_permissions() -> bool:
+    """Whether this process has ``CAP_DAC_OVERRIDE`` (read once per effective user id; ``False`` if unknown)."""
+    euid = os.geteuid()
+    known = _OVERRIDES.get(euid)
+    if known is None:
+        known = False
+        with contextlib.suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("CapEff:"):
+                    known = bool(int(line.split()[1], 16) & _DAC_OVERRIDE)
+        _OVERRIDES[euid] = known
+    return known
 
 
 def _refuse_below(fd: int, path: str) -> None:
