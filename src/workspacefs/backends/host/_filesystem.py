@@ -15,7 +15,9 @@ elsewhere its name records its writer, and the next open removes the names of de
 A file moved over another is linked to such a name and exchanged with the target, so a killed move leaves each
 name its old content or the moved file (``_tree.move_over``); a directory moved or copied over another waits in a
 hidden directory beside it and is exchanged with it, so the target's name holds its whole old tree or the whole
-new one, and the next open finishes what a killed mover left hidden (``_replace.py``, ``_trash.py``).
+new one, and the next open finishes what a killed mover left hidden (``_replace.py``, ``_trash.py``). Likewise a
+directory copied to a new name is built hidden and renamed in place, and a tree deleted is first renamed into
+hiding (``_remove.py``): a kill leaves each whole or gone, never a part.
 """
 
 from __future__ import annotations
