@@ -236,3 +236,26 @@ def test_a_tree_with_a_directory_its_user_may_not_change_is_refused_untouched() 
         assert hidden(root) == []
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_directory_copy_refuses_what_appeared_at_its_target_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The target was made first, then filled: a directory another process put there could not come meanwhile,
+    and the copy's files landed in its place. Now another's directory stays as it is, the hidden copy goes."""
+    root, snapshots = prepare(tmp_path)
+
+    def theirs() -> None:
+        if not os.path.lexists(root / "c"):
+            (root / "c").mkdir()
+            (root / "c" / "theirs.txt").write_text("theirs")
+
+    with HostFilesystem(root, snapshot_dir=snapshots, history=True) as fs:
+        watching(monkeypatch, "copy_file_range", theirs)
+        with pytest.raises(FileExistsError) as raised:
+            fs.copy("a", "c")
+        monkeypatch.undo()
+        assert raised.value.filename == "c"
+        assert list(fs.history()) == []  # nothing journaled
+    assert shown(root, "c") == {"theirs.txt": "theirs"}
+    assert hidden(root) == []
