@@ -22,7 +22,7 @@ from workspacefs.backends.host._trash import TRASH, over_name
 from workspacefs.backends.host._tree import fail
 from workspacefs.errors import ConcurrentChangeError, SpecialFileError
 
-__all__ = ["exchange_over", "make_trash", "move_tree_over", "refuse_unless_directory", "remove_hidden"]
+__all__ = ["drop_empty", "exchange_over", "make_trash", "move_tree_over", "refuse_unless_directory", "remove_hidden"]
 
 
 def refuse_unless_directory(info: os.stat_result, path: str) -> None:
@@ -128,16 +128,16 @@ def move_tree_over(
     try:
         aside_fd = os.open(aside, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dst_fd)
     except OSError as exc:
-        _drop_empty(dst_fd, aside)
+        drop_empty(dst_fd, aside)
         raise fail(exc, path) from None
     try:
         try:
             taken = _take_source(src_fd, src, aside_fd, dst, src_path)
         except BaseException:
-            _drop_empty(dst_fd, aside)
+            drop_empty(dst_fd, aside)
             raise
         if not taken:
-            _drop_empty(dst_fd, aside)
+            drop_empty(dst_fd, aside)
             return False
         try:
             exchanged = exchange_over(aside_fd, dst, dst_fd, dst, path)
@@ -153,7 +153,7 @@ def move_tree_over(
     return True
 
 
-def _drop_empty(dst_fd: int, aside: str) -> None:
+def drop_empty(dst_fd: int, aside: str) -> None:
     """Remove the hidden directory if it is empty, and release it; else (what the source's name held, which could
     not go back) it stays, reserved, and never removed: the reaper completes only a directory's move."""
     try:
