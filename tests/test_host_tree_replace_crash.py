@@ -107,10 +107,10 @@ def hidden(root: Path) -> list[str]:
     return [str(Path(d, n)) for d, dirs, files in os.walk(root) for n in dirs + files if n.startswith(TEMP_PREFIX)]
 
 
-def kill_at(root: Path, snapshots: Path, *, history: str, operation: str, point: str) -> None:
-    """Run the operation in a child process and SIGKILL it right after ``point``'s call took effect."""
+def kill_at(root: Path, snapshots: Path, *, history: str, operation: str, point: str, script: str = KILLED) -> None:
+    """Run the operation in a child process (``script``) and SIGKILL it right after ``point``'s call took effect."""
     child = subprocess.Popen(
-        [sys.executable, "-c", KILLED, str(root), str(snapshots), history, operation, point],
+        [sys.executable, "-c", script, str(root), str(snapshots), history, operation, point],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -22,12 +22,12 @@ from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
 from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem, SqlStore
-from workspacefs.backends.sql import engine_url
 from workspacefs.cli import main
 from workspacefs.errors import PreconditionFailedError, ReadOnlyFileError, UnsupportedOperationError
 from workspacefs.server import SessionCatalog, create_app
 from workspacefs.server.tokens import hash_token
 from workspacefs.streams import content_id_of
+from workspacefs.testing._postgres import throwaway_database
 
 _ids = itertools.count()
 OCTET = {"content-type": "application/octet-stream"}
@@ -201,16 +201,8 @@ def fresh_database(service_url: str, fast_tmp: Path) -> Iterator[str]:
     if service_url.startswith("sqlite"):
         yield f"sqlite:///{fast_tmp / f'old-{uuid.uuid4().hex}.db'}"
         return
-    name = f"wsfs_old_{uuid.uuid4().hex[:10]}"
-    server = sa.create_engine(engine_url(service_url)[0], isolation_level="AUTOCOMMIT")
-    with server.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    try:
-        yield sa.engine.make_url(service_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with server.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        server.dispose()
+    with throwaway_database(service_url, "wsfs_old") as url:
+        yield url
 
 
 def _build_old_service_schema(url: str) -> SqlStore:

@@ -14,15 +14,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from workspacefs import ConcurrentChangeError, SqlFilesystem, SqlStore
-from workspacefs.backends.sql import engine_url
-from workspacefs.testing._postgres import create_database
+from workspacefs.testing._postgres import throwaway_database
 
 REFUSED_SIZE = 13
 """Content of this many bytes is refused by the test's constraint, and so is a directory named ``refused``."""
@@ -79,26 +78,15 @@ def postgres(postgres_url: str) -> Iterator[SqlStore]:
         yield opened
 
 
-class own_postgres:  # noqa: N801 - used as a function
+@contextmanager
+def own_postgres(server_url: str, *, history: bool = True) -> Iterator[SqlStore]:
     """A store on a new PostgreSQL database, dropped after."""
-
-    def __init__(self, server_url: str, *, history: bool = True) -> None:
-        self._server_url = server_url
-        self._name = f"wsfs_refusals_{uuid.uuid4().hex[:12]}"
-        self._history = history
-        self._store: SqlStore | None = None
-
-    def __enter__(self) -> SqlStore:
-        self._store = SqlStore(create_database(self._server_url, self._name), history=self._history)
-        return self._store
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._store is not None
-        self._store.close()
-        server = sa.create_engine(engine_url(self._server_url)[0], isolation_level="AUTOCOMMIT")
-        with server.connect() as connection:
-            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{self._name}" WITH (FORCE)')
-        server.dispose()
+    with throwaway_database(server_url, "wsfs_refusals") as url:
+        opened = SqlStore(url, history=history)
+        try:
+            yield opened
+        finally:
+            opened.close()
 
 
 def run_sql(store: SqlStore, statements: tuple[str, ...]) -> None:

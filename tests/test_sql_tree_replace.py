@@ -15,11 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from workspacefs import Quota, SqlFilesystem, SqlStore, Usage
-from workspacefs.backends.sql import engine_url
-from workspacefs.testing._postgres import create_database
+from workspacefs.testing._postgres import throwaway_database
 
 SQLITE_REFUSAL = (
     "CREATE TRIGGER wsfs_test_refuse BEFORE INSERT ON wsfs_files WHEN NEW.name = 'refused'"
@@ -42,15 +40,10 @@ def store(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[SqlStore]:
         yield opened
         opened.close()
         return
-    server_url = request.getfixturevalue("postgres_url")
-    name = f"wsfs_tree_replace_{uuid.uuid4().hex[:12]}"
-    opened = SqlStore(create_database(server_url, name))
-    yield opened
-    opened.close()
-    server = sa.create_engine(engine_url(server_url)[0], isolation_level="AUTOCOMMIT")
-    with server.connect() as connection:
-        connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    server.dispose()
+    with throwaway_database(request.getfixturevalue("postgres_url"), "wsfs_tree_replace") as url:
+        opened = SqlStore(url)
+        yield opened
+        opened.close()
 
 
 def refusing(store: SqlStore) -> SqlFilesystem:
@@ -100,14 +93,10 @@ def test_a_copy_over_a_tree_that_frees_more_than_it_adds_is_allowed_over_the_lim
 @pytest.fixture
 def postgres_store(postgres_url: str) -> Iterator[SqlStore]:
     """A PostgreSQL database of its own."""
-    name = f"wsfs_tree_lock_{uuid.uuid4().hex[:12]}"
-    opened = SqlStore(create_database(postgres_url, name))
-    yield opened
-    opened.close()
-    server = sa.create_engine(engine_url(postgres_url)[0], isolation_level="AUTOCOMMIT")
-    with server.connect() as connection:
-        connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    server.dispose()
+    with throwaway_database(postgres_url, "wsfs_tree_lock") as url:
+        opened = SqlStore(url)
+        yield opened
+        opened.close()
 
 
 def _waiting(store: SqlStore) -> int:

@@ -219,8 +219,16 @@ class JournalEntry:
         return sum(change.size_delta for change in self.changes)
 
     def touches(self, path: str) -> bool:
-        """True if the entry changed ``path`` or anything below it (``""``: the root, always)."""
-        return any(path == ROOT or is_within(each, path) for each in self.paths)
+        """True if the entry changed ``path`` or anything below it, or moved a directory holding it (a directory's
+        move is one change, its files named by no row of their own); ``""``: the root, always."""
+        if path == ROOT or any(is_within(each, path) for each in self.paths):
+            return True
+        return any(
+            change.from_path is not None
+            and change.after == DIRECTORY
+            and (is_within(path, change.path) or is_within(path, change.from_path))
+            for change in self.changes
+        )
 
     def events(self) -> list[ChangeEvent]:
         """One :class:`ChangeEvent` per change."""

@@ -18,7 +18,7 @@ from typing import Any, Final, NamedTuple
 
 from workspacefs.errors import HistoryEntryNotFoundError
 from workspacefs.history import Actor, Change, Journal, JournalEntry, entry_matches
-from workspacefs.paths import ROOT, is_within
+from workspacefs.paths import ROOT, ancestors, is_within
 
 __all__ = ["DEFAULT_MAX_ENTRIES", "MemoryJournal", "RawChange"]
 
@@ -223,6 +223,9 @@ class MemoryJournal(Journal):
             ids: list[int] | None = None
             if path is not None and path != ROOT:  # only the entries the path index names
                 named = {i for p, each in self._by_path.items() if is_within(p, path) for i in _ids(each)}
+                for above in ancestors(path):  # a directory moved with ``path`` in it (see JournalEntry.touches)
+                    kept = self._by_path.get(above)
+                    named.update(() if kept is None else _ids(kept))
                 ids = sorted(i for i in named if start <= i < self._next)
             read, end = self._columns(start)
         window = map(read, reversed(range(start, end) if ids is None else ids))
@@ -287,4 +290,8 @@ def _ids(kept: int | list[int]) -> Sequence[int]:
 
 
 def _touches(change: tuple[Any, ...], path: str) -> bool:
-    return any(each is not None and is_within(each, path) for each in (change[_PATH], change[_FROM]))
+    """The raw pre-filter of :meth:`JournalEntry.touches`: ``path`` or below, or a move of something above it."""
+    return any(
+        each is not None and (is_within(each, path) or (change[_FROM] is not None and is_within(path, each)))
+        for each in (change[_PATH], change[_FROM])
+    )

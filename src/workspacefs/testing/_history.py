@@ -146,6 +146,20 @@ class HistorySuite(SuiteBase):
         fs.undo(moved.entry_id)
         assert self.tree(fs) == before
 
+    def test_a_file_s_history_includes_the_move_of_a_directory_holding_it(self) -> None:
+        """A directory's move is one change naming the directory: a file's history under its old name and under its
+        new one lists it (it left out the move that took the file away), a file beside the tree does not."""
+        fs = self.journaled({"top/a/x.txt": "one", "top/other.txt": "o"})
+        if fs is None:
+            return
+        fs.move("top/a", "b")
+        moved = self.newest(fs)
+        fs.write("b/x.txt", "two")
+        for path in ("top/a/x.txt", "b/x.txt", "top/a", "b"):
+            assert moved.entry_id in [e.entry_id for e in fs.history(path)], path
+        assert moved.entry_id not in [e.entry_id for e in fs.history("top/other.txt")]
+        assert moved.entry_id not in [e.entry_id for e in fs.history("b/x.txt", since=moved.entry_id)]
+
     def test_undo_refuses_over_a_later_change_and_changes_nothing(self) -> None:
         fs = self.journaled({"a.txt": "base\n"})
         if fs is None:

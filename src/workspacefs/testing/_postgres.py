@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -105,6 +106,25 @@ def create_database(server_url: str, name: str) -> str:
         connection.exec_driver_sql(f"CREATE DATABASE {name}")
     engine.dispose()
     return sa.engine.make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+@contextmanager
+def throwaway_database(server_url: str, prefix: str) -> Iterator[str]:
+    """A new database on the server at ``server_url`` (named ``prefix`` and a random suffix) for a test that changes
+    its schema; its URL; dropped after, connections still open to it or not."""
+    import sqlalchemy as sa  # noqa: PLC0415 - the sql extra
+
+    from workspacefs.backends.sql import engine_url  # noqa: PLC0415
+
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    url = create_database(server_url, name)
+    try:
+        yield url
+    finally:
+        engine = sa.create_engine(engine_url(server_url)[0], isolation_level="AUTOCOMMIT")
+        with engine.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        engine.dispose()
 
 
 @contextmanager

@@ -15,7 +15,9 @@ elsewhere its name records its writer, and the next open removes the names of de
 A file moved over another is linked to such a name and exchanged with the target, so a killed move leaves each
 name its old content or the moved file (``_tree.move_over``); a directory moved or copied over another waits in a
 hidden directory beside it and is exchanged with it, so the target's name holds its whole old tree or the whole
-new one, and the next open finishes what a killed mover left hidden (``_replace.py``, ``_trash.py``).
+new one, and the next open finishes what a killed mover left hidden (``_replace.py``, ``_trash.py``). Likewise a
+directory copied to a new name is built hidden and renamed in place, and a tree deleted is first renamed into
+hiding (``_remove.py``): a kill leaves each whole or gone, never a part.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import contextlib
 import dataclasses
 import errno
 import os
-import shutil
 import stat
 import threading
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
@@ -40,6 +41,7 @@ from workspacefs.backends.base import Fingerprint
 from workspacefs.backends.host._history import HostHistoryMixin, Seen
 from workspacefs.backends.host._journal import HostJournal
 from workspacefs.backends.host._merged import capture_merged, snapshot_content
+from workspacefs.backends.host._remove import remove_tree
 from workspacefs.backends.host._replace import exchange_over, make_trash, move_tree_over, remove_hidden
 from workspacefs.backends.host._ripgrep import Ripgrep
 from workspacefs.backends.host._snapshots import HostSnapshots, SnapshotStrategy
@@ -362,17 +364,12 @@ class HostFilesystem(HostHistoryMixin):
         self._remove_tree_noting(path, self._tree_before(path) if self._changes is not None else [])
 
     def _remove_tree_noting(self, path: str, gone: list[Change]) -> None:
-        """Remove the tree at ``path`` and journal ``gone`` (what ``_tree_before`` kept of it)."""
+        """Remove the tree at ``path``, out of view in one rename (``_remove.remove_tree``: a kill leaves it whole or
+        gone), and journal ``gone`` (what ``_tree_before`` kept of it)."""
         above, name = parent_and_name(path)
-        dir_fd = self._tree.open_parent(path, above)
-        try:
-            # rmtree with dir_fd walks by descriptor and re-checks each directory it enters
-            shutil.rmtree(name, dir_fd=dir_fd)
-            self._note("delete", gone)
-        except OSError as exc:
-            raise fail(exc, path) from None
-        finally:
-            os.close(dir_fd)
+        with self._open_parent(path, above) as dir_fd:
+            remove_tree(dir_fd, name, path, self._tree.writers)
+        self._note("delete", gone)
 
     def _rename(self, src: str, dst: str, *, replace: bool) -> None:
         moved = self._observe(src, keep=False) if self._changes is not None else None
@@ -416,23 +413,65 @@ class HostFilesystem(HostHistoryMixin):
         gone = self._tree_before(dst) if self._changes is not None else []
         above, name = parent_and_name(dst)
         with self._open_parent(dst, above) as dst_fd:
-            aside = make_trash(dst_fd, dst, self._tree.writers, 0o777)  # exchanged in: a new directory's mode
+            aside = make_trash(dst_fd, dst, self._tree.writers)
             try:
-                made = self._copy_hidden(src, join(above, aside), dst)
-                placed = exchange_over(dst_fd, aside, dst_fd, name, dst)
-                if placed is None:  # the system cannot exchange: remove the target's tree, then rename
-                    self._remove_tree_noting(dst, gone)
-                    gone = []
-                    if not renameat_noreplace(dst_fd, aside, dst_fd, name):
-                        os.rename(aside, name, src_dir_fd=dst_fd, dst_dir_fd=dst_fd)
+                made = self._copy_hidden(src, join(join(above, aside), name), dst)
+                with self._open_hidden(dst_fd, aside, dst) as aside_fd:
+                    placed = exchange_over(aside_fd, name, dst_fd, name, dst)
+                    if placed is None:  # the system cannot exchange: remove the target's tree, then rename
+                        self._remove_tree_noting(dst, gone)
+                        gone = []
+                        self._put_in_place(aside_fd, dst_fd, name, dst)
             finally:
                 remove_hidden(dst_fd, aside)
         self._note("delete", gone)
         self._note("copy", made)
 
+    def _copy_tree(self, src: str, dst: str) -> None:
+        """Copy directory ``src`` to ``dst`` (absent): built under a hidden directory beside it, then put in place in
+        one ``renameat2(RENAME_NOREPLACE)``, so a kill leaves ``dst`` absent or whole (the reaper removes a killed
+        copy's part); journaled as the default copy, file by file. Something at ``dst`` meanwhile is refused."""
+        above, name = parent_and_name(dst)
+        with self._open_parent(dst, above) as dst_fd:
+            aside = make_trash(dst_fd, dst, self._tree.writers)
+            try:
+                made = self._copy_hidden(src, join(join(above, aside), name), dst)
+                with self._open_hidden(dst_fd, aside, dst) as aside_fd:
+                    self._put_in_place(aside_fd, dst_fd, name, dst)
+            finally:
+                remove_hidden(dst_fd, aside)
+        self._note("copy", made)
+
+    @contextlib.contextmanager
+    def _open_hidden(self, dst_fd: int, aside: str, dst: str) -> Iterator[int]:
+        """The descriptor of hidden directory ``aside`` of ``dst_fd`` (never a link put there), closed after."""
+        try:
+            fd = os.open(aside, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dst_fd)
+        except OSError as exc:
+            raise fail(exc, dst) from None
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _put_in_place(self, aside_fd: int, dst_fd: int, name: str, dst: str) -> None:
+        """Rename entry ``name`` of the hidden directory ``aside_fd`` to ``name`` of ``dst_fd``, never replacing."""
+        try:
+            if not renameat_noreplace(aside_fd, name, dst_fd, name):
+                self._check_absent(dst_fd, name, dst)
+                os.rename(name, name, src_dir_fd=aside_fd, dst_dir_fd=dst_fd)
+        except FileExistsError as exc:
+            raise errors.file_exists(dst) from exc
+        except OSError as exc:
+            if exc.filename == dst:
+                raise
+            raise fail(exc, dst) from None
+
     def _copy_hidden(self, src: str, hidden: str, dst: str) -> list[Change]:
-        """Copy the tree ``src`` to the new directory ``hidden``, unjournaled; the changes the copy will make at
-        ``dst`` once there, as ``_copy_tree`` journals them (none without a journal)."""
+        """Copy the tree ``src`` to ``hidden``, a directory made here (as ``mkdir`` makes one: its mode is the
+        umask's), unjournaled; the changes the copy will make at ``dst`` once there, as the default copy journals
+        them (none without a journal)."""
+        self._tree.make_dir(hidden)
         journaled = self._changes is not None
         made = [Change(dst, None, DIRECTORY)] if journaled else []
         for entry in self._walk(src):  # parents first, so each target's parent exists

@@ -41,8 +41,8 @@ from typing import Any, Protocol
 from workspacefs._hostio import link_descriptor
 from workspacefs.backends.host._temps import PROC_LINKS, TMPFILE_UNSUPPORTED
 from workspacefs.errors import HistoryEntryNotFoundError
-from workspacefs.history import Actor, Change, Journal, JournalEntry
-from workspacefs.paths import ROOT
+from workspacefs.history import DIRECTORY, Actor, Change, Journal, JournalEntry
+from workspacefs.paths import ROOT, ancestors
 from workspacefs.protocol import ByteReader
 from workspacefs.streams import ContentHasher, StreamReader, content_id_of
 
@@ -593,6 +593,14 @@ class HostJournal(Journal):
                 "(path = ? OR (path >= ? AND path < ?) OR from_path = ? OR (from_path >= ? AND from_path < ?))"
             )
             params += [path, path + "/", path + "0"] * 2
+            holding = list(ancestors(path))
+            if holding:  # a directory moved with ``path`` in it: one row, naming the directory
+                marks = ", ".join("?" * len(holding))
+                where[-1] = (
+                    f"({where[-1]} OR (from_path IS NOT NULL AND after_id = ?"
+                    f" AND (path IN ({marks}) OR from_path IN ({marks}))))"
+                )
+                params += [DIRECTORY, *holding, *holding]
         if isinstance(since, datetime):
             where.append("at > ?")
             params.append(since.timestamp())

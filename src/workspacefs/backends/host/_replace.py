@@ -22,7 +22,7 @@ from workspacefs.backends.host._trash import TRASH, over_name
 from workspacefs.backends.host._tree import fail
 from workspacefs.errors import ConcurrentChangeError, SpecialFileError
 
-__all__ = ["exchange_over", "make_trash", "move_tree_over", "refuse_unless_directory", "remove_hidden"]
+__all__ = ["drop_empty", "exchange_over", "make_trash", "move_tree_over", "refuse_unless_directory", "remove_hidden"]
 
 
 def refuse_unless_directory(info: os.stat_result, path: str) -> None:
@@ -36,12 +36,11 @@ def refuse_unless_directory(info: os.stat_result, path: str) -> None:
     raise SpecialFileError(path)
 
 
-def make_trash(dir_fd: int, path: str, writers: WriterRegistry, mode: int = 0o700) -> str:
-    """A new hidden ``.trash`` directory in ``dir_fd`` (beside ``path``), reserved until :func:`remove_hidden`;
-    ``mode`` (less the umask): ``0o777`` for one that becomes the target, as a new directory would be made."""
+def make_trash(dir_fd: int, path: str, writers: WriterRegistry) -> str:
+    """A new hidden ``.trash`` directory in ``dir_fd`` (beside ``path``), reserved until :func:`remove_hidden`."""
 
     def make(stem: str) -> str:
-        os.mkdir(stem + TRASH, mode, dir_fd=dir_fd)
+        os.mkdir(stem + TRASH, 0o700, dir_fd=dir_fd)
         return stem + TRASH
 
     try:
@@ -131,7 +130,7 @@ def move_tree_over(
     try:
         aside_fd = os.open(aside, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=dst_fd)
     except OSError as exc:
-        _drop_empty(dst_fd, aside)
+        drop_empty(dst_fd, aside)
         raise fail(exc, path) from None
     try:
         return _move_through(aside_fd, aside, src_fd, src, dst_fd=dst_fd, dst=dst, src_path=src_path, path=path)
@@ -147,22 +146,18 @@ def _move_through(
     try:
         taken = _take_source(src_fd, src, aside_fd, dst, src_path)
     except PermissionError as exc:
-        _drop_empty(dst_fd, aside)
+        drop_empty(dst_fd, aside)
         if _not_ours(exc) and os.path.samestat(os.fstat(src_fd), os.fstat(dst_fd)):
             return False  # the two steps rename it in its own directory, which needs no write on it
         raise
     except BaseException:
-        _drop_empty(dst_fd, aside)
+        drop_empty(dst_fd, aside)
         raise
     if not taken:
-        _drop_empty(dst_fd, aside)
+        drop_empty(dst_fd, aside)
         return False
     try:
         exchanged = exchange_over(aside_fd, dst, dst_fd, dst, path)
-    except PermissionError as exc:
-        if not _give_back(aside_fd, dst, src_fd, src, dst_fd=dst_fd, aside=aside) or not _not_ours(exc):
-            raise
-        return False  # the target cannot go aside (its '..'): the two steps remove it in place
     except BaseException:
         _give_back(aside_fd, dst, src_fd, src, dst_fd=dst_fd, aside=aside)
         raise
@@ -174,7 +169,7 @@ def _move_through(
     return True
 
 
-def _drop_empty(dst_fd: int, aside: str) -> None:
+def drop_empty(dst_fd: int, aside: str) -> None:
     """Remove the hidden directory if it is empty, and release it; else (what the source's name held, which could
     not go back) it stays, reserved, and never removed: the reaper completes only a directory's move."""
     try:

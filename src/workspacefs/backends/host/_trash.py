@@ -1,10 +1,11 @@
-"""Hidden directories of a move or copy over a directory, and what the reaper does with a dead writer's.
+"""Hidden directories of tree moves, copies and recursive deletes, and what the reaper does with a dead writer's.
 
 A tree replacing a directory never leaves the target's name a mix: it is prepared, or the old tree put, under a
 hidden directory beside the target, named like a writer's temporary file (``TEMP_PREFIX``, the writer's token,
 a counter) plus a suffix saying what it holds:
 
-- ``.trash``: garbage from the start (a copy being built, then the tree it replaced). A dead writer's is removed.
+- ``.trash``: garbage from the start (a copy being built, then the tree it replaced; a tree being deleted). A dead
+  writer's is removed.
 - ``.over.<inode>.<ctime>``: a move over the directory of that inode and change time. It holds one entry, named
   as the target: the moved source before the exchange, the target's old tree (that inode) after it. A dead
   writer's is finished: the old tree is removed; anything else is the source, whose move is completed: renamed to

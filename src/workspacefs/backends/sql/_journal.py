@@ -27,7 +27,7 @@ from workspacefs.backends.sql._schema import session_files as F  # noqa: N812
 from workspacefs.backends.sql._store import SqlStore
 from workspacefs.errors import HistoryEntryNotFoundError
 from workspacefs.history import DIRECTORY, Actor, Change, ChangeEvent, Journal, JournalEntry
-from workspacefs.paths import ROOT
+from workspacefs.paths import ROOT, ancestors
 
 
 class _Peers:
@@ -296,7 +296,17 @@ class SqlJournal(Journal):
     ) -> list[sa.ColumnElement[bool]]:
         where = [J.c.session_id == self._session]
         if path is not None and path != ROOT:
-            where.append(sa.or_(subtree_of(J.c.path, path), subtree_of(J.c.from_path, path)))
+            matching = [subtree_of(J.c.path, path), subtree_of(J.c.from_path, path)]
+            holding = list(ancestors(path))
+            if holding:  # a directory moved with ``path`` in it: one row, naming the directory
+                matching.append(
+                    sa.and_(
+                        J.c.from_path.is_not(None),
+                        J.c.after_id == DIRECTORY,
+                        sa.or_(J.c.path.in_(holding), J.c.from_path.in_(holding)),
+                    )
+                )
+            where.append(sa.or_(*matching))
         if isinstance(since, datetime):
             where.append(J.c.at > since)
         elif since is not None:
