@@ -36,6 +36,7 @@ __all__ = [
     "is_listable_name",
     "link_descriptor",
     "parent_and_name",
+    "remove_tree_at",
     "renameat_exchange",
     "renameat_noreplace",
 ]
@@ -372,6 +373,66 @@ def _is_symlink(dir_fd: int, name: str) -> bool:
         return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
         return False
+
+
+_TREE_FLAGS: Final = DIR_FLAGS | os.O_NOFOLLOW | os.O_NONBLOCK
+"""What a tree's removal opens: a directory or nothing (a FIFO swapped in is never waited on, a link never followed)."""
+
+
+def remove_tree_at(dir_fd: int, name: str) -> None:
+    """Remove directory ``name`` of ``dir_fd`` and everything below it, children first, by descriptor.
+
+    Unlike ``shutil.rmtree`` (whose ``open`` of a directory name it listed, with no ``O_NONBLOCK``, waits forever on a
+    FIFO another process swapped in meanwhile), it opens nothing but directories: a name that is no longer one is
+    unlinked. Each directory is listed once; iterative, so any depth is removed. ``FileNotFoundError`` if ``name`` is
+    gone; other errors as the system call gave them (``ENOTEMPTY`` if another process adds entries meanwhile)."""
+    top = os.open(name, _TREE_FLAGS, dir_fd=dir_fd)
+    pending: list[tuple[int, str, int, list[str]]] = []  # (parent's fd, name, fd, subdirectories left)
+    try:
+        pending.append((dir_fd, name, top, _empty_but_directories(top)))
+        while pending:
+            parent_fd, child, fd, left = pending[-1]
+            if not left:
+                pending.pop()
+                os.close(fd)
+                os.rmdir(child, dir_fd=parent_fd)
+                continue
+            below = left.pop()
+            try:
+                below_fd = os.open(below, _TREE_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTDIR, errno.ELOOP):  # no longer a directory: a name like any other
+                    os.unlink(below, dir_fd=fd)
+                elif exc.errno != errno.ENOENT:
+                    raise
+                continue
+            pending.append((fd, below, below_fd, []))  # closed on error from here
+            pending[-1] = (fd, below, below_fd, _empty_but_directories(below_fd))
+    except BaseException:
+        for _, _, fd, _ in pending:
+            os.close(fd)
+        if not pending:
+            os.close(top)
+        raise
+
+
+def _empty_but_directories(fd: int) -> list[str]:
+    """Unlink every entry of directory ``fd`` but its subdirectories; their names (a directory swapped in for a
+    file meanwhile among them)."""
+    with os.scandir(fd) as entries:
+        listed = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+    directories = []
+    for child, is_dir in listed:
+        if is_dir:
+            directories.append(child)
+            continue
+        try:
+            os.unlink(child, dir_fd=fd)
+        except FileNotFoundError:
+            continue
+        except IsADirectoryError:
+            directories.append(child)
+    return directories
 
 
 def parent_and_name(path: str) -> tuple[str, str]:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 
-from workspacefs._hostio import DIR_FLAGS, host_error, renameat_noreplace
+from workspacefs._hostio import DIR_FLAGS, host_error, remove_tree_at, renameat_noreplace
 from workspacefs.backends.host._replace import drop_empty, make_trash
 from workspacefs.backends.host._temps import WriterRegistry, release_name
 from workspacefs.backends.host._tree import fail
@@ -51,7 +50,7 @@ def remove_tree(dir_fd: int, name: str, path: str, writers: WriterRegistry) -> N
             _remove_in_place(dir_fd, name, path)
             return
         try:
-            shutil.rmtree(name, dir_fd=aside_fd)
+            remove_tree_at(aside_fd, name)
         except OSError as exc:
             _put_back(aside_fd, name, dir_fd, aside)
             raise fail(exc, path) from None
@@ -119,7 +118,7 @@ def _refuse_below(fd: int, path: str) -> None:
 def _remove_in_place(dir_fd: int, name: str, path: str) -> None:
     """Where the system cannot rename without replacing: the tree removed where it is."""
     try:
-        shutil.rmtree(name, dir_fd=dir_fd)  # walks by descriptor and re-checks each directory it enters
+        remove_tree_at(dir_fd, name)  # by descriptor, opening nothing but directories
     except OSError as exc:
         raise fail(exc, path) from None
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import shutil
 import stat
 
 from workspacefs import errors
-from workspacefs._hostio import DIR_FLAGS, host_error, renameat_exchange, renameat_noreplace
+from workspacefs._hostio import DIR_FLAGS, host_error, remove_tree_at, renameat_exchange, renameat_noreplace
 from workspacefs.backends.host._temps import _EXCHANGES, WriterRegistry, release_name
 from workspacefs.backends.host._trash import TRASH, over_name
 from workspacefs.backends.host._tree import fail
@@ -55,7 +54,7 @@ def remove_hidden(dir_fd: int, name: str) -> None:
     try:
         if not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
             return  # what an exchange back could not return (a FIFO: rmtree would open it and wait): kept hidden
-        shutil.rmtree(name, dir_fd=dir_fd)
+        remove_tree_at(dir_fd, name)
     except FileNotFoundError:
         pass
     except OSError:
@@ -184,7 +183,7 @@ def _remove_old(aside_fd: int, name: str, dst_fd: int, aside: str) -> None:
     directory, by the descriptor already open (a walk of one directory less than :func:`remove_hidden`)."""
     try:
         with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(name, dir_fd=aside_fd)
+            remove_tree_at(aside_fd, name)
         os.rmdir(aside, dir_fd=dst_fd)
     except OSError:
         return  # hidden: the move stands; left reserved for the reaper

@@ -18,7 +18,6 @@ import dataclasses
 import errno
 import json
 import os
-import shutil
 import stat
 import tempfile
 import time
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from workspacefs._hostio import DIR_FLAGS, TEMP_PREFIX
+from workspacefs._hostio import DIR_FLAGS, TEMP_PREFIX, remove_tree_at
 from workspacefs.backends.host._strategies import STRATEGIES, SnapshotStrategy, digest_of
 from workspacefs.backends.host._temps import cache_dir_for
 from workspacefs.backends.host._tree import HostTree
@@ -492,7 +491,7 @@ def _prune_tree(fd: int, prefix: str, wanted: Mapping[str, ManifestEntry]) -> No
                     raise
                 _prune_tree(child, join(prefix, name), wanted)
             elif is_dir:
-                shutil.rmtree(name, dir_fd=fd)
+                remove_tree_at(fd, name)
             elif not (is_file and want is not None and not want.is_dir):
                 os.unlink(name, dir_fd=fd)
     finally:

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat
 from typing import Final
 
-from workspacefs._hostio import DIR_FLAGS, renameat_exchange, renameat_noreplace
+from workspacefs._hostio import DIR_FLAGS, remove_tree_at, renameat_exchange, renameat_noreplace
 
 __all__ = ["OVER", "TRASH", "over_name", "reap_directory"]
 
@@ -43,7 +42,7 @@ def reap_directory(dir_fd: int, name: str) -> tuple[int, int]:
     Any other directory named as its temporary file is left alone; never raises."""
     try:
         if name.endswith(TRASH):
-            shutil.rmtree(name, dir_fd=dir_fd)
+            remove_tree_at(dir_fd, name)
             return 1, 0
         _, over, tag = name.rpartition(OVER)
         inode, dot, changed = tag.partition(".")
@@ -75,7 +74,7 @@ def _finish_move(dir_fd: int, name: str, old: int, changed: int) -> tuple[int, i
             moved = 1
         if held:
             with contextlib.suppress(FileNotFoundError):  # gone if the target had gone: renamed, nothing taken out
-                shutil.rmtree(held[0], dir_fd=fd)
+                remove_tree_at(fd, held[0])
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=dir_fd)
