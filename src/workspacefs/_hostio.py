@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Final, TypeVar
 
 from workspacefs import errors
-from workspacefs.paths import MAX_PATH_DEPTH, ROOT, join, name_problem, parent
+from workspacefs.paths import MAX_PATH_DEPTH, RESERVED_PREFIX, ROOT, join, name_problem, parent
 
 _Seen = TypeVar("_Seen")
 
@@ -46,8 +46,9 @@ PATH_FLAGS: Final = os.O_PATH | _CLOEXEC
 """An inode handle: never opens the file itself, so it cannot block or trigger a device."""
 DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
 """A directory opened for listing."""
-TEMP_PREFIX: Final = ".wsfs-tmp-"
-"""Temporary files of in-flight atomic writes; hidden from listings, glob and grep."""
+TEMP_PREFIX: Final = RESERVED_PREFIX
+"""Temporary files of in-flight atomic writes (and hidden directories); hidden from listings, glob and grep, and
+refused in paths by the validator."""
 FICLONE: Final = 0x40049409
 """ioctl that makes a copy-on-write clone of a whole file (XFS, btrfs)."""
 
@@ -93,7 +94,7 @@ def is_listable_name(name: str) -> bool:
     characters, more than 80 characters, bidirectional controls, names not in NFC form such as macOS's NFD,
     and names that are not valid UTF-8, which arrive with surrogate escapes).
     """
-    return not name.startswith(TEMP_PREFIX) and name_problem(name) is None
+    return name_problem(name) is None
 
 
 def host_error(code: int, path: str) -> OSError:

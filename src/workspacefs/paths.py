@@ -33,6 +33,7 @@ __all__ = [
     "MAX_PATH_CHARS",
     "MAX_PATH_DEPTH",
     "MAX_SEGMENT_LENGTH",
+    "RESERVED_PREFIX",
     "ROOT",
     "ancestors",
     "anchored_pattern",
@@ -57,6 +58,9 @@ MAX_PATH_DEPTH = 16
 """More segments than this raise ``PathTooDeepError`` (a ``ValueError``)."""
 MAX_SEGMENT_LENGTH = 80
 """A segment longer than this many characters raises ``NameTooLongError`` (a ``ValueError``)."""
+RESERVED_PREFIX = ".wsfs-tmp-"
+"""Names beginning so are workspacefs's own (a host's temporary files and hidden directories, never listed): a path
+naming one raises ``InvalidPathError``, so nothing can be kept out of view under such a name."""
 MAX_PATH_CHARS = 4096
 """Raw input longer than this is refused before any parsing (bounds the work a hostile path costs)."""
 MAX_CONVENIENCE_BYTES = 32 * 1024 * 1024
@@ -111,6 +115,8 @@ def name_problem(name: str) -> InvalidPathError | None:
     """
     if len(name) > MAX_SEGMENT_LENGTH:
         return NameTooLongError(f"Path segment is longer than {MAX_SEGMENT_LENGTH} characters: {name[:20]!r}…")
+    if name.startswith(RESERVED_PREFIX):
+        return _reserved(name)
     if name.isascii() and name.isprintable():  # the common case, in one pass: ASCII that is not C0 or DEL
         return None
     if _CONTROL.search(name) is not None:
@@ -194,9 +200,22 @@ def normalize_cached(path: str, mount_point: str | None) -> str:
         if len(segment) > MAX_SEGMENT_LENGTH:
             raise NameTooLongError(f"Path segment is longer than {MAX_SEGMENT_LENGTH} characters: {segment[:20]!r}…")
         segments.append(segment)
+    return _joined(path, segments)
+
+
+def _joined(path: str, segments: list[str]) -> str:
+    """The normalised path of ``segments`` (of ``path``): not too deep, naming nothing reserved."""
     if len(segments) > MAX_PATH_DEPTH:
         raise PathTooDeepError(f"Path has more than {MAX_PATH_DEPTH} segments: {path!r}")
+    if RESERVED_PREFIX in path:
+        for segment in segments:
+            if segment.startswith(RESERVED_PREFIX):
+                raise _reserved(segment)
     return "/".join(segments)
+
+
+def _reserved(name: str) -> InvalidPathError:
+    return InvalidPathError(f"Names beginning with {RESERVED_PREFIX!r} are reserved for workspacefs: {name!r}")
 
 
 def strict_path(path: str) -> str:

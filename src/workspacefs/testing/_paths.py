@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from workspacefs.errors import InvalidTextError, UnsafeNameError
+from workspacefs.errors import InvalidPathError, InvalidTextError, UnsafeNameError
 from workspacefs.protocol import Filesystem
 from workspacefs.testing._base import SuiteBase
 
@@ -183,6 +183,18 @@ class PathSuite(SuiteBase):
         with pytest.raises(UnsafeNameError):
             PATH_CALLS[method](fs, "invoice\u202etxt.exe")
         assert [e.name for e in fs.list(".")] == ["a.txt"]
+
+    @pytest.mark.parametrize("method", METHODS)
+    def test_a_name_reserved_for_workspacefs_is_refused_everywhere(self, method: str) -> None:
+        """A host hides its temporary files and directories (``.wsfs-tmp-…``) from every listing: a file written
+        under such a name would be kept out of view. Every backend refuses the names alike."""
+        fs = self.make({"a.txt": "a"})
+        for path in (".wsfs-tmp-1.trash/x.txt", "d/.wsfs-tmp-", "/.wsfs-tmp-abc"):
+            with pytest.raises(InvalidPathError) as caught:
+                PATH_CALLS[method](fs, path)
+            assert "reserved" in str(caught.value)
+        fs.write("d/x.wsfs-tmp-y", "a name that only holds it")
+        assert {e.path for e in fs.walk(".")} == {"a.txt", "d", "d/x.wsfs-tmp-y"}
 
     @pytest.mark.parametrize("char", BIDI_CONTROLS, ids=lambda c: f"U+{ord(c):04X}")
     def test_every_bidi_control_character_is_refused(self, char: str) -> None:
