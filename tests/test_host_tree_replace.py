@@ -4,17 +4,16 @@ swaps in at the target is refused by its type and never replaced, the journal's 
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import errno
 import os
-import pickle
 import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_review_host import NOBODY, as_user
 
 from workspacefs import HostFilesystem, _hostio
 from workspacefs._hostio import TEMP_PREFIX
@@ -22,7 +21,6 @@ from workspacefs.errors import SpecialFileError, SymlinkRefusedError
 from workspacefs.results import FileStat
 
 _RENAME_EXCHANGE = 2
-NOBODY = 65534
 
 
 @pytest.fixture(autouse=True)
@@ -154,30 +152,6 @@ def test_a_directory_copied_or_moved_over_another_has_the_mode_a_plain_copy_or_m
 
 OTHER_USER = 100000
 """A rootless container's user as the host sees it (a subordinate uid): not the workspace's owner."""
-
-
-def as_user(uid: int, work: Callable[[], object]) -> object:
-    """``work()``'s result (or the exception it raised), run in a forked child as the unprivileged ``uid``."""
-    codecs.lookup("ascii")  # the child may not read the interpreter's files once it is another user: load them now
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.close(read)
-        try:
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            result: object = work()
-        except BaseException as exc:  # reported to the parent, which asserts on it
-            result = exc
-        with os.fdopen(write, "wb") as pipe:
-            pipe.write(pickle.dumps(result))
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return pickle.loads(data)  # our own child's report
 
 
 @pytest.mark.parametrize(("others", "src"), [("source", "a"), ("source", "up/a")])

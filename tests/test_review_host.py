@@ -23,15 +23,20 @@ NOBODY = 65534
 
 def as_nobody(work: Callable[[], object]) -> object:
     """``work()``'s result (or the exception it raised), run in a forked child as an unprivileged user."""
-    codecs.lookup("ascii")  # the child may not read the interpreter's files once it is nobody: load them now
+    return as_user(NOBODY, work)
+
+
+def as_user(uid: int, work: Callable[[], object]) -> object:
+    """``work()``'s result (or the exception it raised), run in a forked child as the unprivileged ``uid``."""
+    codecs.lookup("ascii")  # the child may not read the interpreter's files once it is another user: load them now
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         os.close(read)
         try:
             os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
+            os.setgid(uid)
+            os.setuid(uid)
             result: object = work()
         except BaseException as exc:  # reported to the parent, which asserts on it
             result = exc

@@ -457,9 +457,7 @@ class HostFilesystem(HostHistoryMixin):
     def _put_in_place(self, aside_fd: int, dst_fd: int, name: str, dst: str) -> None:
         """Rename entry ``name`` of the hidden directory ``aside_fd`` to ``name`` of ``dst_fd``, never replacing."""
         try:
-            if not renameat_noreplace(aside_fd, name, dst_fd, name):
-                self._check_absent(dst_fd, name, dst)
-                os.rename(name, name, src_dir_fd=aside_fd, dst_dir_fd=dst_fd)
+            self._rename_fresh(aside_fd, name, dst_fd, name, dst)
         except FileExistsError as exc:
             raise errors.file_exists(dst) from exc
         except OSError as exc:
@@ -509,15 +507,22 @@ class HostFilesystem(HostHistoryMixin):
             try:
                 if replace:  # an exchange, looked at after: what was swapped in since the look is never replaced
                     move_over(src_fd, src_name, dst_fd, dst_name, dst, moved=info, writers=self._tree.writers)
-                elif not renameat_noreplace(src_fd, src_name, dst_fd, dst_name):
-                    self._check_absent(dst_fd, dst_name, dst)
-                    os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+                else:
+                    self._rename_fresh(src_fd, src_name, dst_fd, dst_name, dst)
             except FileExistsError as exc:
                 raise errors.file_exists(dst) from exc
             except OSError as exc:
                 if exc.filename == dst:
                     raise
                 raise fail(exc, dst if exc.errno in (errno.EISDIR, errno.ENOTDIR) else src) from None
+
+    @classmethod
+    def _rename_fresh(cls, src_fd: int, src: str, dst_fd: int, dst: str, path: str) -> None:
+        """Rename ``src`` to ``dst`` (``path``), never replacing: ``renameat2(RENAME_NOREPLACE)``, or where the
+        system has none a look, then the rename."""
+        if not renameat_noreplace(src_fd, src, dst_fd, dst):
+            cls._check_absent(dst_fd, dst, path)
+            os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
 
     @staticmethod
     def _check_absent(dir_fd: int, name: str, path: str) -> None:
