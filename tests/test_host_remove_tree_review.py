@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -83,5 +85,31 @@ def test_a_recursive_delete_of_a_tree_deeper_than_the_recursion_limit_is_removed
 
     try:
         assert as_nobody(work) == ([], 0)
+    finally:
+        fs.close()
+
+
+def test_a_directory_copy_that_fails_part_way_names_the_target_path_not_the_hidden_one(base: Path) -> None:
+    """A directory copy is built under a hidden ``.wsfs-tmp-*.trash`` directory: a write failing there (``EFBIG``
+    past ``RLIMIT_FSIZE``, as ``ENOSPC`` on a full disk) named that hidden path; it names the target's, as the copy
+    in place did, and leaves nothing at the target."""
+    root = nobody_root(base)
+    (root / "src" / "sub").mkdir(parents=True)
+    (root / "src" / "sub" / "big.bin").write_bytes(b"x" * 150_000)
+    for where in ("src", "src/sub", "src/sub/big.bin"):
+        os.chown(root / where, NOBODY, NOBODY)
+    fs = HostFilesystem(root, snapshot_dir=base / "snapshots", history=False)
+
+    def work() -> object:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+        try:
+            fs.copy("src", "dst")
+        except OSError as exc:
+            return exc.errno, exc.filename, sorted(os.listdir(root))
+        return "copied"
+
+    try:
+        assert as_nobody(work) == (errno.EFBIG, "dst/sub/big.bin", ["src"])
     finally:
         fs.close()
