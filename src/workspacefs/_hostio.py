@@ -388,9 +388,13 @@ def remove_tree_at(dir_fd: int, name: str) -> None:
     unlinked. Each directory is listed once; iterative, so any depth is removed. ``FileNotFoundError`` if ``name`` is
     gone; other errors as the system call gave them (``ENOTEMPTY`` if another process adds entries meanwhile)."""
     top = os.open(name, _TREE_FLAGS, dir_fd=dir_fd)
-    pending: list[tuple[int, str, int, list[str]]] = []  # (parent's fd, name, fd, subdirectories left)
     try:
-        pending.append((dir_fd, name, top, _empty_but_directories(top)))
+        left_at_top = _empty_but_directories(top)
+    except BaseException:
+        os.close(top)
+        raise
+    pending = [(dir_fd, name, top, left_at_top)]  # (parent's fd, name, fd, subdirectories left): each open
+    try:
         while pending:
             parent_fd, child, fd, left = pending[-1]
             if not left:
@@ -409,11 +413,9 @@ def remove_tree_at(dir_fd: int, name: str) -> None:
                 continue
             pending.append((fd, below, below_fd, []))  # closed on error from here
             pending[-1] = (fd, below, below_fd, _empty_but_directories(below_fd))
-    except BaseException:
+    except BaseException:  # each fd still pending is open; one popped was closed (top too, if its rmdir failed)
         for _, _, fd, _ in pending:
             os.close(fd)
-        if not pending:
-            os.close(top)
         raise
 
 

@@ -468,22 +468,26 @@ class HostFilesystem(HostHistoryMixin):
     def _copy_hidden(self, src: str, hidden: str, dst: str) -> list[Change]:
         """Copy the tree ``src`` to ``hidden``, a directory made here (as ``mkdir`` makes one: its mode is the
         umask's), unjournaled; the changes the copy will make at ``dst`` once there, as the default copy journals
-        them (none without a journal)."""
-        self._tree.make_dir(hidden)
-        journaled = self._changes is not None
-        made = [Change(dst, None, DIRECTORY)] if journaled else []
-        for entry in self._walk(src):  # parents first, so each target's parent exists
-            below = entry.path[len(src) :]
-            if entry.is_directory:
-                self._tree.make_dir(hidden + below)
+        them (none without a journal). An error names ``dst``'s path, never the hidden one."""
+        try:
+            self._tree.make_dir(hidden)
+            journaled = self._changes is not None
+            made = [Change(dst, None, DIRECTORY)] if journaled else []
+            for entry in self._walk(src):  # parents first, so each target's parent exists
+                below = entry.path[len(src) :]
+                if entry.is_directory:
+                    self._tree.make_dir(hidden + below)
+                    if journaled:
+                        made.append(Change(dst + below, None, DIRECTORY))
+                    continue
+                self._copy_bytes(entry.path, hidden + below)
                 if journaled:
-                    made.append(Change(dst + below, None, DIRECTORY))
-                continue
-            self._copy_bytes(entry.path, hidden + below)
-            if journaled:
-                content_id, size = self._observe(hidden + below, keep=False)
-                if content_id is not None:
-                    made.append(Change(dst + below, None, content_id, 0, size))
+                    content_id, size = self._observe(hidden + below, keep=False)
+                    if content_id is not None:
+                        made.append(Change(dst + below, None, content_id, 0, size))
+        except OSError as exc:
+            _name_visible(exc, hidden, dst)
+            raise
         return made
 
     @contextlib.contextmanager
@@ -729,3 +733,11 @@ class HostFilesystem(HostHistoryMixin):
     def __repr__(self) -> str:
         flags = ", read_only=True" if self._read_only else ""
         return f"HostFilesystem({self._root!r}{flags}, snapshot_strategy={self.snapshot_strategy!r})"
+
+
+def _name_visible(exc: OSError, hidden: str, dst: str) -> None:
+    """Rename a path at or below ``hidden`` in ``exc`` to the same place below ``dst``: a hidden name is never shown."""
+    for attr in ("filename", "filename2"):
+        name = getattr(exc, attr)
+        if isinstance(name, str) and (name == hidden or name.startswith(hidden + "/")):
+            setattr(exc, attr, dst + name[len(hidden) :])

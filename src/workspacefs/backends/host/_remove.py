@@ -94,7 +94,35 @@ def _overrides_permissions() -> bool:
 
 
 def _refuse_below(fd: int, path: str) -> None:
-    """:func:`refuse_unremovable` for the open directory ``fd`` (workspace path ``path``)."""
+    """:func:`refuse_unremovable` for the open directory ``fd`` (workspace path ``path``, left open). Iterative, one
+    descriptor a level, so a tree of any depth is looked at (recursion raised ``RecursionError`` past ~1000 levels)."""
+    pending = [(fd, path, _subdirectories(fd, path))]  # (fd, its path, subdirectories left in listing order)
+    try:
+        while pending:
+            at, where, left = pending[-1]
+            if not left:
+                pending.pop()
+                if at != fd:
+                    os.close(at)
+                continue
+            sub = f"{where}/{left[-1]}"
+            try:
+                child = os.open(left.pop(), DIR_FLAGS | os.O_NOFOLLOW, dir_fd=at)
+            except FileNotFoundError:
+                continue  # removed meanwhile
+            except OSError as exc:
+                raise fail(exc, sub) from None
+            pending.append((child, sub, []))  # closed on error from here
+            pending[-1] = (child, sub, _subdirectories(child, sub))
+    finally:
+        for at, _, _ in pending:
+            if at != fd:
+                os.close(at)
+
+
+def _subdirectories(fd: int, path: str) -> list[str]:
+    """The subdirectories of the open directory ``fd`` (workspace path ``path``), last listed first; ``EACCES`` if
+    this process may not list or change it."""
     if not os.access(".", _REMOVABLE, dir_fd=fd, effective_ids=True):
         raise host_error(errno.EACCES, path)
     try:
@@ -102,17 +130,8 @@ def _refuse_below(fd: int, path: str) -> None:
             below = [entry.name for entry in listing if entry.is_dir(follow_symlinks=False)]
     except OSError as exc:
         raise fail(exc, path) from None
-    for sub in below:
-        try:
-            child = os.open(sub, DIR_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
-        except FileNotFoundError:
-            continue  # removed meanwhile
-        except OSError as exc:
-            raise fail(exc, f"{path}/{sub}") from None
-        try:
-            _refuse_below(child, f"{path}/{sub}")
-        finally:
-            os.close(child)
+    below.reverse()  # popped from the end: looked at in listing order, as the recursion did
+    return below
 
 
 def _remove_in_place(dir_fd: int, name: str, path: str) -> None:
