@@ -53,10 +53,10 @@ def test_a_tree_whose_own_rmdir_fails_raises_that_error_and_closes_each_descript
         try:
             remove_tree_at(parent, "top")
         except OSError as exc:
-            return exc.errno, _open_fds() - before
+            return exc.errno, _open_fds() - before <= 0
         return "removed"
 
-    assert as_nobody(work) == (errno.EACCES, 0)
+    assert as_nobody(work) == (errno.EACCES, True)  # none left open (the child may close inherited ones)
     assert os.listdir(base / "top") == []  # emptied, as far as it could go
 
 
@@ -81,10 +81,10 @@ def test_a_recursive_delete_of_a_tree_deeper_than_the_recursion_limit_is_removed
             fs.delete("d", recursive=True)
         except BaseException as exc:
             return type(exc).__name__
-        return os.listdir(root), _open_fds() - before
+        return os.listdir(root), _open_fds() - before <= 0
 
     try:
-        assert as_nobody(work) == ([], 0)
+        assert as_nobody(work) == ([], True)  # none left open (the child may close inherited ones)
     finally:
         fs.close()
 
