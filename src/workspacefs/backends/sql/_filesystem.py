@@ -95,6 +95,7 @@ _KEY_BATCH = 200
 """Key lookups per statement (SQLite allows 500 parts in a compound ``SELECT``)."""
 _SPOOL_BYTES = 8 * 1024 * 1024
 """Content an undo writes back stays in memory up to this size, then spills to a temporary file."""
+_SESSION_REMADE = "The session was deleted and made again by other connections while this one opened it; open it again"
 _INLINE_VERSIONED = 1024 * 1024
 """``open_versioned`` reads files up to this size with their row in one statement; larger ones stream."""
 _ENTRY_COLUMNS = ENTRY_COLUMNS
@@ -186,15 +187,18 @@ class SqlFilesystem(BaseFilesystem):
 
     def _ensure_session(self) -> None:
         """Create the session unless it exists. Deleted by another connection between its two rows: the session is
-        gone, ``FileNotFoundError``; made again meanwhile (another opener): run again."""
+        gone, ``FileNotFoundError``; made again meanwhile (another opener): run again, and after the last attempt
+        ``ConcurrentChangeError`` (never the driver's untyped error)."""
         for attempt in range(_RETRIES):
             try:
                 with self._store.session_write(self._session) as connection:
                     self._store.ensure_session(connection, self._session)
                 return
             except IntegrityError as exc:  # a foreign key's, with the session back: another opener made it again
-                if not foreign_key_failed(exc.orig) or attempt == _RETRIES - 1:
+                if not foreign_key_failed(exc.orig):
                     raise
+                if attempt == _RETRIES - 1:
+                    raise ConcurrentChangeError("/", _SESSION_REMADE) from exc
 
     @property
     def root(self) -> str:
