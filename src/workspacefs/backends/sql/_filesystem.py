@@ -194,11 +194,9 @@ class SqlFilesystem(BaseFilesystem):
                 with self._store.session_write(self._session) as connection:
                     self._store.ensure_session(connection, self._session)
                 return
-            except IntegrityError as exc:  # a foreign key's, with the session back: another opener made it again
-                if not foreign_key_failed(exc.orig):
-                    raise
+            except ConcurrentChangeError as exc:  # a foreign key's, with the session back: another opener made it again
                 if attempt == _RETRIES - 1:
-                    raise ConcurrentChangeError("/", _SESSION_REMADE) from exc
+                    raise ConcurrentChangeError("/", _SESSION_REMADE) from exc.__cause__
 
     @property
     def root(self) -> str:

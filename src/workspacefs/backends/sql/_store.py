@@ -45,7 +45,7 @@ from workspacefs.backends.sql._schema import (
     uploads,
 )
 from workspacefs.backends.sql._turns import Turns, turns_for
-from workspacefs.errors import file_not_found
+from workspacefs.errors import ConcurrentChangeError, file_not_found
 from workspacefs.protocol import BytesLike
 from workspacefs.quota import QUOTA_URL_PARAMETERS
 from workspacefs.streams import content_id_of_chunks
@@ -110,6 +110,7 @@ def engine_url(url: str) -> tuple[str, dict[str, str]]:
     return parsed.render_as_string(hide_password=False), options
 
 
+ROW_GONE = "A row this change refers to was deleted by another connection meanwhile; try again"
 _HASH: Any = sa.bindparam("b_hash")
 _BLOB: Any = sa.bindparam("b_blob")
 _CHUNK_EXISTS = sa.select(chunks.c.hash).where(chunks.c.hash == _HASH)
@@ -305,9 +306,9 @@ class SqlStore:
     def session_write(self, session_id: str, path: str = "/") -> Iterator[Connection]:
         """:meth:`write` for a change of session ``session_id``: a foreign key's refusal because the session was
         deleted meanwhile (by any connection) raises what every change of a deleted session raises,
-        ``FileNotFoundError`` naming ``path``; a refusal no concurrent writer causes (not a key, not a foreign key)
-        raises :func:`~._reach.refused` (``OSError`` EIO). Told by the error's code and the session's row being
-        gone, never by the message."""
+        ``FileNotFoundError`` naming ``path``; with the session back (made again) ``ConcurrentChangeError``. A
+        refusal no concurrent writer causes (not a key, not a foreign key) raises :func:`~._reach.refused` (``OSError``
+        EIO). Told by the error's code and the session's row being gone, never by the message."""
         try:
             with self.write() as connection:
                 yield connection
@@ -315,7 +316,7 @@ class SqlStore:
             if foreign_key_failed(exc.orig):
                 if not self.session_exists(session_id):
                     raise file_not_found(path) from None
-                raise
+                raise ConcurrentChangeError(path, ROW_GONE) from exc  # deleted and made again: typed, run it again
             if key_taken(exc.orig):  # a concurrent creator's row: the caller decides (look again, or "exists")
                 raise
             raise refused(exc, path) from exc  # a NOT NULL, a CHECK, a trigger: no race, running again fails too
