@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from types import TracebackType
 from typing import Protocol
 
+from workspacefs.errors import name_caller_path
 from workspacefs.paths import DEFAULT_CHUNK_SIZE
 from workspacefs.protocol import ByteReader, BytesLike
 
@@ -105,10 +106,11 @@ class StreamReader:
     Each reader owns its position; it exposes no way to write, so it can never change stored data.
     """
 
-    __slots__ = ("_closed", "_path", "_position", "_raw", "_size")
+    __slots__ = ("_closed", "_path", "_position", "_raw", "_shown", "_size")
 
     def __init__(self, path: str, raw: RawReadable, size: int) -> None:
         self._path = path
+        self._shown = path
         self._raw = raw
         self._size = size
         self._position = 0
@@ -142,9 +144,17 @@ class StreamReader:
             size = max(self._size - self._position, 0)
         if size == 0 or self._position >= self._size:
             return b""
-        data = self._raw.read(min(size, self._size - self._position))
+        try:
+            data = self._raw.read(min(size, self._size - self._position))
+        except OSError as exc:  # e.g. content lost after the reader opened: name the path as the caller gave it
+            name_caller_path(exc, self._path, self._shown)
+            raise
         self._position += len(data)
         return data
+
+    def show_as(self, given: str) -> None:
+        """Name ``given``, the caller's spelling of :attr:`path`, in the errors later reads raise (DESIGN §3)."""
+        self._shown = given
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         """Move the position; a negative result raises ``ValueError``."""

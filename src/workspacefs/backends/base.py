@@ -55,7 +55,7 @@ from workspacefs.results import (
     WriteResult,
 )
 from workspacefs.search import GlobMatcher, GrepPattern, PathFilter, search_content
-from workspacefs.streams import Utf8TextReader
+from workspacefs.streams import StreamReader, Utf8TextReader
 
 __all__ = ["ANY_VERSION", "WRITE_MODES", "BaseFilesystem", "Fingerprint", "lines_window", "total_lines"]
 
@@ -118,10 +118,13 @@ class BaseFilesystem(ConditionalWritesMixin, MergeMixin):
         """
         norm = self._norm(path)
         try:
-            return self._open_reader(norm)
+            reader = self._open_reader(norm)
         except OSError as exc:
             name_caller_path(exc, norm, path)
             raise
+        if path != norm and isinstance(reader, StreamReader):  # errors of later reads name the caller's path too
+            reader.show_as(path)
+        return reader
 
     def open_write(self, path: str, *, mode: WriteMode = "overwrite", create_parents: bool = True) -> ByteWriter:
         """Open a streaming writer; the content appears atomically when it closes without error.

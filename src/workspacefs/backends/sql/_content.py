@@ -32,7 +32,7 @@ from datetime import datetime
 
 from workspacefs.backends._objects._client import ObjectClient, ObjectInfo
 
-__all__ = ["CONTENT_LOCK", "STORED_OBJECT", "STORED_SQL", "ContentStore"]
+__all__ = ["CONTENT_LOCK", "STORED_OBJECT", "STORED_SQL", "ContentStore", "missing_chunk"]
 
 STORED_SQL = "sql"
 """``wsfs_chunks.stored``: the chunk's bytes are in ``data``."""
@@ -40,6 +40,12 @@ STORED_OBJECT = "object"
 """``wsfs_chunks.stored``: the chunk's bytes are the object ``<root>/chunks/<hash>``; ``data`` is empty."""
 CONTENT_LOCK = 0x77736673_6F626A
 """The PostgreSQL advisory lock key of the content lock ("wsfsobj"): shared by writers, exclusive in gc."""
+
+
+def missing_chunk(digest: str, path: str | None) -> OSError:
+    """EIO for a file at ``path`` one of whose chunk rows is gone (a damaged database): the error names the file
+    read, as every error does (DESIGN §3); the chunk's hash stays in the message, for the operator."""
+    return OSError(5, f"Content is missing from the store (chunk {digest})", path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +78,15 @@ class ContentStore:
         """Write a chunk's object (again, if it exists: that renews its time, which the grace period reads)."""
         self.client.put(self.key(digest), data)
 
-    def get(self, digest: str, size: int) -> bytes:
-        """A chunk's bytes (``OSError`` EIO if its object is missing: content the store has lost)."""
+    def get(self, digest: str, size: int, path: str | None = None) -> bytes:
+        """A chunk's bytes (``OSError`` EIO naming ``path``, the file being read, if its object is missing:
+        content the store has lost; the chunk's hash is in the message, for the operator)."""
         try:
             data, _ = self.client.get(self.key(digest), 0, size)
         except FileNotFoundError:
-            raise OSError(5, "Content is missing from the object store", digest) from None
+            raise OSError(5, f"Content is missing from the object store (chunk {digest})", path) from None
         if len(data) != size:
-            raise OSError(5, f"The object store holds {len(data)} of {size} bytes of a chunk", digest)
+            raise OSError(5, f"The object store holds {len(data)} of {size} bytes of chunk {digest}", path)
         return bytes(data)
 
     def objects(self) -> list[ObjectInfo]:

@@ -32,6 +32,7 @@ from workspacefs.backends._quota import over_quota
 from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
 from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql import _versions as versions
+from workspacefs.backends.sql._content import missing_chunk
 from workspacefs.backends.sql._forks import (
     ENTRY_COLUMNS,
     capture_merged,
@@ -94,6 +95,7 @@ _KEY_BATCH = 200
 """Key lookups per statement (SQLite allows 500 parts in a compound ``SELECT``)."""
 _SPOOL_BYTES = 8 * 1024 * 1024
 """Content an undo writes back stays in memory up to this size, then spills to a temporary file."""
+_SESSION_REMADE = "The session was deleted and made again by other connections while this one opened it; open it again"
 _INLINE_VERSIONED = 1024 * 1024
 """``open_versioned`` reads files up to this size with their row in one statement; larger ones stream."""
 _ENTRY_COLUMNS = ENTRY_COLUMNS
@@ -185,15 +187,16 @@ class SqlFilesystem(BaseFilesystem):
 
     def _ensure_session(self) -> None:
         """Create the session unless it exists. Deleted by another connection between its two rows: the session is
-        gone, ``FileNotFoundError``; made again meanwhile (another opener): run again."""
+        gone, ``FileNotFoundError``; made again meanwhile (another opener): run again, and after the last attempt
+        ``ConcurrentChangeError`` (never the driver's untyped error)."""
         for attempt in range(_RETRIES):
             try:
                 with self._store.session_write(self._session) as connection:
                     self._store.ensure_session(connection, self._session)
                 return
-            except IntegrityError as exc:  # a foreign key's, with the session back: another opener made it again
-                if not foreign_key_failed(exc.orig) or attempt == _RETRIES - 1:
-                    raise
+            except ConcurrentChangeError as exc:  # a foreign key's, with the session back: another opener made it again
+                if attempt == _RETRIES - 1:
+                    raise ConcurrentChangeError("/", _SESSION_REMADE) from exc.__cause__
 
     @property
     def root(self) -> str:
@@ -378,7 +381,7 @@ class SqlFilesystem(BaseFilesystem):
                 raise OSError(5, "The content this entry replaced is no longer kept", change.path)
             spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - the reader closes it
             for digest in hashes:
-                spool.write(self._store.read_chunk(connection, digest))
+                spool.write(self._store.read_chunk(connection, digest, change.path))
         spool.seek(0)
         return StreamReader(change.path, spool, change.size_before)
 
@@ -551,7 +554,11 @@ class SqlFilesystem(BaseFilesystem):
         if row[7] is not None:  # inline
             return row, bytes(row[7])
         chunk = self._store.chunk_bytes  # a chunk in the content store comes from there
-        return row, b"".join(chunk(r[9], r[8], r[10], r[11]) for r in rows if r[9] is not None)
+        parts = [r for r in rows if r[9] is not None]
+        for r in parts:
+            if r[11] is None:  # listed, but its row is gone
+                raise missing_chunk(r[9], path)
+        return row, b"".join(chunk(r[9], r[8], r[10], r[11], path) for r in parts)
 
     def _open_row_reader(self, path: str) -> tuple[Sequence[Any], ByteReader]:
         """A file's row (:data:`_hot.ROW`) and a reader of exactly the content that row names: both from
@@ -577,7 +584,14 @@ class SqlFilesystem(BaseFilesystem):
             return row, StreamReader(path, io.BytesIO(bytes(row[7])), row[4])
         prefetch = 8 if driver.postgres else 1
         blob = BlobReader(
-            scope, tx, self._sql.chunk, hashes=hashes, size=row[4], prefetch=prefetch, fetch=self._store.chunk_bytes
+            scope,
+            tx,
+            self._sql.chunk,
+            path=path,
+            hashes=hashes,
+            size=row[4],
+            prefetch=prefetch,
+            fetch=self._store.chunk_bytes,
         )
         return row, StreamReader(path, blob, row[4])
 
@@ -669,7 +683,7 @@ class SqlFilesystem(BaseFilesystem):
         if inline is not None:
             return [], inline
         if hashes and row.size_bytes % CHUNK_SIZE:
-            return hashes[:-1], self._store.read_chunk(connection, hashes[-1])
+            return hashes[:-1], self._store.read_chunk(connection, hashes[-1], row.path)
         return hashes, b""
 
     def _write_small(self, path: str, data: bytes, mode: WriteMode, expect: str | None, read_only: bool | None) -> None:
@@ -1670,10 +1684,10 @@ class SqlFilesystem(BaseFilesystem):
             if inline is not None:
                 return inline
             if entry.size_bytes <= MAX_CONVENIENCE_BYTES:
-                return b"".join(self._store.read_chunk(connection, digest) for digest in hashes)
+                return b"".join(self._store.read_chunk(connection, digest, path) for digest in hashes)
             spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - the reader closes it
             for digest in hashes:
-                spool.write(self._store.read_chunk(connection, digest))
+                spool.write(self._store.read_chunk(connection, digest, path))
         spool.seek(0)
         return StreamReader(path, spool, entry.size_bytes)
 

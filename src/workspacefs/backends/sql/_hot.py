@@ -74,14 +74,15 @@ most)."""
 
 READ = (
     "SELECT f.path, f.is_directory, f.is_readonly, f.blob_id, f.size_bytes, f.created_at, f.updated_at,"
-    " b.data, c.data, c.hash, c.stored, c.size FROM wsfs_files f"
+    " b.data, c.data, bc.chunk_hash, c.stored, c.size FROM wsfs_files f"
     " LEFT JOIN wsfs_blobs b ON b.id = f.blob_id"
     " LEFT JOIN wsfs_blob_chunks bc ON bc.blob_id = f.blob_id AND b.data IS NULL AND f.size_bytes <= ?"
     " LEFT JOIN wsfs_chunks c ON c.hash = bc.chunk_hash"
     " WHERE f.session_id = ? AND f.path = ? ORDER BY bc.seq"
 )
 """A file's row and, when it is at most the given size, its content (inline, or its chunks in order, each with
-its hash, where it is stored and its size: a chunk in the content store has empty ``data``)."""
+its hash, where it is stored and its size: a chunk in the content store has empty ``data``; a chunk whose row is
+gone has its hash and ``NULL`` size, so the read fails rather than leave it out)."""
 
 ROWS_FOR_WRITE = (  # two lookups by key (an IN list or OR may be planned as a scan); the target's chunks as text
     "SELECT path, is_directory, is_readonly, blob_id, NULL, size_bytes FROM wsfs_files"

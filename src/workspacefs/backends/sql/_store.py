@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, InternalError, OperationalError
 
 from workspacefs.backends.sql import _grep_index as grep_index
-from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORED_SQL, ContentStore
+from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORED_SQL, ContentStore, missing_chunk
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
 from workspacefs.backends.sql._lock_order import lock_session
@@ -45,7 +45,7 @@ from workspacefs.backends.sql._schema import (
     uploads,
 )
 from workspacefs.backends.sql._turns import Turns, turns_for
-from workspacefs.errors import file_not_found
+from workspacefs.errors import ConcurrentChangeError, file_not_found
 from workspacefs.protocol import BytesLike
 from workspacefs.quota import QUOTA_URL_PARAMETERS
 from workspacefs.streams import content_id_of_chunks
@@ -110,6 +110,7 @@ def engine_url(url: str) -> tuple[str, dict[str, str]]:
     return parsed.render_as_string(hide_password=False), options
 
 
+ROW_GONE = "A row this change refers to was deleted by another connection meanwhile; try again"
 _HASH: Any = sa.bindparam("b_hash")
 _BLOB: Any = sa.bindparam("b_blob")
 _CHUNK_EXISTS = sa.select(chunks.c.hash).where(chunks.c.hash == _HASH)
@@ -305,9 +306,9 @@ class SqlStore:
     def session_write(self, session_id: str, path: str = "/") -> Iterator[Connection]:
         """:meth:`write` for a change of session ``session_id``: a foreign key's refusal because the session was
         deleted meanwhile (by any connection) raises what every change of a deleted session raises,
-        ``FileNotFoundError`` naming ``path``; a refusal no concurrent writer causes (not a key, not a foreign key)
-        raises :func:`~._reach.refused` (``OSError`` EIO). Told by the error's code and the session's row being
-        gone, never by the message."""
+        ``FileNotFoundError`` naming ``path``; with the session back (made again) ``ConcurrentChangeError``. A
+        refusal no concurrent writer causes (not a key, not a foreign key) raises :func:`~._reach.refused` (``OSError``
+        EIO). Told by the error's code and the session's row being gone, never by the message."""
         try:
             with self.write() as connection:
                 yield connection
@@ -315,7 +316,7 @@ class SqlStore:
             if foreign_key_failed(exc.orig):
                 if not self.session_exists(session_id):
                     raise file_not_found(path) from None
-                raise
+                raise ConcurrentChangeError(path, ROW_GONE) from exc  # deleted and made again: typed, run it again
             if key_taken(exc.orig):  # a concurrent creator's row: the caller decides (look again, or "exists")
                 raise
             raise refused(exc, path) from exc  # a NOT NULL, a CHECK, a trigger: no race, running again fails too
@@ -538,12 +539,14 @@ class SqlStore:
         elif stored is None:
             connection.execute(self._insert_chunk, row)
 
-    def chunk_bytes(self, digest: str, data: Any, stored: str | None, size: int) -> bytes:
-        """A chunk's bytes from its row's ``data``, ``stored`` and ``size``: the row's own, or its object's."""
+    def chunk_bytes(self, digest: str, data: Any, stored: str | None, size: int, path: str | None = None) -> bytes:
+        """A chunk's bytes from its row's ``data``, ``stored`` and ``size``: the row's own, or its object's (an
+        ``OSError`` names ``path``, the file being read: DESIGN §3; the chunk's hash only in the message)."""
         if stored == STORED_OBJECT:
             if self.content is None:
-                raise OSError(5, "This chunk is in a content store; open the store with content_store=…", digest)
-            return self.content.get(digest, size)
+                message = f"Chunk {digest} is in a content store; open the store with content_store=…"
+                raise OSError(5, message, path)
+            return self.content.get(digest, size, path)
         return bytes(data)
 
     def register_blob(self, connection: Connection, hashes: Sequence[str], size: int) -> str:
@@ -575,12 +578,12 @@ class SqlStore:
         bound for the content store)."""
         return size <= CHUNK_SIZE and (size == 0 or self.content is None or not self.content.goes_out(size))
 
-    def read_chunk(self, connection: Connection, digest: str) -> bytes:
-        """One chunk's bytes, from the database or the content store."""
+    def read_chunk(self, connection: Connection, digest: str, path: str) -> bytes:
+        """One chunk of the file at ``path``, from the database or the content store."""
         row = connection.execute(_CHUNK_DATA, {"b_hash": digest}).first()
         if row is None:
-            raise OSError(5, "Content is missing from the store", digest)
-        return self.chunk_bytes(digest, row.data, row.stored, row.size)
+            raise missing_chunk(digest, path)
+        return self.chunk_bytes(digest, row.data, row.stored, row.size, path)
 
     def blob_parts(self, connection: Connection, blob_id: str) -> tuple[list[str], bytes | None]:
         """A blob's chunk hashes in order, or its inline content (then no hashes)."""

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from workspacefs.backends.sql._content import missing_chunk
 from workspacefs.backends.sql._driver import Scope, Tx
 from workspacefs.backends.sql._schema import CHUNK_SIZE
 from workspacefs.backends.sql._store import SqlStore
@@ -51,14 +52,16 @@ class BlobReader(io.RawIOBase):
         tx: Tx,
         sql_chunk: str,
         *,
+        path: str,
         hashes: list[str],
         size: int,
         prefetch: int,
-        fetch: Callable[[str, Any, str | None, int], bytes],
+        fetch: Callable[[str, Any, str | None, int, str], bytes],
     ) -> None:
-        """``fetch(hash, data, stored, size)`` turns a chunk row into its bytes (``SqlStore.chunk_bytes``:
-        a chunk kept in the content store comes from there)."""
+        """``fetch(hash, data, stored, size, path)`` turns a chunk row of the file at ``path`` into its bytes
+        (``SqlStore.chunk_bytes``: a chunk kept in the content store comes from there)."""
         super().__init__()
+        self._path = path
         self._fetch = fetch
         self._scope = scope
         self._tx = tx
@@ -87,9 +90,14 @@ class BlobReader(io.RawIOBase):
             self._ready = {}
             for i, cursor in cursors:
                 row = cursor.fetchone()
-                if row is None:
-                    raise OSError(5, "Content is missing from the store", self._hashes[i])
-                self._ready[i] = self._fetch(self._hashes[i], row[0], row[1], row[2])
+                try:
+                    if row is None:
+                        raise missing_chunk(self._hashes[i], self._path)
+                    self._ready[i] = self._fetch(self._hashes[i], row[0], row[1], row[2], self._path)
+                except OSError:
+                    if i == index:
+                        raise
+                    # a chunk only fetched ahead fails when (if ever) it is read: a read of those before it works
         return self._ready[index]
 
     def read(self, size: int = -1) -> bytes:

@@ -1,0 +1,113 @@
+"""SQL content that is gone (a chunk row deleted from a damaged database, a chunk object deleted from the content
+store's bucket): every read of the file raises EIO naming the path as the caller wrote it (DESIGN §3), never a
+chunk's hash, and never returns the file with a chunk left out. Real SQLite, PostgreSQL and S3 (moto) servers."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from workspacefs import SqlFilesystem, SqlStore
+from workspacefs.backends.sql._schema import CHUNK_SIZE
+from workspacefs.backends.sql._store import engine_url
+from workspacefs.testing._postgres import create_database
+from workspacefs.testing._s3 import S3Server
+
+_ids = itertools.count()
+BIG = b"".join(bytes([n]) * CHUNK_SIZE for n in range(6))  # six distinct chunks: past 1 MiB, so open_read streams
+SMALL = b"streamed, so kept in one chunk row\n"
+LOST = hashlib.sha256(BIG[2 * CHUNK_SIZE : 3 * CHUNK_SIZE]).hexdigest()  # the third chunk of BIG
+SMALL_HASH = hashlib.sha256(SMALL).hexdigest()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, fast_tmp: Path) -> str:
+    """A fresh database: these tests damage it."""
+    if request.param == "sqlite":
+        return f"sqlite:///{fast_tmp / f'missing-{next(_ids)}.db'}"
+    return create_database(request.getfixturevalue("postgres_url"), f"wsfs_missing_{os.getpid()}_{next(_ids)}")
+
+
+def written(store: SqlStore) -> SqlFilesystem:
+    """A session with BIG at ``d/a.txt`` (written whole) and SMALL at ``d/s.txt`` (streamed: a chunk row)."""
+    fs = SqlFilesystem(store, f"missing-{next(_ids)}")
+    fs.write_bytes("d/a.txt", BIG)
+    with fs.open_write("d/s.txt") as writer:
+        writer.write(SMALL)
+    return fs
+
+
+def delete_chunk_rows(database: str, digests: list[str]) -> None:
+    """Delete chunk rows as damage would: past the foreign keys that list them (dropped on PostgreSQL; a plain
+    SQLite connection does not enforce them)."""
+    engine = sa.create_engine(engine_url(database)[0])
+    with engine.begin() as connection:
+        if engine.dialect.name == "postgresql":
+            found = connection.exec_driver_sql(
+                "SELECT conrelid::regclass::text, conname FROM pg_constraint WHERE confrelid = 'wsfs_chunks'::regclass"
+            ).all()
+            for table, name in found:
+                connection.exec_driver_sql(f'ALTER TABLE {table} DROP CONSTRAINT "{name}"')
+        for digest in digests:
+            assert connection.execute(sa.text("DELETE FROM wsfs_chunks WHERE hash = :h"), {"h": digest}).rowcount == 1
+    engine.dispose()
+
+
+def assert_names(exc: pytest.ExceptionInfo[OSError], given: str, digest: str) -> None:
+    """EIO whose ``filename`` (and so its message) is the caller's spelling; the hash only in the text."""
+    assert exc.value.errno == errno.EIO
+    assert exc.value.filename == given
+    assert given in str(exc.value) and digest in exc.value.strerror
+
+
+def assert_every_read_names_the_caller_path(fs: SqlFilesystem, small_digest: str) -> None:
+    with pytest.raises(OSError) as exc:
+        fs.read("d/../d/s.txt")
+    assert_names(exc, "d/../d/s.txt", small_digest)
+    with pytest.raises(OSError) as exc:
+        fs.read_bytes("./d/s.txt")
+    assert_names(exc, "./d/s.txt", small_digest)
+    with pytest.raises(OSError) as exc:
+        fs.read_bytes("d/../d/a.txt")  # whole: one statement with its chunks
+    assert_names(exc, "d/../d/a.txt", LOST)
+    with pytest.raises(OSError) as exc:
+        fs.read_bytes("/d/a.txt", offset=CHUNK_SIZE, limit=3 * CHUNK_SIZE)  # a window: a streaming reader
+    assert_names(exc, "/d/a.txt", LOST)
+    assert fs.read_bytes("d/a.txt", limit=2 * CHUNK_SIZE).content == BIG[: 2 * CHUNK_SIZE]  # what is kept reads
+    with fs.open_read("d/../d/a.txt") as reader, pytest.raises(OSError) as exc:
+        while reader.read(CHUNK_SIZE):
+            pass
+    assert_names(exc, "d/../d/a.txt", LOST)
+    fs.copy("d/../d/a.txt", "e/../b.txt")  # a copy shares the content (nothing is read) ...
+    with pytest.raises(OSError) as exc:
+        fs.read_bytes("e/../b.txt")  # ... and its reads name the copy
+    assert_names(exc, "e/../b.txt", LOST)
+    with pytest.raises(OSError) as exc:
+        fs.write("d/../d/s.txt", "more\n", mode="append")  # an append reads the last partial chunk
+    assert_names(exc, "d/../d/s.txt", small_digest)
+
+
+def test_a_chunk_row_gone_fails_every_read_naming_the_caller_path(database: str) -> None:
+    store = SqlStore(database)
+    fs = written(store)
+    delete_chunk_rows(database, [LOST, SMALL_HASH])
+    assert_every_read_names_the_caller_path(fs, SMALL_HASH)
+    store.close()
+
+
+def test_a_chunk_object_gone_fails_every_read_naming_the_caller_path(database: str, s3_server: S3Server) -> None:
+    prefix = f"missing-{next(_ids)}"
+    store = SqlStore(database, content_store=s3_server.url("wsfs-tests", prefix), content_store_min_bytes=1)
+    assert store.content is not None
+    fs = written(store)
+    keys = [store.content.key(LOST), store.content.key(SMALL_HASH)]
+    assert {info.key for info in store.content.objects()} >= set(keys)
+    store.content.client.delete(keys)  # the raw client: the bucket loses them under the database
+    assert_every_read_names_the_caller_path(fs, SMALL_HASH)
+    store.close()
