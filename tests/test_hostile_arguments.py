@@ -302,3 +302,21 @@ def test_parallel_edits_of_one_file_in_one_conversation_are_refused_as_the_model
         return
     for message in refusals:
         assert "another of your calls, running at the same time" in message, message
+
+
+def test_the_write_that_made_the_content_is_named_however_late_the_parallel_calls_before_it_end() -> None:
+    """The ledger of who wrote a file kept the last 8 writes in the order they *ended*: a call that wrote the
+    current content and ended first was pushed out by 8 calls of the same turn that wrote before it but ended after
+    it (seen under load in CI), and the refused calls were told the file "was changed outside these tools"."""
+    from workspacefs.tools._editing import Writer, _LastWriters
+
+    fs = InMemoryFilesystem()
+    ledger = _LastWriters()
+    earlier = [Writer(None, f"id-{i}", 1) for i in range(15)]
+    last = Writer(None, "id-current", 1)  # its write came after every other one
+    for writer in (*earlier, last):
+        ledger.begin(fs, "f.txt", writer)
+    ledger.end(fs, "f.txt", last, made=True)  # ... but it returned first
+    for writer in earlier:
+        ledger.end(fs, "f.txt", writer, made=True)
+    assert ledger.of(fs, "f.txt", "id-current") is last

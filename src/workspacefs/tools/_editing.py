@@ -149,8 +149,11 @@ class _LastWriters:
     changed the file when the change came through workspacefs. A write is noted as under way before it is made
     (so a call refused while another call's write is still returning learns who made it) and kept once made."""
 
-    RECENT = 8
-    """Writes made kept per path, besides those under way: parallel calls of one turn write one file at once."""
+    RECENT = 32
+    """Writes made kept per path, besides those under way: parallel calls of one turn write one file at once. Kept in
+    the order they *ended*, which is not the order they wrote: with 8, the write that made the current content
+    could be pushed out by 8 calls that wrote before it but ended after it (under load, 16 parallel edits: the
+    refused ones were told "changed outside these tools"). It takes more late enders than parallel calls now."""
 
     def __init__(self) -> None:
         self._by_fs: weakref.WeakKeyDictionary[Filesystem, dict[str, tuple[tuple[Writer, ...], ...]]] = (
