@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import errno
 import itertools
-import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from workspacefs import SqlFilesystem, SqlStore
 from workspacefs.errors import ConcurrentChangeError
-from workspacefs.testing._postgres import create_database
+from workspacefs.testing._postgres import throwaway_database
 
 _ids = itertools.count()
 
@@ -32,11 +32,13 @@ _POSTGRES_TRIGGER = (
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, fast_tmp: Path) -> str:
-    """A fresh database: the trigger is on its tables."""
+def database(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[str]:
+    """A fresh database, dropped after: the trigger is on its tables."""
     if request.param == "sqlite":
-        return f"sqlite:///{fast_tmp / f'remade-{next(_ids)}.db'}"
-    return create_database(request.getfixturevalue("postgres_url"), f"wsfs_remade_{os.getpid()}_{next(_ids)}")
+        yield f"sqlite:///{fast_tmp / f'remade-{next(_ids)}.db'}"
+        return
+    with throwaway_database(request.getfixturevalue("postgres_url"), "wsfs_remade") as url:
+        yield url
 
 
 def remade_on_insert(store: SqlStore, path: str) -> str:
