@@ -522,9 +522,10 @@ def test_a_file_full_of_hidden_characters_shows_its_own_lines(ws: Workspace) -> 
     expect(ws.page.get_by_test_id("content")).to_have_text("nothing hidden")
     ws.open("/")
     ws.entry("hidden.txt").click()
-    expect(ws.page.get_by_test_id("file-name")).to_have_text("/hidden.txt")
     last = f"line 19999 a{marked('200B')}b{marked('202E')}c{marked('2066')}d{marked('200D')}e"
+    # the name is shown with the file, once its 20,000 lines are rendered: wait as long as for them
     expect(ws.page.get_by_test_id("content")).to_contain_text(last, timeout=60_000)
+    expect(ws.page.get_by_test_id("file-name")).to_have_text("/hidden.txt", timeout=60_000)
     expect(ws.page.get_by_test_id("content").get_by_test_id("hidden-char")).to_have_count(80_000)
     expect(ws.page.get_by_test_id("status")).to_be_hidden()
 
