@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from workspacefs import SqlFilesystem, SqlStore
+from workspacefs import FilesystemSnapshot, SqlFilesystem, SqlStore
 from workspacefs.backends.sql._schema import CHUNK_SIZE
 from workspacefs.backends.sql._store import engine_url
 from workspacefs.testing._postgres import create_database
@@ -110,4 +110,71 @@ def test_a_chunk_object_gone_fails_every_read_naming_the_caller_path(database: s
     assert {info.key for info in store.content.objects()} >= set(keys)
     store.content.client.delete(keys)  # the raw client: the bucket loses them under the database
     assert_every_read_names_the_caller_path(fs, SMALL_HASH)
+    store.close()
+
+
+def damage(database: str, statement: str, **values: object) -> None:
+    """Run one damaging statement on the raw database (no foreign key stands in the way of these)."""
+    engine = sa.create_engine(engine_url(database)[0])
+    with engine.begin() as connection:
+        assert connection.execute(sa.text(statement), values).rowcount == 1
+    engine.dispose()
+
+
+def assert_damaged(exc: pytest.ExceptionInfo[OSError], given: str) -> None:
+    """EIO naming the caller's spelling, saying the content is damaged (never a shorter or shifted file)."""
+    assert exc.value.errno == errno.EIO
+    assert exc.value.filename == given
+    assert "damaged" in exc.value.strerror
+
+
+def assert_every_read_fails(fs: SqlFilesystem, snapshot: FilesystemSnapshot, window: int) -> None:
+    """Every way of reading BIG at ``d/a.txt`` (a window at offset ``window`` too), now, from a snapshot and through
+    an append, fails with EIO."""
+    with pytest.raises(OSError) as exc:
+        fs.read_bytes("d/../d/a.txt")  # whole: one statement with its chunks
+    assert_damaged(exc, "d/../d/a.txt")
+    with pytest.raises(OSError) as exc:
+        fs.read("./d/a.txt", offset=0, limit=1)
+    assert_damaged(exc, "./d/a.txt")
+    with pytest.raises(OSError) as exc:  # never the bytes of another chunk, or fewer
+        fs.read_bytes("/d/a.txt", offset=window, limit=CHUNK_SIZE)
+    assert_damaged(exc, "/d/a.txt")
+    with pytest.raises(OSError) as exc, fs.open_read("d/../d/a.txt") as reader:
+        while reader.read(CHUNK_SIZE):
+            pass
+    assert_damaged(exc, "d/../d/a.txt")
+    with pytest.raises(OSError) as exc:
+        fs.write_bytes("d/./a.txt", b"more", mode="append")  # an append would keep the loss for good
+    assert_damaged(exc, "d/./a.txt")
+    with pytest.raises(OSError) as exc:
+        fs._snapshot_content(snapshot, "d/a.txt")  # what a merge reads of a snapshot
+    assert_damaged(exc, "d/a.txt")
+
+
+def test_a_lost_row_of_a_chunk_list_fails_every_read_instead_of_shortening_it(database: str) -> None:
+    store = SqlStore(database)
+    fs = written(store)
+    fs.write_bytes("d/a.txt", BIG[:-7])  # a partial last chunk, so an append reads it
+    snapshot = fs.snapshot()
+    blob = fs.stat("d/a.txt")
+    damage(
+        database,
+        "DELETE FROM wsfs_blob_chunks WHERE seq = 2 AND blob_id = "
+        "(SELECT blob_id FROM wsfs_files WHERE session_id = :s AND path = 'd/a.txt')",
+        s=fs.session_id,
+    )
+    assert fs.stat("d/a.txt") == blob
+    assert_every_read_fails(fs, snapshot, 4 * CHUNK_SIZE)  # past the hole: the old code read chunk 5 there
+    store.close()
+
+
+def test_a_chunk_of_the_wrong_length_fails_every_read(database: str) -> None:
+    store = SqlStore(database)
+    fs = written(store)
+    fs.write_bytes("d/a.txt", BIG[:-7])
+    snapshot = fs.snapshot()
+    last = hashlib.sha256(BIG[5 * CHUNK_SIZE : -7]).hexdigest()  # the partial last chunk, which an append reads
+    damage(database, "UPDATE wsfs_chunks SET data = :d WHERE hash = :h", d=BIG[:10], h=last)
+    assert_every_read_fails(fs, snapshot, 5 * CHUNK_SIZE + 5)
     store.close()

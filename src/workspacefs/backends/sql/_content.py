@@ -31,8 +31,17 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from workspacefs.backends._objects._client import ObjectClient, ObjectInfo
+from workspacefs.backends.sql._schema import CHUNK_SIZE
 
-__all__ = ["CONTENT_LOCK", "STORED_OBJECT", "STORED_SQL", "ContentStore", "missing_chunk"]
+__all__ = [
+    "CONTENT_LOCK",
+    "STORED_OBJECT",
+    "STORED_SQL",
+    "ContentStore",
+    "check_chunk_list",
+    "check_piece",
+    "missing_chunk",
+]
 
 STORED_SQL = "sql"
 """``wsfs_chunks.stored``: the chunk's bytes are in ``data``."""
@@ -46,6 +55,32 @@ def missing_chunk(digest: str, path: str | None) -> OSError:
     """EIO for a file at ``path`` one of whose chunk rows is gone (a damaged database): the error names the file
     read, as every error does (DESIGN §3); the chunk's hash stays in the message, for the operator."""
     return OSError(5, f"Content is missing from the store (chunk {digest})", path)
+
+
+def chunks_for(size: int) -> int:
+    """How many chunks hold ``size`` bytes of content kept in chunks: each is full but the last (every writer cuts
+    at fixed offsets, and an append cuts the last one again)."""
+    return -(-size // CHUNK_SIZE)
+
+
+def _damaged(path: str | None, what: str) -> OSError:
+    """EIO for a file at ``path`` whose stored content disagrees with its size (a damaged database)."""
+    return OSError(5, f"Content is damaged in the store ({what})", path)
+
+
+def check_chunk_list(count: int, size: int, path: str | None) -> None:
+    """Raise EIO naming ``path`` unless ``count`` chunks are listed for its ``size``: a list that lost a row would
+    otherwise shorten every read of the file, and shift each window past the hole onto the wrong bytes."""
+    if count != chunks_for(size):
+        raise _damaged(path, f"{count} chunks listed for {size} bytes, {chunks_for(size)} expected")
+
+
+def check_piece(data: bytes, index: int, size: int, digest: str, path: str | None) -> bytes:
+    """``data``, chunk ``index`` of content of ``size`` bytes, if it holds as many bytes as that chunk must."""
+    wanted = min(CHUNK_SIZE, size - index * CHUNK_SIZE)
+    if len(data) != wanted:
+        raise _damaged(path, f"chunk {digest} holds {len(data)} bytes, {wanted} expected")
+    return data
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from workspacefs.backends._quota import over_quota
 from workspacefs.backends.base import ANY_VERSION, BaseFilesystem, Fingerprint
 from workspacefs.backends.sql import _grep_index as grep_index
 from workspacefs.backends.sql import _versions as versions
-from workspacefs.backends.sql._content import missing_chunk
+from workspacefs.backends.sql._content import check_chunk_list, check_piece, missing_chunk
 from workspacefs.backends.sql._forks import (
     ENTRY_COLUMNS,
     capture_merged,
@@ -380,8 +380,8 @@ class SqlFilesystem(BaseFilesystem):
             if not hashes:
                 raise OSError(5, "The content this entry replaced is no longer kept", change.path)
             spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - the reader closes it
-            for digest in hashes:
-                spool.write(self._store.read_chunk(connection, digest, change.path))
+            for piece in self._store.checked_chunks(connection, hashes, change.size_before, change.path):
+                spool.write(piece)
         spool.seek(0)
         return StreamReader(change.path, spool, change.size_before)
 
@@ -553,12 +553,15 @@ class SqlFilesystem(BaseFilesystem):
             return row, None
         if row[7] is not None:  # inline
             return row, bytes(row[7])
-        chunk = self._store.chunk_bytes  # a chunk in the content store comes from there
+        chunk, size = self._store.chunk_bytes, row[4]  # a chunk in the content store comes from there
         parts = [r for r in rows if r[9] is not None]
+        check_chunk_list(len(parts), size, path)
         for r in parts:
             if r[11] is None:  # listed, but its row is gone
                 raise missing_chunk(r[9], path)
-        return row, b"".join(chunk(r[9], r[8], r[10], r[11], path) for r in parts)
+        return row, b"".join(
+            check_piece(chunk(r[9], r[8], r[10], r[11], path), i, size, r[9], path) for i, r in enumerate(parts)
+        )
 
     def _open_row_reader(self, path: str) -> tuple[Sequence[Any], ByteReader]:
         """A file's row (:data:`_hot.ROW`) and a reader of exactly the content that row names: both from
@@ -576,6 +579,8 @@ class SqlFilesystem(BaseFilesystem):
             if row[1]:
                 raise errors.is_a_directory(path)
             hashes = [r[0] for r in listed.fetchall()]
+            if row[7] is None:
+                check_chunk_list(len(hashes), row[4], path)
         except BaseException as exc:
             scope.__exit__(type(exc), exc, None)
             raise
@@ -682,8 +687,11 @@ class SqlFilesystem(BaseFilesystem):
         hashes, inline = self._store.blob_parts(connection, row.blob_id)
         if inline is not None:
             return [], inline
-        if hashes and row.size_bytes % CHUNK_SIZE:
-            return hashes[:-1], self._store.read_chunk(connection, hashes[-1], row.path)
+        size = row.size_bytes  # an append to content that lost a chunk would keep the loss for good
+        check_chunk_list(len(hashes), size, row.path)
+        if hashes and size % CHUNK_SIZE:
+            last = len(hashes) - 1
+            return hashes[:-1], self._store.checked_chunk(connection, hashes, last, size, row.path)
         return hashes, b""
 
     def _write_small(self, path: str, data: bytes, mode: WriteMode, expect: str | None, read_only: bool | None) -> None:
@@ -1683,11 +1691,12 @@ class SqlFilesystem(BaseFilesystem):
             hashes, inline = self._store.blob_parts(connection, entry.blob_id)
             if inline is not None:
                 return inline
+            pieces = self._store.checked_chunks(connection, hashes, entry.size_bytes, path)
             if entry.size_bytes <= MAX_CONVENIENCE_BYTES:
-                return b"".join(self._store.read_chunk(connection, digest, path) for digest in hashes)
+                return b"".join(pieces)
             spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - the reader closes it
-            for digest in hashes:
-                spool.write(self._store.read_chunk(connection, digest, path))
+            for piece in pieces:
+                spool.write(piece)
         spool.seek(0)
         return StreamReader(path, spool, entry.size_bytes)
 

@@ -26,7 +26,15 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, InternalError, OperationalError
 
 from workspacefs.backends.sql import _grep_index as grep_index
-from workspacefs.backends.sql._content import CONTENT_LOCK, STORED_OBJECT, STORED_SQL, ContentStore, missing_chunk
+from workspacefs.backends.sql._content import (
+    CONTENT_LOCK,
+    STORED_OBJECT,
+    STORED_SQL,
+    ContentStore,
+    check_chunk_list,
+    check_piece,
+    missing_chunk,
+)
 from workspacefs.backends.sql._driver import Driver
 from workspacefs.backends.sql._hot import Statements, release_statements
 from workspacefs.backends.sql._lock_order import lock_session
@@ -584,6 +592,18 @@ class SqlStore:
         if row is None:
             raise missing_chunk(digest, path)
         return self.chunk_bytes(digest, row.data, row.stored, row.size, path)
+
+    def checked_chunk(self, connection: Connection, hashes: Sequence[str], index: int, size: int, path: str) -> bytes:
+        """Chunk ``index`` of the file at ``path`` (``size`` bytes listed as ``hashes``), if it holds what it must."""
+        digest = hashes[index]
+        return check_piece(self.read_chunk(connection, digest, path), index, size, digest, path)
+
+    def checked_chunks(self, connection: Connection, hashes: Sequence[str], size: int, path: str) -> Iterator[bytes]:
+        """Every chunk of the file at ``path``, ``size`` bytes listed as ``hashes``, each checked against the size:
+        a list that lost a row, or a chunk of the wrong length, is EIO naming ``path`` (never a shorter file)."""
+        check_chunk_list(len(hashes), size, path)
+        for index in range(len(hashes)):
+            yield self.checked_chunk(connection, hashes, index, size, path)
 
     def blob_parts(self, connection: Connection, blob_id: str) -> tuple[list[str], bytes | None]:
         """A blob's chunk hashes in order, or its inline content (then no hashes)."""

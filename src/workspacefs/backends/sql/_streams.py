@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from workspacefs.backends.sql._content import missing_chunk
+from workspacefs.backends.sql._content import check_piece, missing_chunk
 from workspacefs.backends.sql._driver import Scope, Tx
 from workspacefs.backends.sql._schema import CHUNK_SIZE
 from workspacefs.backends.sql._store import SqlStore
@@ -93,7 +93,8 @@ class BlobReader(io.RawIOBase):
                 try:
                     if row is None:
                         raise missing_chunk(self._hashes[i], self._path)
-                    self._ready[i] = self._fetch(self._hashes[i], row[0], row[1], row[2], self._path)
+                    piece = self._fetch(self._hashes[i], row[0], row[1], row[2], self._path)
+                    self._ready[i] = check_piece(piece, i, self._size, self._hashes[i], self._path)
                 except OSError:
                     if i == index:
                         raise
