@@ -18,9 +18,14 @@ from workspacefs._hostio import DIR_FLAGS, host_error, remove_tree_at, renameat_
 from workspacefs.backends.host._replace import drop_empty, make_trash
 from workspacefs.backends.host._temps import WriterRegistry, release_name
 from workspacefs.backends.host._tree import fail
+from workspacefs.errors import DirectoryNotEmptyError
 
 __all__ = ["remove_tree"]
 
+_GREW = (
+    "Directory not empty: entries were added to it while it was being deleted; what is left is in place, delete again"
+)
+"""The reason a recursive delete gives when another process added entries meanwhile (see :func:`_removal_failed`)."""
 _REMOVABLE = os.R_OK | os.W_OK | os.X_OK
 """What removing a directory's entries takes: listing it, and changing it."""
 _DAC_OVERRIDE = 1 << 1
@@ -53,7 +58,7 @@ def remove_tree(dir_fd: int, name: str, path: str, writers: WriterRegistry) -> N
             remove_tree_at(aside_fd, name)
         except OSError as exc:
             _put_back(aside_fd, name, dir_fd, aside)
-            raise fail(exc, path) from None
+            raise _removal_failed(exc, path) from None
     finally:
         os.close(aside_fd)
     try:
@@ -139,7 +144,15 @@ def _remove_in_place(dir_fd: int, name: str, path: str) -> None:
     try:
         remove_tree_at(dir_fd, name)  # by descriptor, opening nothing but directories
     except OSError as exc:
-        raise fail(exc, path) from None
+        raise _removal_failed(exc, path) from None
+
+
+def _removal_failed(exc: OSError, path: str) -> OSError:
+    """The public error for a recursive removal of ``path`` that failed part way. ``ENOTEMPTY`` there means another
+    process added entries meanwhile: the plain error's advice ("pass recursive=True") was what the caller did."""
+    if exc.errno == errno.ENOTEMPTY:
+        return DirectoryNotEmptyError(path, _GREW)
+    return fail(exc, path)
 
 
 def _put_back(aside_fd: int, name: str, dir_fd: int, aside: str) -> None:
