@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import logging
 import os
 import stat
 import threading
@@ -43,6 +44,7 @@ from workspacefs.backends.host._journal import HostJournal
 from workspacefs.backends.host._merged import capture_merged, snapshot_content
 from workspacefs.backends.host._remove import remove_tree
 from workspacefs.backends.host._replace import exchange_over, make_trash, move_tree_over, remove_hidden
+from workspacefs.backends.host._restoring import RestoreRecord, Unfinished
 from workspacefs.backends.host._ripgrep import Ripgrep
 from workspacefs.backends.host._snapshots import HostSnapshots, SnapshotStrategy
 from workspacefs.backends.host._temps import ReapReport, WriterRegistry, registry_dir, root_key
@@ -73,6 +75,8 @@ from workspacefs.snapshots import SnapshotRetentionPolicy
 from workspacefs.streams import StreamReader, content_id_of
 
 __all__ = ["HostFilesystem"]
+
+_log = logging.getLogger("workspacefs.host")
 
 _FILES_SEEN = 4096
 """How many paths of files a filesystem remembers as hints (see ``HostFilesystem._files_seen``)."""
@@ -140,8 +144,12 @@ class HostFilesystem(HostHistoryMixin):
             journal.follow = lambda: OutsideWatcher(
                 self._root, journal, lambda path: self._observe(path, keep=False), held=self._command_pending
             )
+        self._restoring = RestoreRecord(self._snapshots.directory, root_key(self._snapshots.root), durable=durable)
+        self._unfinished: Unfinished | None = None
+        """A killed restore this open is finishing (its record's ``before`` goes into the journal entry)."""
         self.reaped = ReapReport() if read_only else self._tree.writers.reap(self._tree.resolver.root_fd)
-        """What this open removed of dead writers' temporary files (read-only opens remove nothing)."""
+        """What this open removed of dead writers' temporary files and which killed restores it finished (read-only
+        opens change nothing)."""
         self._ripgrep = Ripgrep.find() if use_ripgrep is not False else None
         self._written = {}
         self._files_seen: set[str] = set()
@@ -149,6 +157,8 @@ class HostFilesystem(HostHistoryMixin):
         file, so it looks at the entry first instead of linking first (see ``HostTree.finish_temp``'s ``fresh``)."""
         if use_ripgrep and self._ripgrep is None:
             raise RuntimeError("use_ripgrep=True but no rg binary was found (install ripgrep)")
+        if not read_only:
+            self._finish_restore()
 
     # --- properties ---------------------------------------------------------------------------------
 
@@ -653,8 +663,35 @@ class HostFilesystem(HostHistoryMixin):
 
     def _restore_state(self, snapshot: FilesystemSnapshot) -> None:
         paths, before = self._journal_restore(snapshot)
-        self._restore_files(snapshot)
-        self._journal_restored(paths, before)
+        unfinished = self._unfinished
+        if unfinished is not None and unfinished.snapshot_id == snapshot.snapshot_id:
+            before.update(unfinished.before)  # what the paths held before the killed attempt changed some
+            paths = sorted({*paths, *unfinished.before})
+        with self._restoring.held(snapshot.snapshot_id, before):  # a kill inside: the next open finishes it
+            self._restore_files(snapshot)
+            self._journal_restored(paths, before)
+
+    def _finish_restore(self) -> None:
+        """Finish a restore whose process was killed part way (see ``_restoring.py``); never raises."""
+        unfinished = self._restoring.unfinished()
+        if unfinished is None:
+            return
+        self._unfinished = unfinished
+        finished = False
+        try:
+            found = [s for s in self._snapshots.list() if s.snapshot_id == unfinished.snapshot_id]
+            if found:
+                self.restore(found[0])
+                finished = True
+            else:
+                _log.warning("Snapshot %s, whose restore was cut short, no longer exists", unfinished.snapshot_id)
+        except Exception as exc:  # an open must not fail for it: logged, and counted in ``reaped``
+            _log.warning("Finishing the restore of snapshot %s cut short failed: %s", unfinished.snapshot_id, exc)
+        finally:
+            self._unfinished = None
+            self._restoring.done(unfinished.fd)
+        counts = {"restores_finished": int(finished), "restores_failed": int(not finished)}
+        self.reaped = dataclasses.replace(self.reaped, **counts)
 
     def _restore_files(self, snapshot: FilesystemSnapshot) -> None:
         self._snapshots.restore(snapshot)

@@ -253,6 +253,11 @@ class ReapReport:
     """Hidden directories of moves and copies over a directory removed (see ``_trash.py``)."""
     moves_completed: int = 0
     """Moves over a directory killed after the source was taken aside, completed (see ``_trash.py``)."""
+    restores_finished: int = 0
+    """Restores killed part way, finished (see ``_restoring.py``)."""
+    restores_failed: int = 0
+    """Restores killed part way that could not be finished (logged to ``workspacefs.host``; the snapshot was
+    deleted since, or restoring it failed)."""
 
 
 class WriterRegistry:

@@ -1,0 +1,129 @@
+"""A host ``restore`` killed (SIGKILL) part way is finished by the next open of the workspace.
+
+A restore changes many names, each atomically: a kill part way left some files as the snapshot holds them and the
+rest as they were, for good. Now the next open that may write restores the snapshot again from the record the
+killed restore left, and with history on journals it as one entry whose undo puts back what the workspace held
+before the first attempt (also the files that attempt had already changed). Kill points: after the extras are
+removed, after the first file is put back, and after every file is back but before the journal entry.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from test_host_tree_replace_crash import hidden, kill_at
+
+from workspacefs import HostFilesystem
+from workspacefs.history import JournalEntry
+
+KILLED = textwrap.dedent(
+    """
+    import sys
+    from workspacefs import HostFilesystem
+    from workspacefs.backends.host import _filesystem, _snapshots, _tree
+    root, snapshots, history, operation, point = sys.argv[1:6]
+    fs = HostFilesystem(root, snapshot_dir=snapshots, history=history == "on")
+    target = next(s for s in fs.snapshots() if s.tag == "v1")
+    installed = 0
+
+    def stop(at):
+        if at == point:  # the step took effect: the parent kills this process here
+            print("stopped", flush=True)
+            sys.stdin.readline()
+
+    real_extras, real_install = _snapshots.HostSnapshots._remove_extras, _tree.HostTree.install
+    real_files = _filesystem.HostFilesystem._restore_files
+
+    def remove_extras(self, manifest):
+        real_extras(self, manifest)
+        stop("extras")
+
+    def install(self, *args, **kwargs):
+        global installed
+        real_install(self, *args, **kwargs)
+        installed += 1
+        if installed == 1:
+            stop("install")
+
+    def restore_files(self, snapshot):
+        real_files(self, snapshot)
+        stop("files")
+
+    _snapshots.HostSnapshots._remove_extras = remove_extras
+    _tree.HostTree.install = install
+    _filesystem.HostFilesystem._restore_files = restore_files
+    fs.restore(target)
+    print("done", flush=True)
+    """
+)
+
+V1 = {"a.txt": "a1\n", "b.txt": "b1\n", "d/c.txt": "c1\n", "d/e.txt": "e1\n"}
+V2 = {"a.txt": "a2\n", "b.txt": "b2\n", "d/c.txt": "c2\n", "new.txt": "new\n", "d/more/f.txt": "f\n"}
+"""After the snapshot: three files changed, ``d/e.txt`` deleted, two added."""
+
+
+def files(root: Path) -> dict[str, str]:
+    """The files the user sees and their text (nothing hidden)."""
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def prepare(tmp_path: Path, history: str) -> tuple[Path, Path]:
+    root, snapshots = tmp_path / "root", tmp_path / "snapshots"
+    root.mkdir()
+    with HostFilesystem(root, snapshot_dir=snapshots, history=history == "on") as fs:
+        for path, content in V1.items():
+            fs.write(path, content)
+        fs.snapshot(tag="v1")
+        fs.delete("d/e.txt")
+        for path, content in V2.items():
+            fs.write(path, content)
+    return root, snapshots
+
+
+def restores(fs: HostFilesystem) -> list[JournalEntry]:
+    return [entry for entry in fs.history() if entry.operation == "restore"]
+
+
+@pytest.mark.parametrize("history", ["off", "on"])
+@pytest.mark.parametrize("point", ["extras", "install", "files"])
+def test_a_restore_killed_part_way_is_finished_by_the_next_open(tmp_path: Path, history: str, point: str) -> None:
+    root, snapshots = prepare(tmp_path, history)
+    kill_at(root, snapshots, history=history, operation="restore", point=point, script=KILLED)
+    if point == "install":
+        assert files(root) not in (V1, V2)  # the old code left this mix for good
+    with HostFilesystem(root, snapshot_dir=snapshots, history=history == "on") as fs:
+        assert files(root) == V1
+        assert hidden(root) == []
+        assert (fs.reaped.restores_finished, fs.reaped.restores_failed) == (1, 0)
+        assert not list((snapshots / "restoring").iterdir())  # the record is gone
+        if history == "on":
+            [entry] = restores(fs)  # one entry, with every file the restore changed, the killed attempt's too
+            assert sorted(change.path for change in entry.changes) == [
+                "a.txt",
+                "b.txt",
+                "d/c.txt",
+                "d/e.txt",
+                "d/more/f.txt",
+                "new.txt",
+            ]
+            fs.undo(entry.entry_id)
+            assert files(root) == V2  # what it held before the first attempt, all of it
+    with HostFilesystem(root, snapshot_dir=snapshots, history=history == "on") as fs:
+        assert fs.reaped.restores_finished == 0  # nothing left to finish
+
+
+def test_a_restore_in_progress_is_not_finished_by_another_open(tmp_path: Path) -> None:
+    """The record is locked while its restorer lives: an open meanwhile leaves it alone, and a restore that
+    returns (or raises) removes its record."""
+    root, snapshots = prepare(tmp_path, "on")
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        target = next(s for s in fs.snapshots() if s.tag == "v1")
+        with fs._restoring.held(target.snapshot_id, {}):
+            with HostFilesystem(root, snapshot_dir=snapshots) as other:
+                assert (other.reaped.restores_finished, other.reaped.restores_failed) == (0, 0)
+            assert files(root) == {**{k: v for k, v in V1.items() if k != "d/e.txt"}, **V2}  # untouched
+        assert not (snapshots / "restoring" / fs._restoring.path.name).exists()
+        fs.restore(target)
+        assert files(root) == V1 and not list((snapshots / "restoring").iterdir())
