@@ -32,6 +32,7 @@ __all__ = [
     "PATH_FLAGS",
     "TEMP_PREFIX",
     "HostResolver",
+    "directory_identity",
     "host_error",
     "is_listable_name",
     "link_descriptor",
@@ -80,11 +81,34 @@ _linkat = getattr(_LIBC, "linkat", None)
 if _linkat is not None:
     _linkat.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int)
     _linkat.restype = ctypes.c_int
+_statx = getattr(_LIBC, "statx", None)
+if _statx is not None:
+    _statx.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p)
+    _statx.restype = ctypes.c_int
+_STATX_INO, _STATX_BTIME = 0x100, 0x800
 _empty_path_links: bool | None = None if _linkat is not None else False
 """Whether ``linkat(AT_EMPTY_PATH)`` names an open file here (Linux 6.10+, or with ``CAP_DAC_READ_SEARCH``);
 ``None`` until a link tells (before 6.10 an unprivileged caller gets ``ENOENT``, as for a vanished directory).
 ``True`` is no promise: 6.10+ still refuses a descriptor opened under other credentials (``ENOENT`` too)."""
 _MAYBE_UNSUPPORTED = (errno.ENOENT, errno.EPERM, errno.EINVAL, errno.ENOSYS)
+
+
+def directory_identity(fd: int) -> str:
+    """Which directory ``fd`` is, for as long as it exists and never for one made later in its place: its device,
+    inode and birth time (``statx``; a file system that keeps no birth time gives device and inode only, which a
+    later directory may get again)."""
+    info = os.fstat(fd)
+    found = f"{info.st_dev}:{info.st_ino}"
+    if _statx is None:
+        return found
+    buffer = ctypes.create_string_buffer(256)  # struct statx is 256 bytes
+    if _statx(fd, b"", _AT_EMPTY_PATH, _STATX_INO | _STATX_BTIME, buffer) != 0:
+        return found
+    mask = int.from_bytes(buffer.raw[0:4], "little")
+    if not mask & _STATX_BTIME:
+        return found
+    seconds = int.from_bytes(buffer.raw[80:88], "little", signed=True)  # stx_btime.tv_sec, then tv_nsec
+    return f"{found}:{seconds}.{int.from_bytes(buffer.raw[88:92], 'little'):09d}"
 
 
 def is_listable_name(name: str) -> bool:

@@ -204,6 +204,17 @@ class DirectorySnapshotStore:
                 continue
         return sorted(found, key=lambda s: s.created_at)
 
+    def set_aside(self, snapshot_id: UUID, directory: Path) -> bool:
+        """Move a snapshot's record into ``directory``: no longer listed or loaded, its data kept (``on_delete`` is
+        not told); whether it was here."""
+        directory.mkdir(parents=True, exist_ok=True)
+        source = self._file(snapshot_id)
+        try:
+            os.replace(source, directory / source.name)
+        except FileNotFoundError:
+            return False
+        return True
+
     def delete(self, snapshot_id: UUID) -> None:
         """Remove a snapshot; ``SnapshotNotFoundError`` if unknown."""
         try:

@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import ClassVar
 
 from workspacefs import errors
-from workspacefs._hostio import DIR_FLAGS, HostResolver, is_listable_name, parent_and_name, renameat_noreplace
+from workspacefs._hostio import (
+    DIR_FLAGS,
+    HostResolver,
+    directory_identity,
+    is_listable_name,
+    parent_and_name,
+    renameat_noreplace,
+)
 from workspacefs.backends._core import too_big
 from workspacefs.backends._merging import Written
 from workspacefs.backends.base import Fingerprint
@@ -129,6 +136,7 @@ class HostFilesystem(HostHistoryMixin):
             snapshot_dir=snapshot_dir,
             retention=retention,
         )
+        retired = self._snapshots.claim(directory_identity(self._tree.resolver.root_fd))  # before anything reads it
         self._tree.writers = WriterRegistry(registry_dir(self._snapshots.root, self._snapshots.directory))
         # one journal per root: a fork shares the snapshot directory, never the history
         journal_dir = self._snapshots.directory / "journals" / root_key(self._snapshots.root)
@@ -147,7 +155,8 @@ class HostFilesystem(HostHistoryMixin):
         self._restoring = RestoreRecord(self._snapshots.directory, root_key(self._snapshots.root), durable=durable)
         self._unfinished: Unfinished | None = None
         """A killed restore this open is finishing (its record's ``before`` goes into the journal entry)."""
-        self.reaped = ReapReport() if read_only else self._tree.writers.reap(self._tree.resolver.root_fd)
+        reaped = ReapReport() if read_only else self._tree.writers.reap(self._tree.resolver.root_fd)
+        self.reaped = dataclasses.replace(reaped, state_retired=retired)
         """What this open removed of dead writers' temporary files and which killed restores it finished (read-only
         opens change nothing)."""
         self._ripgrep = Ripgrep.find() if use_ripgrep is not False else None
@@ -690,8 +699,8 @@ class HostFilesystem(HostHistoryMixin):
         finally:
             self._unfinished = None
             self._restoring.done(unfinished.fd)
-        counts = {"restores_finished": int(finished), "restores_failed": int(not finished)}
-        self.reaped = dataclasses.replace(self.reaped, **counts)
+        self.reaped = dataclasses.replace(self.reaped, restores_finished=int(finished))
+        self.reaped = dataclasses.replace(self.reaped, restores_failed=int(not finished))
 
     def _restore_files(self, snapshot: FilesystemSnapshot) -> None:
         self._snapshots.restore(snapshot)

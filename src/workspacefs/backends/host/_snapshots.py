@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from workspacefs._hostio import DIR_FLAGS, TEMP_PREFIX, remove_tree_at
+from workspacefs.backends.host._identity import claim_state
 from workspacefs.backends.host._strategies import STRATEGIES, SnapshotStrategy, digest_of
-from workspacefs.backends.host._temps import cache_dir_for
+from workspacefs.backends.host._temps import cache_dir_for, root_key
 from workspacefs.backends.host._tree import HostTree
 from workspacefs.errors import SnapshotCreationError, SnapshotIncompatibleError, SnapshotRestoreError
 from workspacefs.paths import join
@@ -296,6 +297,11 @@ class HostSnapshots:
         except FileNotFoundError:
             listed = set()
         return {self._root, *listed} if self._root in listed else {self._root}
+
+    def claim(self, identity: str) -> bool:
+        """Make this root's state that of the directory ``identity`` names (see ``_identity.py``): what another
+        directory at this path left is retired first; whether there was any."""
+        return claim_state(self.directory, self._root, root_key(self._root), identity, self._store)
 
     def join_family(self, root: str) -> None:
         """Make ``root`` (a fork's) one family with this root: both see each other's snapshots."""

@@ -253,6 +253,9 @@ class ReapReport:
     """Hidden directories of moves and copies over a directory removed (see ``_trash.py``)."""
     moves_completed: int = 0
     """Moves over a directory killed after the source was taken aside, completed (see ``_trash.py``)."""
+    state_retired: bool = False
+    """Another directory had this root's path before: its journal, snapshots and restore record were set aside
+    (see ``_identity.py``)."""
     restores_finished: int = 0
     """Restores killed part way, finished (see ``_restoring.py``)."""
     restores_failed: int = 0
