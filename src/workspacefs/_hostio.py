@@ -17,6 +17,7 @@ import ctypes
 import errno
 import os
 import stat
+import sys
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Final, TypeVar
@@ -94,21 +95,19 @@ _MAYBE_UNSUPPORTED = (errno.ENOENT, errno.EPERM, errno.EINVAL, errno.ENOSYS)
 
 
 def directory_identity(fd: int) -> str:
-    """Which directory ``fd`` is, for as long as it exists and never for one made later in its place: its device,
-    inode and birth time (``statx``; a file system that keeps no birth time gives device and inode only, which a
-    later directory may get again)."""
-    info = os.fstat(fd)
-    found = f"{info.st_dev}:{info.st_ino}"
+    """Which directory ``fd`` is, for as long as it exists and never for one made later in its place: its inode and
+    birth time (``statx``; a file system that keeps no birth time gives the inode only, which a later directory may
+    get again). Not the device number: some file systems (btrfs subvolumes, NFS) get another at each mount."""
+    found = str(os.fstat(fd).st_ino)
     if _statx is None:
         return found
     buffer = ctypes.create_string_buffer(256)  # struct statx is 256 bytes
     if _statx(fd, b"", _AT_EMPTY_PATH, _STATX_INO | _STATX_BTIME, buffer) != 0:
         return found
-    mask = int.from_bytes(buffer.raw[0:4], "little")
-    if not mask & _STATX_BTIME:
+    if not int.from_bytes(buffer.raw[0:4], sys.byteorder) & _STATX_BTIME:  # stx_mask
         return found
-    seconds = int.from_bytes(buffer.raw[80:88], "little", signed=True)  # stx_btime.tv_sec, then tv_nsec
-    return f"{found}:{seconds}.{int.from_bytes(buffer.raw[88:92], 'little'):09d}"
+    seconds = int.from_bytes(buffer.raw[80:88], sys.byteorder, signed=True)  # stx_btime.tv_sec, then tv_nsec
+    return f"{found}:{seconds}.{int.from_bytes(buffer.raw[88:92], sys.byteorder):09d}"
 
 
 def is_listable_name(name: str) -> bool:

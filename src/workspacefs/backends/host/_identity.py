@@ -4,7 +4,7 @@ Snapshots, the journal and a restore's record are found by the root's path (by d
 ``<cache>/workspacefs/snapshots/<root key>``). So a workspace deleted and another made at its path (a fresh
 checkout, a temporary directory whose name comes round again, the next session's ``/srv/ws/1``) saw the first one's
 history, undid into it, and listed and restored its snapshots: another workspace's files, in this one. Now each
-root's identity (:func:`~workspacefs._hostio.directory_identity`: device, inode, birth time) is recorded beside its
+root's identity (:func:`~workspacefs._hostio.directory_identity`: inode and birth time) is recorded beside its
 state at the first open (``<snapshot_dir>/roots/<root key>``). An open that finds another identity there retires
 the old state before anything reads it: the journal, the restore record and the snapshots' records move to
 ``<snapshot_dir>/retired/<id>/`` (kept, never shown to the new workspace) and the path leaves any fork family.
