@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 import shutil
@@ -14,6 +15,14 @@ from typing import Any
 import pytest
 
 REQUIRE_REAL = os.environ.get("WORKSPACEFS_REQUIRE_REAL_SERVICES") == "1"
+
+TEST_CACHE = tempfile.mkdtemp(prefix="wsfs-test-cache-")
+"""``XDG_CACHE_HOME`` of every test process (and of the processes it starts): the default snapshot directories,
+journals and writer registries of the tests' host workspaces, not the user's cache. There they piled up (3.6 GB
+over many runs on one machine), and, being found by the workspace's path, a later run whose temporary paths came
+round again (pytest numbers them from 0 once its base is gone) met the state of an earlier run's workspace."""
+os.environ["XDG_CACHE_HOME"] = TEST_CACHE
+atexit.register(shutil.rmtree, TEST_CACHE, True)
 
 
 def missing(what: str) -> None:
