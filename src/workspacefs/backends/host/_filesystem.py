@@ -136,7 +136,7 @@ class HostFilesystem(HostHistoryMixin):
             snapshot_dir=snapshot_dir,
             retention=retention,
         )
-        retired = self._snapshots.claim(directory_identity(self._tree.resolver.root_fd))  # before anything reads it
+        retired = self._claim_state(read_only)
         self._tree.writers = WriterRegistry(registry_dir(self._snapshots.root, self._snapshots.directory))
         # one journal per root: a fork shares the snapshot directory, never the history
         journal_dir = self._snapshots.directory / "journals" / root_key(self._snapshots.root)
@@ -679,6 +679,17 @@ class HostFilesystem(HostHistoryMixin):
         with self._restoring.held(snapshot.snapshot_id, before):  # a kill inside: the next open finishes it
             self._restore_files(snapshot)
             self._journal_restored(paths, before)
+
+    def _claim_state(self, read_only: bool) -> bool:
+        """Retire what another directory at this root's path left beside it, before anything reads it (see
+        ``_identity.py``); whether there was any. A read-only open whose snapshot directory cannot be written (a
+        read-only mount) claims nothing, as it could keep nothing."""
+        try:
+            return self._snapshots.claim(directory_identity(self._tree.resolver.root_fd))
+        except OSError as exc:
+            if read_only and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                return False
+            raise
 
     def _finish_restore(self) -> None:
         """Finish a restore whose process was killed part way (see ``_restoring.py``); never raises."""
