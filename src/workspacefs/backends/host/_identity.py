@@ -28,13 +28,16 @@ def claim_state(directory: Path, root: str, key: str, identity: str, snapshots: 
     """Make the state under ``directory`` of root ``root`` (real path; ``key`` its root key) that of the directory
     ``identity`` names, retiring what another directory at that path left; whether anything was retired."""
     roots = directory / "roots"
-    roots.mkdir(exist_ok=True)
     record = roots / key
+    with contextlib.suppress(FileNotFoundError):
+        if _read(record) == identity:  # the usual open: nothing to lock, write or retire
+            return False
+    roots.mkdir(exist_ok=True)
     lock = os.open(roots / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two opens of a new directory retire the old state once
         try:
-            known = record.read_text(encoding="ascii").strip()
+            known: str | None = _read(record)
         except FileNotFoundError:
             known = None
         if known == identity:
@@ -79,3 +82,12 @@ def _leave_family(family: Path, root: str) -> None:
     temp = family.with_name(f".family.{uuid.uuid4().hex}")
     temp.write_text("".join(f"{line}\n" for line in lines if line != root), encoding="utf-8")
     os.replace(temp, family)
+
+
+def _read(record: Path) -> str:
+    """The identity a record holds (one small read; ``FileNotFoundError`` if there is none)."""
+    fd = os.open(record, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        return os.read(fd, 256).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
