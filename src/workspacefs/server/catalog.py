@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from workspacefs.backends.sql import SqlStore, foreign_key_failed, key_taken, raised_in_database, refused
+from workspacefs.errors import ConcurrentChangeError
 from workspacefs.server._tables import migrate_service, session_owners, storage_files, storage_sessions
 
 __all__ = ["DEFAULT_AGENT", "CatalogEntry", "SessionCatalog", "storage_id_for"]
@@ -128,7 +129,8 @@ class SessionCatalog:
         raise FileExistsError(f"No free storage id for session {session_id!r}")
 
     def create(self, agent_id: str, session_id: str) -> CatalogEntry:
-        """A new, empty session of ``agent_id`` (``FileExistsError`` only if *this agent* has that id)."""
+        """A new, empty session of ``agent_id`` (``FileExistsError`` only if *this agent* has that id;
+        ``ConcurrentChangeError`` if other requests kept making and deleting one of that id meanwhile)."""
         for _ in range(_ATTEMPTS):
             try:
                 with self.store.write() as connection:
@@ -155,9 +157,11 @@ class SessionCatalog:
                     raise refused(exc, session_id) from exc
                 raise
             found = self.get(agent_id, session_id)
-            assert found is not None
+            if found is None:  # made, then deleted by another request before this one could read it back
+                raise ConcurrentChangeError(session_id, "The session was deleted as it was made; create it again")
             return found
-        raise FileExistsError(f"Session {session_id!r} already exists")
+        # every attempt met a session of that id that other requests made or deleted meanwhile: none exists now
+        raise ConcurrentChangeError(session_id, "Other requests made and deleted this session meanwhile; try again")
 
     def get(self, agent_id: str, session_id: str) -> CatalogEntry | None:
         """``agent_id``'s session ``session_id``, or ``None`` (one indexed statement)."""
