@@ -59,8 +59,8 @@ MAX_PATH_DEPTH = 16
 MAX_SEGMENT_LENGTH = 80
 """A segment longer than this many characters raises ``NameTooLongError`` (a ``ValueError``)."""
 RESERVED_PREFIX = ".wsfs-tmp-"
-"""Names beginning so are workspacefs's own (a host's temporary files and hidden directories, never listed): a path
-naming one raises ``InvalidPathError``, so nothing can be kept out of view under such a name."""
+"""Names beginning so, in any case, are workspacefs's own (a host's temporary files and hidden directories, never
+listed): a path naming one raises ``InvalidPathError``, so nothing can be kept out of view under such a name."""
 MAX_PATH_CHARS = 4096
 """Raw input longer than this is refused before any parsing (bounds the work a hostile path costs)."""
 MAX_CONVENIENCE_BYTES = 32 * 1024 * 1024
@@ -115,7 +115,7 @@ def name_problem(name: str) -> InvalidPathError | None:
     """
     if len(name) > MAX_SEGMENT_LENGTH:
         return NameTooLongError(f"Path segment is longer than {MAX_SEGMENT_LENGTH} characters: {name[:20]!r}…")
-    if name.startswith(RESERVED_PREFIX):
+    if _is_reserved(name):
         return _reserved(name)
     if name.isascii() and name.isprintable():  # the common case, in one pass: ASCII that is not C0 or DEL
         return None
@@ -207,11 +207,17 @@ def _joined(path: str, segments: list[str]) -> str:
     """The normalised path of ``segments`` (of ``path``): not too deep, naming nothing reserved."""
     if len(segments) > MAX_PATH_DEPTH:
         raise PathTooDeepError(f"Path has more than {MAX_PATH_DEPTH} segments: {path!r}")
-    if RESERVED_PREFIX in path:
+    if "." in path:
         for segment in segments:
-            if segment.startswith(RESERVED_PREFIX):
+            if _is_reserved(segment):
                 raise _reserved(segment)
     return "/".join(segments)
+
+
+def _is_reserved(name: str) -> bool:
+    """Whether ``name`` begins with :data:`RESERVED_PREFIX` in any case (``.WSFS-TMP-``; U+017F long s for ``s``):
+    on a case-insensitive host directory those are the same names."""
+    return name[:1] == "." and name.casefold().startswith(RESERVED_PREFIX)
 
 
 def _reserved(name: str) -> InvalidPathError:

@@ -187,9 +187,10 @@ class PathSuite(SuiteBase):
     @pytest.mark.parametrize("method", METHODS)
     def test_a_name_reserved_for_workspacefs_is_refused_everywhere(self, method: str) -> None:
         """A host hides its temporary files and directories (``.wsfs-tmp-…``) from every listing: a file written
-        under such a name would be kept out of view. Every backend refuses the names alike."""
+        under such a name would be kept out of view. Every backend refuses the names alike, in any case (on a
+        case-insensitive host directory ``.WSFS-TMP-x`` is the same name; U+017F long s folds to ``s``)."""
         fs = self.make({"a.txt": "a"})
-        for path in (".wsfs-tmp-1.trash/x.txt", "d/.wsfs-tmp-", "/.wsfs-tmp-abc"):
+        for path in (".wsfs-tmp-1.trash/x.txt", "d/.wsfs-tmp-", "/.wsfs-tmp-abc", "d/.WSFS-Tmp-x", ".w\u017ffs-tmp-y"):
             with pytest.raises(InvalidPathError) as caught:
                 PATH_CALLS[method](fs, path)
             assert "reserved" in str(caught.value)
