@@ -8,7 +8,10 @@ agent's session from a missing one.
 
 A browser signs in once (``_signin.py``) and then sends a cookie instead of a bearer token. The cookie is
 ``SameSite=Strict``, and a cookie-signed-in request that changes anything must also carry ``X-Workspacefs: 1``,
-a header a form or link on another site cannot add: together they keep cross-site request forgery out.
+a header a form or link on another site cannot add: together they keep cross-site request forgery out. Without
+auth (``serve --no-auth`` on loopback) a browser needs no credentials at all, so there the header is required of
+every change a browser makes (one that names its ``Origin`` or ``Sec-Fetch-Site``): a page of any other site the
+user visits could otherwise write into, snapshot or restore every session with a plain form.
 """
 
 from __future__ import annotations
@@ -115,6 +118,22 @@ def require_browser_header(request: Request) -> None:
         )
 
 
+def _from_a_browser(request: Request) -> bool:
+    """True if a browser made the request: browsers name the ``Origin`` of every change and, today, the
+    ``Sec-Fetch-Site`` of every request; API clients send neither."""
+    headers = request.headers
+    return "origin" in headers or "sec-fetch-site" in headers
+
+
+def _require_browser_header_without_auth(request: Request) -> None:
+    """Without auth, refuse (403) a browser's change without ``X-Workspacefs: 1``: the page of another site."""
+    if request.method not in _SAFE_METHODS and _from_a_browser(request) and request.headers.get(BROWSER_HEADER) != "1":
+        raise BrowserHeaderRequiredError(
+            f"This service runs without tokens, so a browser must send '{BROWSER_HEADER}: 1' to change anything "
+            "(the web file browser does; a page of another site cannot)"
+        )
+
+
 def authenticate(
     running: Authenticating, info: TokenInfo | None, *, cookie: bool = False, session: SessionAccess | None = None
 ) -> Caller:
@@ -190,6 +209,7 @@ def presented(request: Request, needed: Scope = Scope.READ) -> Credentials:
     refuse_unknown_query(request)
     running = _service(request)
     if not running.auth:
+        _require_browser_header_without_auth(request)
         return Credentials(running, None)
     authorization = request.headers.get("authorization")
     if authorization is None and (secret := request.cookies.get(signin_cookie(request))) is not None:

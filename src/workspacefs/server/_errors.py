@@ -78,8 +78,8 @@ class SignInCodeError(TokenRequiredError):
 
 
 class BrowserHeaderRequiredError(ServiceRefusal, PermissionError):
-    """A cookie-signed-in request that changes something without ``X-Workspacefs: 1``, which the page sends and a
-    form on another site cannot (cross-site request forgery)."""
+    """A browser's request that changes something without ``X-Workspacefs: 1`` (signed in by its cookie, or to a
+    service without auth), which the page sends and a form on another site cannot (cross-site request forgery)."""
 
 
 class ScopeDeniedError(ServiceRefusal, PermissionError):
