@@ -1,10 +1,11 @@
-"""Cross-site request forgery, route by route: a change a browser makes without ``X-Workspacefs: 1`` is refused
+"""Other sites' pages against a service without tokens: cross-site request forgery, route by route: a change a browser makes without ``X-Workspacefs: 1`` is refused
 when the service runs without tokens (``serve --no-auth``: a browser then needs no cookie, so any site's page could
 write), on every route that changes anything, including the ones added later (the test walks the routes).
 
 The requests are what a form on another site sends: ``text/plain`` (a JSON body fits in one), an ``Origin`` and a
 ``Sec-Fetch-Site`` of ``cross-site``. (With a sign-in cookie the same header was required already:
-``test_server_signin.py``.)
+``test_server_signin.py``.) And DNS rebinding: a page of another site whose name is pointed at 127.0.0.1 is
+same-origin with the service, so a browser must reach it by a loopback name.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _forged_everywhere(client: TestClient, agent: str) -> None:
 
 @pytest.fixture
 def open_client(store: Any) -> Iterator[TestClient]:
-    with TestClient(create_app(store, auth=False)) as client:
+    with TestClient(create_app(store, auth=False), base_url="http://127.0.0.1:8765") as client:
         yield client
 
 
@@ -83,3 +84,24 @@ def test_without_auth_a_page_of_another_site_changes_nothing(open_client: TestCl
     assert open_client.post(url + "api.txt", json={"content": "x"}).status_code == 201
     # reading needs no header (another site's page cannot read the answer: no CORS)
     assert open_client.get(url + "api.txt", headers=FORGED).status_code == 200
+
+
+def test_without_auth_a_browser_reaches_the_service_only_by_a_loopback_name(open_client: TestClient) -> None:
+    agent = f"agent-{uuid.uuid4().hex[:8]}"
+    assert open_client.post(f"/v1/agents/{agent}/sessions", json={"id": "s"}).status_code == 201
+    url = f"/v1/agents/{agent}/sessions/s/fs/secret.txt"
+    assert open_client.post(url, json={"content": "mine"}).status_code == 201
+    # a page of http://evil.example:8765, its name rebound to 127.0.0.1: same-origin, so it could read the answers
+    rebound = {"host": "evil.example:8765", "sec-fetch-site": "same-origin", "sec-fetch-mode": "cors"}
+    for path in ("/v1/agents", f"/v1/agents/{agent}/sessions", url, f"/v1/agents/{agent}/sessions/s/history"):
+        assert error_of(open_client.get(path, headers=rebound)) == (403, "foreign_host"), path
+    changed = open_client.put(
+        url, json={"content": "theirs"}, headers={**rebound, **BROWSER, "origin": "http://evil.example:8765"}
+    )
+    assert error_of(changed) == (403, "foreign_host")
+    assert open_client.get(url).json()["content"] == "mine"
+    # the service's own names and addresses, with or without a port; API clients (no browser headers) as before
+    for host in ("localhost:8765", "127.0.0.1", "127.0.0.2:80", "[::1]:8765", "app.localhost:8765", "LOCALHOST"):
+        answer = open_client.get(url, headers={**rebound, "host": host})
+        assert answer.status_code == 200, (host, answer.text)
+    assert open_client.get(url, headers={"host": "evil.example:8765"}).status_code == 200

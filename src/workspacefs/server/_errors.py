@@ -24,6 +24,7 @@ __all__ = [
     "REFUSALS",
     "ApiError",
     "BrowserHeaderRequiredError",
+    "ForeignHostError",
     "RateLimitedError",
     "ScopeDeniedError",
     "ServiceRefusal",
@@ -82,6 +83,11 @@ class BrowserHeaderRequiredError(ServiceRefusal, PermissionError):
     service without auth), which the page sends and a form on another site cannot (cross-site request forgery)."""
 
 
+class ForeignHostError(ServiceRefusal, PermissionError):
+    """A browser's request to a service without auth by a name other than a loopback one: another site's DNS name
+    pointed at this machine (DNS rebinding), whose page would otherwise read every session."""
+
+
 class ScopeDeniedError(ServiceRefusal, PermissionError):
     """A valid token whose scope does not cover the request (a ``read`` token writing, …)."""
 
@@ -100,6 +106,7 @@ REFUSALS: Mapping[type[BaseException], tuple[int, str]] = {
     SignInCodeError: (401, "invalid_signin_code"),
     ScopeDeniedError: (403, "insufficient_scope"),
     BrowserHeaderRequiredError: (403, "browser_header_required"),
+    ForeignHostError: (403, "foreign_host"),
     RateLimitedError: (429, "rate_limited"),
 }
 """Status and code of each of the service's own refusals (looked up by type, most specific first)."""
