@@ -202,6 +202,45 @@ def test_a_revoked_token_or_a_deleted_session_ends_the_stream(store: SqlStore) -
         other.close()
 
 
+def test_a_revoked_token_loses_a_busy_stream_too(store: SqlStore) -> None:
+    """The check at each keep-alive never came while changes kept arriving (each reset the quiet time): a stream
+    of a busy session went on for ever after its token was revoked. Counted, not timed: the writer stops after
+    1,000 writes 20 ms apart (20 s and more; the keep-alive is 1 s), and the stream must end while it still writes
+    (130-170 writes on a loaded machine)."""
+    tokens = TokenStore(store)
+    secret, info = tokens.create(agent_id=AGENT)
+    with serving(store, keepalive=1.0) as url:
+        ws = Session(url, secret)
+        writer = Session(url, tokens.create(agent_id=AGENT)[0], session=ws.session)
+        stream = ws.events()
+        writer.write("/first.txt", "before")
+        assert stream.next().data["path"] == "/first.txt"
+        tokens.revoke(info.token_id)
+        ended = threading.Event()
+        written: list[int] = []
+
+        def write() -> None:
+            for n in range(1000):
+                if ended.is_set():
+                    return
+                writer.write(f"/busy/{n}.txt", str(n))
+                written.append(n)
+                time.sleep(0.02)
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        try:
+            with pytest.raises(EOFError):
+                while True:
+                    stream.next()
+            assert len(written) < 1000, "the stream outlived its token for as long as the session was busy"
+        finally:
+            ended.set()
+            thread.join(120)
+        ws.close()
+        writer.close()
+
+
 def test_serve_stops_with_a_stream_open(fast_tmp: Path) -> None:
     url = f"sqlite:///{fast_tmp / f'events-stop-{uuid.uuid4().hex[:8]}.db'}"
     with running_service(url) as service:

@@ -14,7 +14,8 @@ sent per entry lets the stream send exactly the new ones. A live event is render
 
 A change made outside workspacefs (a host directory edited by hand) has no entry: its event has no ``id``
 (``EventSource`` keeps the last one). A comment (``: keep-alive``) goes out when nothing else did for
-``keepalive`` seconds, which is also how a vanished client is noticed at the latest. The stream ends when
+``keepalive`` seconds, which is also how a vanished client is noticed at the latest; every ``keepalive`` seconds,
+busy or quiet, the stream also reads its credentials and session again. The stream ends when
 the client disconnects or the service stops, closing its watcher.
 """
 
@@ -73,7 +74,8 @@ class EventStream:
     ``watcher`` is subscribed before the response starts (and before the backlog is read), so a client that
     has the response's headers misses nothing; :meth:`close` ends it. ``run`` runs blocking work (journal
     reads) in the service's thread pool; ``stopping`` is set when the service shuts down; ``allowed`` is asked
-    again at every keep-alive (a revoked or expired token, or a deleted session, ends the stream then)."""
+    again every ``keepalive`` seconds however busy the stream is (a revoked or expired token, or a deleted session,
+    ends the stream then: a session changing more often than that once kept streaming to a revoked token)."""
 
     def __init__(
         self,
@@ -176,14 +178,16 @@ class EventStream:
             if self._resume is not None:
                 for frame in await self._run(self.backlog):
                     yield frame
-            quiet_since = time.monotonic()
+            quiet_since = checked_at = time.monotonic()
             while not self._stopping.is_set():
+                if time.monotonic() - checked_at >= self._keepalive:  # busy or quiet: a stream never outlives its right
+                    if self._allowed is not None and not await self._run(self._allowed):
+                        return
+                    checked_at = time.monotonic()
                 try:
                     first = await asyncio.wait_for(queue.get(), timeout=min(self._keepalive, _POLL))
                 except TimeoutError:
                     if time.monotonic() - quiet_since >= self._keepalive:
-                        if self._allowed is not None and not await self._run(self._allowed):
-                            return
                         quiet_since = time.monotonic()
                         yield b": keep-alive\n\n"
                     continue
