@@ -227,7 +227,7 @@ def create_app(
 
     if auth:
         _document_bearer_auth(app)
-    app.add_middleware(BodyLimit, max_bytes=max_json_bytes)
+    app.add_middleware(BodyLimit, max_bytes=max_json_bytes, streams=_files.streams_raw)
     app.add_middleware(ActorHeaders)
     app.add_middleware(_SecurityHeaders)
     return app
