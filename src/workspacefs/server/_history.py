@@ -34,7 +34,7 @@ from workspacefs.server._history_models import (
     entry_model,
 )
 from workspacefs.server._service import AgentId, Service, ServiceDep, SessionId, wire_path
-from workspacefs.server._transfer import parse_json
+from workspacefs.server._transfer import attachment, parse_json
 
 __all__ = ["router"]
 
@@ -168,7 +168,7 @@ async def version_content(
         content: bytes = running.filesystem(who, agent_id, session_id).read_version(entry_id, norm, side=side)
         return content
 
-    return Response(await running.run(work), media_type="application/octet-stream")
+    return Response(await running.run(work), media_type="application/octet-stream", headers=attachment(norm))
 
 
 def _still_allowed(running: Service, access: Credentials, agent_id: str, session_id: str) -> bool:
