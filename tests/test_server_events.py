@@ -19,6 +19,7 @@ import uvicorn
 
 from workspacefs import SqlStore
 from workspacefs.server import create_app
+from workspacefs.server._events import StreamPlaces
 from workspacefs.server.tokens import TokenStore
 from workspacefs.testing._events import EventClient, ServerEvent
 from workspacefs.testing._service import free_port, running_service
@@ -27,11 +28,13 @@ AGENT = "agent-e"
 
 
 @contextmanager
-def serving(store: SqlStore, *, keepalive: float | None = None) -> Iterator[str]:
-    """The service on ``store`` under uvicorn on a loopback port, in this process."""
+def serving(store: SqlStore, *, keepalive: float | None = None, streams: int | None = None) -> Iterator[str]:
+    """The service on ``store`` under uvicorn on a loopback port, in this process (``streams``: per token)."""
     app = create_app(store)
     if keepalive is not None:
         app.state.event_keepalive = keepalive
+    if streams is not None:
+        app.state.workspacefs.stream_places = StreamPlaces(streams)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -239,6 +242,31 @@ def test_a_revoked_token_loses_a_busy_stream_too(store: SqlStore) -> None:
             thread.join(120)
         ws.close()
         writer.close()
+
+
+def test_one_token_holds_a_bounded_number_of_streams(store: SqlStore) -> None:
+    """Each stream holds a thread and a watcher for as long as it lasts: one token could open them without end
+    (1,200 a minute under its rate) and hold every thread the process can start, for every other tenant too."""
+    tokens = TokenStore(store)
+    greedy, other = tokens.create(agent_id=AGENT)[0], tokens.create(agent_id=AGENT)[0]
+    with serving(store, streams=3) as url:
+        ws = Session(url, greedy)
+        held = [ws.events() for _ in range(3)]
+        refused = EventClient(url + ws.base + "/events", ws.headers)
+        assert refused.status == 429
+        assert b"too_many_streams" in refused.response.read()
+        theirs = Session(url, other, session=ws.session).events()  # another token has places of its own
+        held.pop().close()  # a closed stream gives its place back
+        deadline = time.monotonic() + 60
+        while (again := EventClient(url + ws.base + "/events", ws.headers)).status != 200:
+            again.response.read()  # refused (the server had not yet seen the close): ask again
+            assert time.monotonic() < deadline, "the closed stream's place was not given back"
+            time.sleep(0.05)
+        ws.write("/a.txt", "seen")
+        assert again.next().data["path"] == "/a.txt" and theirs.next().data["path"] == "/a.txt"
+        for stream in (*held, again, theirs):
+            stream.close()
+        ws.close()
 
 
 def test_serve_stops_with_a_stream_open(fast_tmp: Path) -> None:

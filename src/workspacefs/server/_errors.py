@@ -31,6 +31,7 @@ __all__ = [
     "SignInCodeError",
     "TokenExpiredError",
     "TokenRequiredError",
+    "TooManyStreamsError",
     "error_body",
     "error_responses",
     "install_error_handlers",
@@ -100,6 +101,10 @@ class RateLimitedError(ServiceRefusal, RuntimeError):
         self.retry_after = retry_after
 
 
+class TooManyStreamsError(ServiceRefusal, RuntimeError):
+    """A token that already holds as many open event streams as one token may (each holds a thread and a watcher)."""
+
+
 REFUSALS: Mapping[type[BaseException], tuple[int, str]] = {
     TokenRequiredError: (401, "unauthorized"),
     TokenExpiredError: (401, "token_expired"),
@@ -108,6 +113,7 @@ REFUSALS: Mapping[type[BaseException], tuple[int, str]] = {
     BrowserHeaderRequiredError: (403, "browser_header_required"),
     ForeignHostError: (403, "foreign_host"),
     RateLimitedError: (429, "rate_limited"),
+    TooManyStreamsError: (429, "too_many_streams"),
 }
 """Status and code of each of the service's own refusals (looked up by type, most specific first)."""
 

@@ -11,6 +11,7 @@ request's actor (``_actor.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any, Literal
@@ -258,13 +259,19 @@ async def events(
     resume = parse_last_event_id(last_event_id)
     norm = (_norm(path) or "/").lstrip("/")
 
-    def subscribe() -> tuple[Any, ChangeWatcher]:
-        fs = running.filesystem(access.verify(), agent_id, session_id)
+    def subscribe() -> tuple[Any, ChangeWatcher, Callable[[], None]]:
+        who = access.verify()
+        fs = running.filesystem(who, agent_id, session_id)
         if not fs.capabilities.watch:
             raise UnsupportedOperationError("This session's storage cannot be watched")
-        return fs, fs.watch(norm or "/", recursive=True)  # before the response starts: nothing is missed
+        release = running.stream_places.take(who.token.token_id if who.token is not None else "")
+        try:
+            return fs, fs.watch(norm or "/", recursive=True), release  # before the response starts: nothing is missed
+        except BaseException:
+            release()
+            raise
 
-    fs, watcher = await running.run(subscribe)
+    fs, watcher, release = await running.run(subscribe)
     keepalive = getattr(request.app.state, "event_keepalive", None)  # seconds; tests shorten the 15 s default
     stream = EventStream(
         fs,
@@ -274,6 +281,7 @@ async def events(
         running.run,
         stopping=running.stopping,
         allowed=partial(_still_allowed, running, access, agent_id, session_id),
+        release=release,
         **({"keepalive": keepalive} if keepalive else {}),
     )
     return EventStreamResponse(stream)
