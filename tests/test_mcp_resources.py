@@ -106,6 +106,22 @@ async def test_binary_missing_and_invalid_resources(fs: Any) -> None:
             await client.read_resource("workspace://../outside.txt")
 
 
+async def test_a_foreign_cursor_or_a_non_utf8_escape_is_invalid_params(fs: Any) -> None:
+    """A cursor this server never handed out was read as the first page ("abc", "-1"), or (over 4,300 digits) raised
+    Python's ValueError as an internal error; ``%E9`` decoded to U+FFFD and named another file, ``caf\ufffd``."""
+    fs.write("caf\ufffd.txt", "the wrong file\n")
+    async with Client(build_server(fs), mode="legacy") as client:
+        for cursor in ("abc", "-1", "9" * 5000, "\u0661"):  # the last: an Arabic-Indic one, a digit to isdigit()
+            with pytest.raises(MCPError) as refused:
+                await client.list_resources(cursor=cursor)
+            assert refused.value.error.code == types.INVALID_PARAMS and "cursor" in refused.value.error.message
+        assert (await client.list_resources(cursor="500")).resources == []
+        with pytest.raises(MCPError) as undecodable:
+            await client.read_resource("workspace://caf%E9.txt")
+        assert undecodable.value.error.code == types.INVALID_PARAMS and "UTF-8" in undecodable.value.error.message
+        assert text(await client.read_resource("workspace://caf%EF%BF%BD.txt")) == "the wrong file\n"
+
+
 async def test_a_workspace_that_cannot_be_watched_offers_no_subscriptions(fast_tmp: Path) -> None:
     store = SqlStore(f"sqlite:///{fast_tmp / f'mcp-nowatch-{uuid.uuid4().hex[:8]}.db'}", history=False)
     fs = SqlFilesystem(store, "s")

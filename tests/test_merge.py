@@ -336,6 +336,61 @@ def test_rest_merge_errors(service: TestClient) -> None:
     assert stranger.status_code == 404
 
 
+def test_rest_merge_shows_no_lines_of_a_file_the_policy_keeps_from_reading(
+    service: TestClient, store: SqlStore
+) -> None:
+    """Snapshots taken before and after the user rotated ``.env`` (which the default policy lets no one read
+    without approval) conflicted, and the conflict's hunks showed both secrets to any write token."""
+    from workspacefs.server import SessionCatalog
+
+    base = _rest_branches(service, "1\n2\nours\n4\n5\n", "1\n2\ntheirs\n4\n5\n")
+    agent, _, session = base.removeprefix("/v1/agents/").partition("/sessions/")
+    entry = SessionCatalog(store).get(agent, session)
+    assert entry is not None
+    user = SqlFilesystem(store, entry.storage_id)  # the user, beside the service and its policy
+    user.write(".env", "API_KEY=first-secret\n")
+    assert service.post(f"{base}/snapshots", json={"tag": "first"}).status_code == 201
+    user.write(".env", "API_KEY=rotated-secret\n")
+    assert service.post(f"{base}/snapshots", json={"tag": "rotated"}).status_code == 201
+    for request in (
+        {"base": "base", "ours": "first", "theirs": "rotated"},  # add/add: each side's whole file
+        {"base": "first", "ours": "rotated", "theirs": "base"},  # modify/delete
+        {"base": "base", "ours": "first", "theirs": "rotated", "markers": True, "tag": "marked"},
+    ):
+        answer = service.post(f"{base}/merge", json=request)
+        assert answer.status_code == 200, answer.text
+        assert "secret" not in answer.text, request
+        assert "/.env" in [c["path"] for c in answer.json()["conflicts"]], request
+    (added,) = [c for c in answer.json()["conflicts"] if c["path"] == "/.env"]
+    assert added["kind"] == "add/add" and added["hunks"] == [] and "not shown" in added["message"]
+    # a file the policy lets everyone read keeps its hunks
+    notes = service.post(f"{base}/merge", json={"base": "base", "ours": "ours", "theirs": "theirs"}).json()
+    (conflict,) = notes["conflicts"]
+    assert conflict["path"] == "/notes.txt" and conflict["hunks"][0]["ours"] == "ours\n"
+
+
+def test_a_guarded_merge_withholds_only_what_the_policy_keeps_from_reading() -> None:
+    from workspacefs.policy import Policy
+
+    fs = InMemoryFilesystem()
+    fs.write("secret.key", "k1\n")
+    fs.write("open.txt", "a\n")
+    base = fs.snapshot()
+    fs.write("secret.key", "k2\n")
+    fs.write("open.txt", "b\n")
+    ours = fs.snapshot()
+    fs.restore(base)
+    fs.write("secret.key", "k3\n")
+    fs.write("open.txt", "c\n")
+    theirs = fs.snapshot()
+    rules = {"rules": [{"action": "deny", "operations": ["read"], "pattern": "*.key"}], "include_default": False}
+    guarded = Policy.from_dict(rules).guard(fs)
+    result = guarded.merge(base, ours, theirs)
+    shown = {c.path: c.hunks for c in result.conflicts}
+    assert shown["secret.key"] == () and shown["open.txt"][0].ours == "b\n"
+    assert {c.path: c.hunks for c in fs.merge(base, ours, theirs).conflicts}["secret.key"][0].ours == "k2\n"
+
+
 @pytest.mark.anyio
 async def test_async_merge() -> None:
     from workspacefs import AsyncFilesystem

@@ -19,6 +19,7 @@ import uvicorn
 
 from workspacefs import SqlStore
 from workspacefs.server import create_app
+from workspacefs.server._events import StreamPlaces
 from workspacefs.server.tokens import TokenStore
 from workspacefs.testing._events import EventClient, ServerEvent
 from workspacefs.testing._service import free_port, running_service
@@ -27,11 +28,13 @@ AGENT = "agent-e"
 
 
 @contextmanager
-def serving(store: SqlStore, *, keepalive: float | None = None) -> Iterator[str]:
-    """The service on ``store`` under uvicorn on a loopback port, in this process."""
+def serving(store: SqlStore, *, keepalive: float | None = None, streams: int | None = None) -> Iterator[str]:
+    """The service on ``store`` under uvicorn on a loopback port, in this process (``streams``: per token)."""
     app = create_app(store)
     if keepalive is not None:
         app.state.event_keepalive = keepalive
+    if streams is not None:
+        app.state.workspacefs.stream_places = StreamPlaces(streams)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -200,6 +203,70 @@ def test_a_revoked_token_or_a_deleted_session_ends_the_stream(store: SqlStore) -
                 stream.next()
         ws.close()
         other.close()
+
+
+def test_a_revoked_token_loses_a_busy_stream_too(store: SqlStore) -> None:
+    """The check at each keep-alive never came while changes kept arriving (each reset the quiet time): a stream
+    of a busy session went on for ever after its token was revoked. Counted, not timed: the writer stops after
+    1,000 writes 20 ms apart (20 s and more; the keep-alive is 1 s), and the stream must end while it still writes
+    (130-170 writes on a loaded machine)."""
+    tokens = TokenStore(store)
+    secret, info = tokens.create(agent_id=AGENT)
+    with serving(store, keepalive=1.0) as url:
+        ws = Session(url, secret)
+        writer = Session(url, tokens.create(agent_id=AGENT)[0], session=ws.session)
+        stream = ws.events()
+        writer.write("/first.txt", "before")
+        assert stream.next().data["path"] == "/first.txt"
+        tokens.revoke(info.token_id)
+        ended = threading.Event()
+        written: list[int] = []
+
+        def write() -> None:
+            for n in range(1000):
+                if ended.is_set():
+                    return
+                writer.write(f"/busy/{n}.txt", str(n))
+                written.append(n)
+                time.sleep(0.02)
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        try:
+            with pytest.raises(EOFError):
+                while True:
+                    stream.next()
+            assert len(written) < 1000, "the stream outlived its token for as long as the session was busy"
+        finally:
+            ended.set()
+            thread.join(120)
+        ws.close()
+        writer.close()
+
+
+def test_one_token_holds_a_bounded_number_of_streams(store: SqlStore) -> None:
+    """Each stream holds a thread and a watcher for as long as it lasts: one token could open them without end
+    (1,200 a minute under its rate) and hold every thread the process can start, for every other tenant too."""
+    tokens = TokenStore(store)
+    greedy, other = tokens.create(agent_id=AGENT)[0], tokens.create(agent_id=AGENT)[0]
+    with serving(store, streams=3) as url:
+        ws = Session(url, greedy)
+        held = [ws.events() for _ in range(3)]
+        refused = EventClient(url + ws.base + "/events", ws.headers)
+        assert refused.status == 429
+        assert b"too_many_streams" in refused.response.read()
+        theirs = Session(url, other, session=ws.session).events()  # another token has places of its own
+        held.pop().close()  # a closed stream gives its place back
+        deadline = time.monotonic() + 60
+        while (again := EventClient(url + ws.base + "/events", ws.headers)).status != 200:
+            again.response.read()  # refused (the server had not yet seen the close): ask again
+            assert time.monotonic() < deadline, "the closed stream's place was not given back"
+            time.sleep(0.05)
+        ws.write("/a.txt", "seen")
+        assert again.next().data["path"] == "/a.txt" and theirs.next().data["path"] == "/a.txt"
+        for stream in (*held, again, theirs):
+            stream.close()
+        ws.close()
 
 
 def test_serve_stops_with_a_stream_open(fast_tmp: Path) -> None:

@@ -7,6 +7,7 @@ Everything runs through the real application on SQLite and on a real PostgreSQL.
 from __future__ import annotations
 
 import itertools
+import re
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -290,3 +291,44 @@ def test_json_bodies_are_bounded_and_say_to_stream(client: TestClient) -> None:
     assert raw.status_code == 201 and raw.json()["size_bytes"] == len(big)
     replaced = client.put(f"{base}/fs/big.txt", content=big.encode() + b"!", headers=OCTET)
     assert replaced.status_code == 200 and replaced.json()["size_bytes"] == len(big) + 1
+
+
+def test_a_raw_body_is_unbounded_only_where_it_streams(store: SqlStore) -> None:
+    """The JSON limit let any ``application/octet-stream`` body through, to every route, and every route but the
+    two upload routes reads its body whole: 256 MiB to ``POST /v1/signin``, which needs no token, held 512 MiB
+    of the server's memory. A raw body over the limit is 413 on every other changing route (the test walks them)."""
+    from tests.conftest import api_routes
+
+    app = create_app(store, auth=False, max_json_bytes=1024)
+    big = b"x" * 4096
+    with TestClient(app) as open_client:
+        base = new_session(open_client, "raw")
+        routes = [
+            (method, route.path, route.name)
+            for route in api_routes(app.routes)
+            for method in sorted(route.methods - {"GET", "HEAD", "OPTIONS"})
+        ]
+        values = {
+            "agent_id": "raw",
+            "session_id": base.rpartition("/")[2],
+            "path": "up.bin",
+            "entry_id": "1",
+            "action": "move",
+        }
+        streamed = []
+        for method, template, name in routes:
+            url = re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: values.get(m.group(1), "x"), template)
+            answer = open_client.request(method, url, content=big, headers=OCTET)
+            if (method, name) in {("POST", "create"), ("PUT", "update")}:
+                streamed.append(answer.status_code)
+                continue
+            assert answer.status_code in (405, 413), (method, template, answer.status_code, answer.text)
+            if answer.status_code == 413:
+                assert error_of(answer) == (413, "too_large")
+            else:  # the actions' catch-all for methods they do not take: nothing is read
+                assert name == "not_an_action_method", (method, template)
+        assert streamed == [201, 200]  # the uploads: larger than the limit, streamed and stored
+        assert open_client.get(f"{base}/fs/up.bin", headers={"accept": "application/octet-stream"}).content == big
+        # the reserved actions' names are no upload, whatever follows them
+        for path in ("_/move", "_/grep", "_/anything"):
+            assert open_client.post(f"{base}/fs/{path}", content=big, headers=OCTET).status_code == 413, path

@@ -87,6 +87,17 @@ def test_history_names_the_token_agent_the_session_and_the_tool_call(client: Tes
     assert one.status_code == 200 and one.json() == oldest
 
 
+def test_since_takes_every_day_of_the_month(client: TestClient, agent_token: str) -> None:
+    """The time pattern's days stopped at 29: ``since=2026-01-31T00:00:00Z`` (or any 30th or 31st) was 400."""
+    ws = Session(client, agent_token)
+    ws.write("/a.txt", "a")
+    for day in ("2026-01-30T00:00:00Z", "2026-01-31T23:59:59Z", "2026-03-31T00:00:00+02:00", "2001-12-31T10:00Z"):
+        assert len(ws.history(since=day)) == 1, day  # all before the write
+    assert ws.history(since="9999-12-31T23:59:59Z") == []
+    for wrong in ("2026-02-30T00:00:00Z", "2026-04-31T00:00:00Z", "2026-01-32T00:00:00Z"):
+        assert ws.call("GET", "/history", params={"since": wrong}).status_code == 400, wrong
+
+
 def test_a_header_cannot_pass_for_another_agent(client: TestClient, agent_token: str) -> None:
     ws = Session(client, agent_token)
     ws.write("/a.txt", "x", **{"X-Actor": "other-agent"})

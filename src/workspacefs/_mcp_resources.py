@@ -66,10 +66,26 @@ def path_of(uri: str) -> str:
         raise MCPError(
             types.INVALID_PARAMS, f"Not a workspace resource: {_shown(text)} (they look like {SCHEME}src/app.py)"
         )
+    try:  # strict: an escape that is not UTF-8 (``caf%E9``) must not name the file ``caf\ufffd`` (as REST refuses it)
+        named = unquote(text[len(SCHEME) :], errors="strict")
+    except UnicodeDecodeError:
+        raise MCPError(
+            types.INVALID_PARAMS, f"{_shown(text)} has percent-escapes that are not UTF-8; encode names as UTF-8 bytes"
+        ) from None
     try:
-        return normalize_path(unquote(text[len(SCHEME) :]).lstrip("/"), mount_point=None)
+        return normalize_path(named.lstrip("/"), mount_point=None)
     except (ValueError, PermissionError) as exc:
         raise MCPError(types.INVALID_PARAMS, f"Invalid resource path in {_shown(text)}: {_reason(exc)}") from None
+
+
+def _position(cursor: str | None) -> int:
+    """Where a page of the listing starts: a cursor this server handed out (``-32602`` for any other, as MCP asks,
+    never a silent first page nor a Python error for 5,000 digits)."""
+    if not cursor:
+        return 0
+    if not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 18):
+        raise MCPError(types.INVALID_PARAMS, f"Invalid cursor {_shown(cursor)!r}: pass the nextCursor of a listing")
+    return int(cursor)
 
 
 def _contents(uri: str, data: bytes) -> types.TextResourceContents | types.BlobResourceContents:
@@ -101,7 +117,7 @@ class Resources:
 
     def list(self, cursor: str | None) -> types.ListResourcesResult:
         """Every file the roots allow, sorted by path, ``_PAGE`` at a time."""
-        start = int(cursor) if cursor and cursor.isdigit() else 0
+        start = _position(cursor)
         files = [m.path for m in self.fs.glob("**") if self.allows(m.path)]
         page = files[start : start + _PAGE]
         resources = [

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import dataclasses
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -338,9 +339,21 @@ class GuardedFilesystem:
         tag: str | None = None,
     ) -> MergeResult:
         """As ``MergeableFilesystem.merge`` (where ``capabilities.merge``): it changes no file, so the policy is
-        asked when the result is restored."""
+        asked when the result is restored. A conflict's hunks are the file's lines, so (as ``grep`` leaves out
+        such files) they are withheld where the policy does not simply allow reading the path: the conflict is
+        named, its content is not (two snapshots of a rotated ``.env`` showed both secrets)."""
         merging = cast(MergeableFilesystem, self._inner)
-        return merging.merge(base, ours, theirs, markers=markers, tag=tag)
+        result = merging.merge(base, ours, theirs, markers=markers, tag=tag)
+        if not self.policy.restricts("read") or not any(conflict.hunks for conflict in result.conflicts):
+            return result
+        withheld = " (its lines are not shown: the path policy does not let this caller read it)"
+        conflicts = tuple(
+            conflict
+            if not conflict.hunks or self.policy.decide("read", self._canonical(conflict.path)).action == "allow"
+            else dataclasses.replace(conflict, message=conflict.message + withheld, hunks=())
+            for conflict in result.conflicts
+        )
+        return dataclasses.replace(result, conflicts=conflicts)
 
     def mergeable_snapshots(self) -> Sequence[FilesystemSnapshot]:
         """The snapshots ``merge`` accepts (where ``capabilities.merge``)."""

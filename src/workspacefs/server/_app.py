@@ -65,6 +65,11 @@ _REDOC_POLICY = (
 """Redoc at ``/redoc`` writes its styles into the page and parses in a worker made from a blob: only that."""
 
 
+_ANSWER_POLICY = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'; sandbox"
+"""Every API answer (JSON, a file's bytes, events): never a page, so nothing in it may run, load or be framed,
+even where a browser is made to render one (a file's bytes are also ``attachment`` and ``nosniff``)."""
+
+
 def _page_policy(path: str) -> str | None:
     """The content security policy of the page at ``path`` (``None``: an API answer, which is no page)."""
     if path == "/" or path.startswith("/static/"):
@@ -77,7 +82,8 @@ def _page_policy(path: str) -> str | None:
 
 
 class _SecurityHeaders:
-    """Adds ``nosniff`` everywhere and a strict content security policy to the pages (the browser UI, the docs)."""
+    """Adds ``nosniff`` everywhere, a strict content security policy to the pages (the browser UI, the docs) and a
+    sandboxing one to every other answer."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -95,9 +101,8 @@ class _SecurityHeaders:
                 headers = list(message.get("headers", []))
                 headers.append((b"x-content-type-options", b"nosniff"))
                 headers.append((b"referrer-policy", b"no-referrer"))
-                if policy is not None:
-                    headers.append((b"content-security-policy", policy.encode()))
-                    headers.append((b"x-frame-options", b"DENY"))
+                headers.append((b"content-security-policy", (policy or _ANSWER_POLICY).encode()))
+                headers.append((b"x-frame-options", b"DENY"))
                 message["headers"] = headers
             await send(message)
 
@@ -227,7 +232,7 @@ def create_app(
 
     if auth:
         _document_bearer_auth(app)
-    app.add_middleware(BodyLimit, max_bytes=max_json_bytes)
+    app.add_middleware(BodyLimit, max_bytes=max_json_bytes, streams=_files.streams_raw)
     app.add_middleware(ActorHeaders)
     app.add_middleware(_SecurityHeaders)
     return app

@@ -6,8 +6,10 @@ policy, if the token has one: both must allow. An ``ask`` stores a pending appro
 the request while an admin decides (the browser's prompt, or ``POST /v1/approvals/{id}``). Any process of the
 service may take the decision; the waiting one reads its row every ``poll`` seconds. Without a decision within
 ``timeout`` seconds the approval expires and the request is refused, saying no one approved it in time. Each
-waiting request holds one of the service's worker threads, so at most ``max_pending`` wait at once per process;
-beyond that an ``ask`` is refused at once (the message says to retry).
+waiting request holds one of the service's worker threads, so at most ``max_pending`` wait at once per process,
+and at most half of them (at least one) for one agent, so one agent's token cannot hold every place and every
+other agent's ``ask`` refused (nor half the threads); beyond that an ``ask`` is refused at once (the message says
+to retry).
 """
 
 from __future__ import annotations
@@ -105,6 +107,10 @@ class ApprovalStore:
         self.timeout = timeout
         self.poll = poll
         self._slots = threading.BoundedSemaphore(max_pending) if max_pending else None
+        self._per_agent = max(1, max_pending // 2)
+        """How many of the places one agent's requests may hold at once."""
+        self._waiting: dict[str, int] = {}
+        self._counting = threading.Lock()
         migrate_service(store)
 
     # --- session policies -----------------------------------------------------------------------------------
@@ -142,15 +148,37 @@ class ApprovalStore:
 
     def wait(self, *, agent_id: str, session_id: str, token_id: str | None, request: ApprovalRequest) -> bool:
         """Record ``request`` as pending and block until it is decided (``True``: approved) or expires."""
+        with self._counting:
+            mine = self._waiting.get(agent_id, 0)
+            if mine < self._per_agent:
+                self._waiting[agent_id] = mine + 1
+        if mine >= self._per_agent:
+            raise self._refused(request, f"{mine} requests of agent {agent_id!r} already wait for approval")
+        try:
+            return self._wait(agent_id=agent_id, session_id=session_id, token_id=token_id, request=request)
+        finally:
+            with self._counting:
+                left = self._waiting[agent_id] - 1
+                if left:
+                    self._waiting[agent_id] = left
+                else:
+                    del self._waiting[agent_id]
+
+    @staticmethod
+    def _refused(request: ApprovalRequest, why: str) -> PolicyDeniedError:
+        """The refusal of an ``ask`` that found no place to wait (nothing was asked; a retry may find one)."""
+        return PolicyDeniedError(
+            request.paths[0],
+            f"{reason_of(request.rule)}; {why}, retry later",
+            operation=request.operation,
+            pattern=request.rule.pattern,
+            action="ask",
+            asked=False,
+        )
+
+    def _wait(self, *, agent_id: str, session_id: str, token_id: str | None, request: ApprovalRequest) -> bool:
         if self._slots is None or not self._slots.acquire(blocking=False):
-            raise PolicyDeniedError(
-                request.paths[0],
-                f"{reason_of(request.rule)}; too many requests already wait for approval, retry later",
-                operation=request.operation,
-                pattern=request.rule.pattern,
-                action="ask",
-                asked=False,
-            )
+            raise self._refused(request, "too many requests already wait for approval")
         try:
             approval_id = self._insert(agent_id, session_id, token_id, request)
             deadline = time.monotonic() + self.timeout

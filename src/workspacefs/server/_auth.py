@@ -8,11 +8,17 @@ agent's session from a missing one.
 
 A browser signs in once (``_signin.py``) and then sends a cookie instead of a bearer token. The cookie is
 ``SameSite=Strict``, and a cookie-signed-in request that changes anything must also carry ``X-Workspacefs: 1``,
-a header a form or link on another site cannot add: together they keep cross-site request forgery out.
+a header a form or link on another site cannot add: together they keep cross-site request forgery out. Without
+auth (``serve --no-auth`` on loopback) a browser needs no credentials at all, so there the header is required of
+every change a browser makes (one that names its ``Origin`` or ``Sec-Fetch-Site``): a page of any other site the
+user visits could otherwise write into, snapshot or restore every session with a plain form. And a browser must
+reach such a service by a loopback name or address: a site that points its own DNS name at 127.0.0.1 (DNS
+rebinding) would otherwise be same-origin with it and read every session.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +29,7 @@ from fastapi import Depends, Request
 from workspacefs.server._access import AccessReader, SessionAccess
 from workspacefs.server._errors import (
     BrowserHeaderRequiredError,
+    ForeignHostError,
     RateLimitedError,
     ScopeDeniedError,
     TokenExpiredError,
@@ -115,6 +122,48 @@ def require_browser_header(request: Request) -> None:
         )
 
 
+def _from_a_browser(request: Request) -> bool:
+    """True if a browser made the request: browsers name the ``Origin`` of every change and, today, the
+    ``Sec-Fetch-Site`` of every request; API clients send neither."""
+    headers = request.headers
+    return "origin" in headers or "sec-fetch-site" in headers
+
+
+def _names_this_machine(host: str) -> bool:
+    """True if a ``Host`` header names the loopback interface (``localhost``, ``127.0.0.1:8765``, ``[::1]``):
+    a name no other site's DNS can point at this machine."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name[1 : name.find("]")] if "]" in name else name
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    if name == "localhost" or name.endswith(".localhost"):
+        return True  # browsers resolve these to loopback themselves, never through DNS
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _guard_without_auth(request: Request) -> None:
+    """Without auth, what keeps other sites out of a browser's requests: its ``Host`` must name this machine (403
+    otherwise: a rebound DNS name would make another site's page same-origin), and a change needs
+    ``X-Workspacefs: 1`` (403 otherwise: a form on another site)."""
+    if not _from_a_browser(request):
+        return
+    host = request.headers.get("host", "")
+    if not _names_this_machine(host):
+        raise ForeignHostError(
+            f"This service runs without tokens, so a browser may reach it only as localhost or a loopback address, "
+            f"not as {host[:100]!r} (another site's name pointed at this machine could read every session)"
+        )
+    if request.method not in _SAFE_METHODS and request.headers.get(BROWSER_HEADER) != "1":
+        raise BrowserHeaderRequiredError(
+            f"This service runs without tokens, so a browser must send '{BROWSER_HEADER}: 1' to change anything "
+            "(the web file browser does; a page of another site cannot)"
+        )
+
+
 def authenticate(
     running: Authenticating, info: TokenInfo | None, *, cookie: bool = False, session: SessionAccess | None = None
 ) -> Caller:
@@ -190,6 +239,7 @@ def presented(request: Request, needed: Scope = Scope.READ) -> Credentials:
     refuse_unknown_query(request)
     running = _service(request)
     if not running.auth:
+        _guard_without_auth(request)
         return Credentials(running, None)
     authorization = request.headers.get("authorization")
     if authorization is None and (secret := request.cookies.get(signin_cookie(request))) is not None:

@@ -24,12 +24,14 @@ __all__ = [
     "REFUSALS",
     "ApiError",
     "BrowserHeaderRequiredError",
+    "ForeignHostError",
     "RateLimitedError",
     "ScopeDeniedError",
     "ServiceRefusal",
     "SignInCodeError",
     "TokenExpiredError",
     "TokenRequiredError",
+    "TooManyStreamsError",
     "error_body",
     "error_responses",
     "install_error_handlers",
@@ -78,8 +80,13 @@ class SignInCodeError(TokenRequiredError):
 
 
 class BrowserHeaderRequiredError(ServiceRefusal, PermissionError):
-    """A cookie-signed-in request that changes something without ``X-Workspacefs: 1``, which the page sends and a
-    form on another site cannot (cross-site request forgery)."""
+    """A browser's request that changes something without ``X-Workspacefs: 1`` (signed in by its cookie, or to a
+    service without auth), which the page sends and a form on another site cannot (cross-site request forgery)."""
+
+
+class ForeignHostError(ServiceRefusal, PermissionError):
+    """A browser's request to a service without auth by a name other than a loopback one: another site's DNS name
+    pointed at this machine (DNS rebinding), whose page would otherwise read every session."""
 
 
 class ScopeDeniedError(ServiceRefusal, PermissionError):
@@ -94,13 +101,19 @@ class RateLimitedError(ServiceRefusal, RuntimeError):
         self.retry_after = retry_after
 
 
+class TooManyStreamsError(ServiceRefusal, RuntimeError):
+    """A token that already holds as many open event streams as one token may (each holds a thread and a watcher)."""
+
+
 REFUSALS: Mapping[type[BaseException], tuple[int, str]] = {
     TokenRequiredError: (401, "unauthorized"),
     TokenExpiredError: (401, "token_expired"),
     SignInCodeError: (401, "invalid_signin_code"),
     ScopeDeniedError: (403, "insufficient_scope"),
     BrowserHeaderRequiredError: (403, "browser_header_required"),
+    ForeignHostError: (403, "foreign_host"),
     RateLimitedError: (429, "rate_limited"),
+    TooManyStreamsError: (429, "too_many_streams"),
 }
 """Status and code of each of the service's own refusals (looked up by type, most specific first)."""
 

@@ -14,7 +14,8 @@ sent per entry lets the stream send exactly the new ones. A live event is render
 
 A change made outside workspacefs (a host directory edited by hand) has no entry: its event has no ``id``
 (``EventSource`` keeps the last one). A comment (``: keep-alive``) goes out when nothing else did for
-``keepalive`` seconds, which is also how a vanished client is noticed at the latest. The stream ends when
+``keepalive`` seconds, which is also how a vanished client is noticed at the latest; every ``keepalive`` seconds,
+busy or quiet, the stream also reads its credentials and session again. The stream ends when
 the client disconnects or the service stops, closing its watcher.
 """
 
@@ -37,18 +38,67 @@ from starlette.types import Receive, Scope, Send
 from workspacefs.errors import HistoryEntryNotFoundError
 from workspacefs.history import ChangeEvent, ChangeWatcher, JournalEntry
 from workspacefs.paths import ROOT, is_within
-from workspacefs.server._errors import ApiError
+from workspacefs.server._errors import ApiError, TooManyStreamsError
 from workspacefs.server._history_models import event_model
 
-__all__ = ["DEFAULT_KEEPALIVE", "EventStream", "EventStreamResponse", "parse_last_event_id"]
+__all__ = [
+    "DEFAULT_KEEPALIVE",
+    "DEFAULT_STREAMS_PER_TOKEN",
+    "EventStream",
+    "EventStreamResponse",
+    "StreamPlaces",
+    "parse_last_event_id",
+]
 
 DEFAULT_KEEPALIVE = 15.0
 """Seconds of silence before a keep-alive comment (proxies close idle connections; a gone client shows)."""
 _REMEMBERED = 10_000
 """Entries whose sent changes are counted (an entry still growing is recent)."""
+DEFAULT_STREAMS_PER_TOKEN = 32
+"""Event streams one token may hold open at once (per process): each holds a thread and a watcher for as long as
+it lasts, so without a bound one token could hold every thread the machine can start."""
 _LAST_EVENT_ID = re.compile(r"^(\d{1,18})(?::(\d{1,9}))?$")
 _POLL = 0.5
 """How often the stream looks whether the service is stopping, at most."""
+
+
+class StreamPlaces:
+    """How many event streams each token holds open (``""``: the service runs without auth), at most ``per_token``."""
+
+    def __init__(self, per_token: int = DEFAULT_STREAMS_PER_TOKEN) -> None:
+        self.per_token = per_token
+        self._open: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: str) -> Callable[[], None]:
+        """A place for one more stream of ``key`` (429 ``too_many_streams`` when it holds ``per_token``): the
+        function that gives it back (calling it again does nothing)."""
+        with self._lock:
+            held = self._open.get(key, 0)
+            if held >= self.per_token:
+                raise TooManyStreamsError(
+                    f"This token already holds {held} open event streams (at most {self.per_token}); close one"
+                )
+            self._open[key] = held + 1
+        given_back = threading.Event()
+
+        def give_back() -> None:
+            with self._lock:
+                if given_back.is_set():
+                    return
+                given_back.set()
+                left = self._open[key] - 1
+                if left:
+                    self._open[key] = left
+                else:
+                    del self._open[key]
+
+        return give_back
+
+    def held(self, key: str) -> int:
+        """How many streams ``key`` holds open now."""
+        with self._lock:
+            return self._open.get(key, 0)
 
 
 def parse_last_event_id(text: str | None) -> tuple[int, int | None] | None:
@@ -73,7 +123,8 @@ class EventStream:
     ``watcher`` is subscribed before the response starts (and before the backlog is read), so a client that
     has the response's headers misses nothing; :meth:`close` ends it. ``run`` runs blocking work (journal
     reads) in the service's thread pool; ``stopping`` is set when the service shuts down; ``allowed`` is asked
-    again at every keep-alive (a revoked or expired token, or a deleted session, ends the stream then)."""
+    again every ``keepalive`` seconds however busy the stream is (a revoked or expired token, or a deleted session,
+    ends the stream then: a session changing more often than that once kept streaming to a revoked token)."""
 
     def __init__(
         self,
@@ -86,8 +137,10 @@ class EventStream:
         keepalive: float = DEFAULT_KEEPALIVE,
         stopping: threading.Event | None = None,
         allowed: Callable[[], bool] | None = None,
+        release: Callable[[], None] | None = None,
     ) -> None:
         self._fs = fs
+        self._release = release
         self._watcher = watcher
         self._path = path
         self._resume = resume
@@ -176,14 +229,16 @@ class EventStream:
             if self._resume is not None:
                 for frame in await self._run(self.backlog):
                     yield frame
-            quiet_since = time.monotonic()
+            quiet_since = checked_at = time.monotonic()
             while not self._stopping.is_set():
+                if time.monotonic() - checked_at >= self._keepalive:  # busy or quiet: a stream never outlives its right
+                    if self._allowed is not None and not await self._run(self._allowed):
+                        return
+                    checked_at = time.monotonic()
                 try:
                     first = await asyncio.wait_for(queue.get(), timeout=min(self._keepalive, _POLL))
                 except TimeoutError:
                     if time.monotonic() - quiet_since >= self._keepalive:
-                        if self._allowed is not None and not await self._run(self._allowed):
-                            return
                         quiet_since = time.monotonic()
                         yield b": keep-alive\n\n"
                     continue
@@ -197,11 +252,14 @@ class EventStream:
                     quiet_since = time.monotonic()
                     yield b"".join(frames)
         finally:
-            watcher.close()
+            self.close()
 
     def close(self) -> None:
-        """Stop watching (the response calls it however it ends, even before the body began)."""
+        """Stop watching and give the stream's place back (the response calls it however it ends, even before
+        the body began)."""
         self._watcher.close()
+        if self._release is not None:
+            self._release()
 
 
 def _pump(watcher: ChangeWatcher, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[ChangeEvent | None]) -> None:

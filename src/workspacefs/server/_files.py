@@ -8,6 +8,7 @@ reserved (for the actions in ``_actions.py``); ``_config`` and ``__init__.py`` a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -44,7 +45,7 @@ from workspacefs.server._transfer import (
 )
 from workspacefs.streams import content_id_of
 
-__all__ = ["PREFIX", "described", "router", "target_path"]
+__all__ = ["PREFIX", "described", "router", "streams_raw", "target_path"]
 
 
 class _AnyPath(Convertor[str]):
@@ -113,6 +114,16 @@ _JSON = "application/json"
 def _json(model: FileModel | FileList, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     # pydantic writes the JSON itself (the bytes JSONResponse(model.model_dump(mode="json")) sends, in one step)
     return Response(model.model_dump_json().encode(), status_code=status, headers=headers, media_type=_JSON)
+
+
+_UPLOAD_URL = re.compile(r"/v1/agents/[^/]+/sessions/[^/]+/fs/(?!_(?:/|$))[\s\S]+")
+"""Where ``create`` and ``update`` take a raw body: a file below ``/fs/``, not under the actions' ``_``."""
+
+
+def streams_raw(method: str, path: str) -> bool:
+    """Whether ``method`` on ``path`` (the URL's path, decoded) reaches an endpoint that streams a raw body in fixed
+    memory and counts it (create and update): only there may a raw body exceed the JSON limit (``BodyLimit``)."""
+    return method in ("POST", "PUT") and _UPLOAD_URL.fullmatch(path) is not None
 
 
 def target_path(path: str) -> str:

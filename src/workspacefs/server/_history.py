@@ -11,6 +11,7 @@ request's actor (``_actor.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any, Literal
@@ -34,7 +35,7 @@ from workspacefs.server._history_models import (
     entry_model,
 )
 from workspacefs.server._service import AgentId, Service, ServiceDep, SessionId, wire_path
-from workspacefs.server._transfer import parse_json
+from workspacefs.server._transfer import attachment, parse_json
 
 __all__ = ["router"]
 
@@ -50,7 +51,7 @@ PathFilter = Annotated[
     ),
 ]
 _TIME = (
-    r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d)T([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?"
+    r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d(:[0-5]\d(\.\d{1,6})?)?"
     r"(Z|[+-]([01]\d|2[0-3]):[0-5]\d)"
 )
 Since = Annotated[
@@ -168,7 +169,7 @@ async def version_content(
         content: bytes = running.filesystem(who, agent_id, session_id).read_version(entry_id, norm, side=side)
         return content
 
-    return Response(await running.run(work), media_type="application/octet-stream")
+    return Response(await running.run(work), media_type="application/octet-stream", headers=attachment(norm))
 
 
 def _still_allowed(running: Service, access: Credentials, agent_id: str, session_id: str) -> bool:
@@ -258,13 +259,19 @@ async def events(
     resume = parse_last_event_id(last_event_id)
     norm = (_norm(path) or "/").lstrip("/")
 
-    def subscribe() -> tuple[Any, ChangeWatcher]:
-        fs = running.filesystem(access.verify(), agent_id, session_id)
+    def subscribe() -> tuple[Any, ChangeWatcher, Callable[[], None]]:
+        who = access.verify()
+        fs = running.filesystem(who, agent_id, session_id)
         if not fs.capabilities.watch:
             raise UnsupportedOperationError("This session's storage cannot be watched")
-        return fs, fs.watch(norm or "/", recursive=True)  # before the response starts: nothing is missed
+        release = running.stream_places.take(who.token.token_id if who.token is not None else "")
+        try:
+            return fs, fs.watch(norm or "/", recursive=True), release  # before the response starts: nothing is missed
+        except BaseException:
+            release()
+            raise
 
-    fs, watcher = await running.run(subscribe)
+    fs, watcher, release = await running.run(subscribe)
     keepalive = getattr(request.app.state, "event_keepalive", None)  # seconds; tests shorten the 15 s default
     stream = EventStream(
         fs,
@@ -274,6 +281,7 @@ async def events(
         running.run,
         stopping=running.stopping,
         allowed=partial(_still_allowed, running, access, agent_id, session_id),
+        release=release,
         **({"keepalive": keepalive} if keepalive else {}),
     )
     return EventStreamResponse(stream)

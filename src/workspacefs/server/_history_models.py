@@ -9,12 +9,12 @@ content id (the file's ETag without quotes), ``"directory"``, or ``null`` where 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool
 
 from workspacefs.history import Actor, Change, ChangeEvent, JournalEntry
-from workspacefs.server._models import _WHOLE
+from workspacefs.server._models import RequestModel, WholeNumber
 
 __all__ = [
     "ActorModel",
@@ -32,8 +32,6 @@ __all__ = [
 ]
 
 Kind = Literal["created", "modified", "deleted", "moved"]
-WholeNumber = Annotated[int, _WHOLE]
-"""A JSON number with no fraction (``5``, ``5.0``), as JSON Schema's ``integer``."""
 
 
 class ActorModel(BaseModel):
@@ -84,7 +82,7 @@ class HistoryList(BaseModel):
     data: list[HistoryEntryModel]
 
 
-class UndoEntry(BaseModel):
+class UndoEntry(RequestModel):
     """``{"entry_id": 12}``: undo that entry."""
 
     model_config = ConfigDict(extra="forbid")
@@ -92,7 +90,7 @@ class UndoEntry(BaseModel):
     force: StrictBool = Field(False, description="Overwrite later changes of the same paths")
 
 
-class UndoActor(BaseModel):
+class UndoActor(RequestModel):
     """``{"actor": "agent-7", "last": 3}``: undo that actor's newest entries."""
 
     model_config = ConfigDict(extra="forbid")

@@ -12,6 +12,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable
 from urllib.parse import unquote_to_bytes
 
 from workspacefs.server._errors import ASGIApp, Message, Receive, Scope, Send, error_body
@@ -25,22 +26,31 @@ DEFAULT_RATE_LIMIT = 1200
 _MAX_BUCKETS = 50_000
 
 
+Streams = Callable[[str, str], bool]
+"""Whether a request (method, path) goes to an endpoint that streams a raw body (``_files.streams_raw``)."""
+
+
 class BodyLimit:
     """ASGI middleware: refuse (413) a non-streaming request body over ``max_bytes`` before reading it all.
 
-    Raw uploads (``application/octet-stream``) are exempt; the upload endpoints stream and count those.
+    Raw uploads (``application/octet-stream``) to the endpoints that stream and count them (``streams``) are
+    exempt; every other endpoint reads its body whole, whatever its type, so every other body is bounded (a
+    raw body to ``POST /v1/signin``, which needs no token, was held whole in memory: 256 MiB took 514 MiB).
     """
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, streams: Streams) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.streams = streams
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
-        if headers.get(b"content-type", b"").split(b";")[0].strip().lower() == b"application/octet-stream":
+        raw = headers.get(b"content-type", b"").split(b";")[0].strip().lower() == b"application/octet-stream"
+        path, mounted = scope.get("path", ""), scope.get("root_path", "")
+        if raw and self.streams(scope["method"], path[len(mounted) :] if path.startswith(mounted) else path):
             await self.app(scope, receive, send)
             return
         declared = headers.get(b"content-length")
@@ -72,7 +82,7 @@ class BodyLimit:
     async def _refuse(self, send: Send) -> None:
         limit = f"{self.max_bytes // (1024 * 1024)} MiB" if self.max_bytes >= 1024 * 1024 else f"{self.max_bytes} bytes"
         message = (
-            f"JSON request bodies are limited to {limit}; send larger content as a raw body "
+            f"Request bodies other than raw uploads are limited to {limit}; send larger content as a raw body "
             "(Content-Type: application/octet-stream) to POST or PUT …/fs/{path}, which streams it"
         )
         payload = json.dumps(error_body("too_large", message)).encode()

@@ -17,7 +17,7 @@ from workspacefs.merge import MergeConflict, MergeResult
 from workspacefs.protocol import MergeableFilesystem
 from workspacefs.server._auth import Writer
 from workspacefs.server._errors import ApiError, error_responses
-from workspacefs.server._models import SnapshotModel
+from workspacefs.server._models import RequestModel, SnapshotModel
 from workspacefs.server._service import AgentId, ServiceDep, SessionId
 from workspacefs.server._sessions import SESSION, snapshot_model
 from workspacefs.server._transfer import parse_json
@@ -29,7 +29,7 @@ router = APIRouter(prefix="/v1", tags=["sessions"])
 SnapshotName = Annotated[str, Field(min_length=1, max_length=200)]
 
 
-class MergeRequest(BaseModel):
+class MergeRequest(RequestModel):
     """Merge ``theirs`` into ``ours`` from their common ``base`` (each an id, a tag or a unique id prefix)."""
 
     model_config = ConfigDict(extra="forbid")

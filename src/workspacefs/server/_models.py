@@ -39,6 +39,7 @@ __all__ = [
     "PolicyModel",
     "PolicyRuleModel",
     "PolicyView",
+    "RequestModel",
     "SessionList",
     "SessionModel",
     "SessionPolicyModel",
@@ -50,6 +51,7 @@ __all__ = [
     "TokenModel",
     "TransferRequest",
     "UpdateFileRequest",
+    "WholeNumber",
 ]
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -82,7 +84,23 @@ BASE64_RULE: dict[str, Any] = {  # documents what the service checks when it dec
 }
 
 
-class _Request(BaseModel):
+def _whole_number(value: Any) -> Any:
+    """A JSON number with no fraction (``5``, ``5.0``), never ``true`` or ``"5"``, as JSON Schema's ``integer``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a whole number")  # pydantic reports a ValueError as a 422
+    return value
+
+
+_WHOLE = BeforeValidator(_whole_number)
+WholeNumber = Annotated[int, _WHOLE]
+"""A JSON number with no fraction (``5``, ``5.0``), as JSON Schema's ``integer``."""
+
+
+class RequestModel(BaseModel):
+    """A request body: unknown fields refused, and (the rule every request model follows, which a test checks)
+    its flags ``StrictBool`` and its counts :data:`WholeNumber`: ``"yes"``, ``1`` or ``"5"`` are 422, never
+    guessed into ``true`` or ``5``."""
+
     model_config = ConfigDict(extra="forbid")
 
 
@@ -121,7 +139,7 @@ class FileList(BaseModel):
     data: list[FileModel]
 
 
-class CreateFileRequest(_Request):
+class CreateFileRequest(RequestModel):
     """``POST /fs/{path}``: a file with ``content``, or a directory with ``is_directory: true``."""
 
     model_config = ConfigDict(
@@ -139,42 +157,42 @@ class CreateFileRequest(_Request):
 
     content: Text | None = None
     encoding: Encoding = "text"
-    is_directory: bool = False
-    is_readonly: bool = False
+    is_directory: StrictBool = False
+    is_readonly: StrictBool = False
 
 
-class UpdateFileRequest(_Request):
+class UpdateFileRequest(RequestModel):
     """``PUT /fs/{path}``: new ``content``, and/or a new read-only flag."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"allOf": [BASE64_RULE]})
 
     content: Text | None = None
     encoding: Encoding = "text"
-    is_readonly: bool | None = None
+    is_readonly: StrictBool | None = None
 
 
-class PathRequest(_Request):
+class PathRequest(RequestModel):
     """An action on one path."""
 
     path: PathText
 
 
-class TransferRequest(_Request):
+class TransferRequest(RequestModel):
     """Move or copy ``src_path`` to ``dst_path``."""
 
     src_path: SourcePath
     dst_path: TargetPath
-    overwrite: bool = False
+    overwrite: StrictBool = False
 
 
-class GrepRequest(_Request):
+class GrepRequest(RequestModel):
     """Search file contents: ``pattern`` is a regex, ``path_pattern`` a glob over file paths."""
 
     pattern: Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_unicode)]
     path_pattern: PathText | None = None
     path: PathText = "/"
-    case_insensitive: bool = False
-    max_matches: Annotated[int, Field(ge=1, le=10_000)] = 1000
+    case_insensitive: StrictBool = False
+    max_matches: Annotated[WholeNumber, Field(ge=1, le=10_000)] = 1000
 
 
 class GrepLine(BaseModel):
@@ -201,7 +219,7 @@ class GrepResponse(BaseModel):
     truncated: bool
 
 
-class GlobRequest(_Request):
+class GlobRequest(RequestModel):
     """Find files whose path below ``path`` matches the glob ``pattern``."""
 
     pattern: Annotated[str, Field(min_length=1, max_length=4096), AfterValidator(_unicode)]
@@ -236,7 +254,7 @@ class SessionList(BaseModel):
     data: list[SessionModel]
 
 
-class CreateSessionRequest(_Request):
+class CreateSessionRequest(RequestModel):
     """A new session; the service picks an id (UUIDv7) unless one is given."""
 
     id: Annotated[str, Field(pattern=ID_PATTERN)] | None = Field(
@@ -270,7 +288,7 @@ class SnapshotList(BaseModel):
     data: list[SnapshotModel]
 
 
-class CreateSnapshotRequest(_Request):
+class CreateSnapshotRequest(RequestModel):
     """A new snapshot, optionally tagged."""
 
     tag: Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_unicode)] | None = None
@@ -288,16 +306,6 @@ class DiffResponse(BaseModel):
 
 
 ScopeName = Literal["read", "write", "admin"]
-
-
-def _whole_number(value: Any) -> Any:
-    """A JSON number with no fraction (``5``, ``5.0``), never ``true`` or ``"5"``, as JSON Schema's ``integer``."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError("must be a whole number")  # pydantic reports a ValueError as a 422
-    return value
-
-
-_WHOLE = BeforeValidator(_whole_number)
 
 
 class TokenModel(BaseModel):
@@ -330,7 +338,7 @@ class TokenList(BaseModel):
     data: list[TokenModel]
 
 
-class SignInRequest(_Request):
+class SignInRequest(RequestModel):
     """Sign a browser in with a one-time ``code`` (from a link ``workspacefs serve`` or ``workspacefs open``
     printed) or with a bearer ``token``: exactly one of them."""
 
@@ -354,7 +362,7 @@ class SignInModel(BaseModel):
     browser: bool
 
 
-class PolicyRuleModel(_Request):
+class PolicyRuleModel(RequestModel):
     """One rule: ``action`` for ``operations`` on paths matching the glob ``pattern`` (the first match decides)."""
 
     action: Literal["allow", "deny", "ask"]
@@ -366,7 +374,7 @@ class PolicyRuleModel(_Request):
     reason: Annotated[str, Field(max_length=500)] | None = None
 
 
-class PolicyModel(_Request):
+class PolicyModel(RequestModel):
     """A path policy: ``rules`` in order, then (``include_default``) the default policy's rules."""
 
     rules: Annotated[list[PolicyRuleModel], Field(max_length=500)] = []
@@ -412,13 +420,13 @@ class ApprovalList(BaseModel):
     data: list[ApprovalModel]
 
 
-class DecisionRequest(_Request):
+class DecisionRequest(RequestModel):
     """``approve``: let the held request go on; ``false``: refuse it (the caller gets 403 saying so)."""
 
     approve: StrictBool
 
 
-class _TokenOptions(_Request):
+class _TokenOptions(RequestModel):
     label: Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_unicode)] | None = None
     expires_in: (
         Annotated[int, Field(ge=1, le=10 * 366 * 86400, description="Seconds until it expires"), _WHOLE] | None

@@ -35,6 +35,7 @@ from workspacefs.server._actor import acting, request_actor
 from workspacefs.server._approvals import DEFAULT_APPROVAL_TIMEOUT, ApprovalStore, stored_policy
 from workspacefs.server._auth import Caller, Credentials
 from workspacefs.server._errors import ApiError
+from workspacefs.server._events import StreamPlaces
 from workspacefs.server._limits import DEFAULT_RATE_LIMIT, RateLimiter
 from workspacefs.server._models import ID_PATTERN, FileModel, SessionModel
 from workspacefs.server._query import known_query_only
@@ -155,6 +156,8 @@ class Service:
         self.approvals = ApprovalStore(store, timeout=approval_timeout, max_pending=max(1, db_threads // 2))
         self.quota = quota
         """The limits of each session's storage (``None``: none)."""
+        self.stream_places = StreamPlaces()
+        """Event streams each token holds open (``_events.py``: at most ``DEFAULT_STREAMS_PER_TOKEN``)."""
         self.stopping = threading.Event()
         """Set when the service shuts down: open event streams end (``serve`` sets it on its exit signal)."""
 

@@ -27,6 +27,7 @@ __all__ = [
     "DOWNLOAD_CHUNK",
     "IF_MATCH_PATTERN",
     "INLINE_DOWNLOAD",
+    "attachment",
     "etag",
     "expected_version",
     "is_raw",
@@ -98,15 +99,19 @@ def parse_json(model: type[M], body: bytes) -> M:
         raise ApiError(422, "invalid_body", "; ".join(problems)) from None
 
 
-def _disposition(name: str) -> str:
+def attachment(path: str) -> dict[str, str]:
+    """The headers of every response that carries a file's bytes (a download, a version of it): a file to save,
+    never a page to show, whatever the bytes hold (an ``.html`` a model wrote must not run on the service's
+    origin, where the browser's sign-in cookie lives; ``_app.py`` adds ``nosniff`` and a sandboxing policy)."""
+    name = basename(path)
     ascii_name = name.encode("ascii", "replace").decode().replace('"', "_").replace("\\", "_")
-    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name, safe='')}"
+    return {"Content-Disposition": f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{quote(name, safe='')}"}
 
 
 def raw_download(version: VersionedContent) -> Response:
     """The raw bytes of one version of a file: in one piece when small, otherwise streamed from its reader
     (closed afterwards); the ``ETag`` names exactly the bytes sent."""
-    headers = {**etag(version.content_id), "Content-Disposition": _disposition(basename(version.stat.path))}
+    headers = {**etag(version.content_id), **attachment(version.stat.path)}
     reader = version.reader
     if version.stat.size_bytes <= INLINE_DOWNLOAD:
         with reader:
