@@ -11,7 +11,7 @@ from workspacefs.errors import MoveIntoSelfError
 from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, MAX_CONVENIENCE_BYTES, ROOT, normalize_path
 from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
-from workspacefs.tools._editing import current_id
+from workspacefs.tools._editing import RefusalError, current_id, read_file_call, require_fresh
 from workspacefs.tools._messages import display, failure, failure_from, human_size, plural, shown
 
 __all__ = ["CP", "GLOB", "GREP", "LS", "MKDIR", "MV", "RM", "STAT"]
@@ -240,7 +240,11 @@ def _transfer(params: TransferParams, context: ToolContext, *, move: bool) -> To
     verb = "moved" if move else "copied"
     src, dst = display(fs, params.src), display(fs, params.dst)
     try:
+        if params.overwrite:
+            _require_replaceable(context, fs, params.src, params.dst)
         (fs.move if move else fs.copy)(params.src, params.dst, overwrite=params.overwrite)
+    except RefusalError as refused:
+        return refused.result()
     except (FileExistsError, IsADirectoryError, NotADirectoryError) as exc:
         kinds = _kinds(fs, params.src, params.dst)
         if kinds is not None and kinds[1] and not kinds[0]:  # a file onto a directory's name
@@ -267,6 +271,20 @@ def _transfer(params: TransferParams, context: ToolContext, *, move: bool) -> To
     if move:
         context.read_state.forget(fs, params.src)
     return ToolResult(f"{verb.capitalize()} '{src}' to '{dst}'.", {"src": src, "dst": dst})
+
+
+def _require_replaceable(context: ToolContext, fs: Filesystem, src: str, dst: str) -> None:
+    """An existing file ``overwrite`` would replace is overwritten as ``write_file`` overwrites: only once the model
+    has read it, at the version it holds now (``RefusalError`` otherwise; a directory, no file or ``src`` itself,
+    which the transfer refuses: nothing to ask)."""
+    try:
+        same = normalize_path(src, mount_point=fs.mount_point) == normalize_path(dst, mount_point=fs.mount_point)
+        if same or not fs.stat(dst).is_file:
+            return
+        now = current_id(fs, dst)
+    except (OSError, ValueError):  # missing, or a path the transfer itself refuses with its own message
+        return
+    require_fresh(context, fs, dst, now, reread=read_file_call(display(fs, dst)))
 
 
 def _kinds(fs: Filesystem, src: str, dst: str) -> tuple[bool, bool] | None:

@@ -1,0 +1,75 @@
+"""Calls a hostile or confused model can make that once got past a rule of the tool layer: a file never read
+replaced by ``mv``/``cp`` with ``overwrite``, an edit that grows a file past 32 MiB in memory before the
+backend refuses it, ``true`` taken for the number 1. Each must be refused, changing nothing, on every backend.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem
+from workspacefs.policy import Policy
+from workspacefs.protocol import Filesystem
+from workspacefs.tools import ToolContext, dispatch
+
+_ids = itertools.count()
+
+
+@pytest.fixture(params=["memory", "host", "sqlite"])
+def fs(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[Filesystem]:
+    if request.param == "memory":
+        yield InMemoryFilesystem()
+    elif request.param == "host":
+        root = fast_tmp / f"hostile-calls-{next(_ids)}"
+        root.mkdir()
+        yield HostFilesystem(root)
+    else:
+        yield SqlFilesystem(f"sqlite:///{fast_tmp / 'hostile-calls.db'}", f"s{next(_ids)}")
+
+
+def _context(fs: Filesystem) -> ToolContext:
+    return ToolContext(filesystem=fs, policy=Policy.default())
+
+
+@pytest.mark.parametrize("tool", ["mv", "cp"])
+def test_a_file_never_read_is_not_replaced_by_moving_or_copying_onto_it(fs: Filesystem, tool: str) -> None:
+    fs.write("precious.txt", "the user's work\n")
+    ctx = _context(fs)
+    assert dispatch("write_file", {"path": "draft.txt", "content": "model's draft\n"}, ctx).success
+    refused = dispatch(tool, {"src": "draft.txt", "dst": "precious.txt", "overwrite": True}, ctx)
+    assert not refused.success and refused.error_code == "not_read_before_write", refused.message
+    assert 'read_file(path="precious.txt")' in refused.message
+    assert fs.read("precious.txt").content == "the user's work\n" and fs.exists("draft.txt")
+    fs.write("precious.txt", "changed by the user\n")
+    assert dispatch("read_file", {"path": "precious.txt"}, ctx).success
+    fs.write("precious.txt", "changed again\n")  # read, then changed: stale, as for write_file
+    stale = dispatch(tool, {"src": "draft.txt", "dst": "precious.txt", "overwrite": True}, ctx)
+    assert not stale.success and stale.error_code == "changed_since_read", stale.message
+    assert dispatch("read_file", {"path": "precious.txt"}, ctx).success
+    assert dispatch(tool, {"src": "draft.txt", "dst": "precious.txt", "overwrite": True}, ctx).success
+    assert fs.read("precious.txt").content == "model's draft\n"
+
+
+def test_overwriting_still_needs_no_read_where_read_before_write_is_off_or_nothing_is_replaced(fs: Filesystem) -> None:
+    fs.write("a.txt", "a\n")
+    fs.write("b.txt", "b\n")
+    fs.mkdir("dir/sub")
+    ctx = _context(fs)
+    assert dispatch("cp", {"src": "a.txt", "dst": "new.txt", "overwrite": True}, ctx).success  # nothing replaced
+    off = ToolContext(filesystem=fs, read_before_write=False)
+    assert dispatch("mv", {"src": "a.txt", "dst": "b.txt", "overwrite": True}, off).success
+    assert fs.read("b.txt").content == "a\n"
+
+
+def _peak_allocated(run: Any) -> tuple[Any, int]:
+    tracemalloc.start()
+    try:
+        return run(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
