@@ -73,3 +73,22 @@ def _peak_allocated(run: Any) -> tuple[Any, int]:
         return run(), tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def test_a_replace_all_that_would_pass_32_mib_is_refused_before_the_text_is_built(fs: Filesystem) -> None:
+    fs.write("a.txt", "a" * 1100 + "\n")
+    ctx = _context(fs)
+    assert dispatch("read_file", {"path": "a.txt"}, ctx).success
+    grow = {"path": "a.txt", "old_string": "a", "new_string": "b" * 32_000, "replace_all": True}  # 35.2 M characters
+    refused, peak = _peak_allocated(lambda: dispatch("edit_file", grow, ctx))
+    assert not refused.success and refused.error_code == "too_large", refused.message
+    assert "at least 33.6 MB" in refused.message and "fewer" in refused.message
+    assert peak < 4 * 1024 * 1024, peak  # never built: the old code held the 35 MB text, then its encoding
+    doubling = [{"old_string": "a", "new_string": "aa", "replace_all": True}] * 16  # 1,100 * 2**16 = 72 M by the end
+    chained, peak = _peak_allocated(lambda: dispatch("edit_file", {"path": "a.txt", "edits": doubling}, ctx))
+    assert not chained.success and chained.error_code == "too_large" and "Edit 15 of 16" in chained.message
+    assert peak < 64 * 1024 * 1024, peak  # stops at the edit that would pass 32 MiB (edit 14 made 18 M characters)
+    assert fs.read("a.txt").content == "a" * 1100 + "\n"
+    assert dispatch(
+        "edit_file", {"path": "a.txt", "old_string": "a", "new_string": "bb", "replace_all": True}, ctx
+    ).success

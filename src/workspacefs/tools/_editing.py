@@ -37,6 +37,7 @@ __all__ = [
     "TextFile",
     "binary_refusal",
     "check_edit_size",
+    "check_result_size",
     "commit",
     "current_id",
     "echo",
@@ -79,6 +80,19 @@ def check_edit_size(label: str, text: str, limit: int) -> None:
     """Refuse text of more than ``limit`` characters for one edit (the limit ``write_file`` has)."""
     if len(text) > limit:
         raise RefusalError(f"{label} has {len(text):,} characters; at most {limit:,} fit in one edit.")
+
+
+def check_result_size(label: str, characters: int) -> None:
+    """Refuse an edit whose result would hold ``characters`` characters, more than a file edited here can hold, before
+    it is built (each character is one UTF-8 byte or more: a ``replace_all`` must not grow a file in memory by the
+    number of its matches times the new text only for the backend to refuse it)."""
+    if characters > MAX_CONVENIENCE_BYTES:
+        raise RefusalError(
+            f"{label}The edited file would hold at least {human_size(characters)}, more than the "
+            f"{human_size(MAX_CONVENIENCE_BYTES)} a file edited here can hold; nothing was changed. Replace fewer "
+            "occurrences, or shorter text, at a time.",
+            "too_large",
+        )
 
 
 def line_numbers(text: str, needle: str) -> tuple[list[int], int]:

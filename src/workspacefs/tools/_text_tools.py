@@ -15,6 +15,7 @@ from workspacefs.streams import ContentHasher
 from workspacefs.tools._core import MAX_SEEN_TEXT, Tool, ToolContext, ToolResult
 from workspacefs.tools._editing import (
     RefusalError,
+    check_result_size,
     commit,
     current_id,
     load_text,
@@ -326,7 +327,10 @@ def _apply(text: str, edit: Edit, crlf: bool, number: int, total: int) -> str:
                 )
         raise RefusalError(f"{label}old_string was not found.{hint} Read the file again and copy the text exactly.")
     if edit.replace_all:
+        if len(new) > len(old):  # sized first: a short old_string can occur millions of times
+            check_result_size(label, len(text) + text.count(old) * (len(new) - len(old)))
         return text.replace(old, new)  # one pass over the text, however many occurrences there are
+    check_result_size(label, len(text) + len(new) - len(old))
     if second >= 0:
         raise RefusalError(
             f"{label}old_string occurs more than once (at line {_line_of(text, first)}, and again at line "
