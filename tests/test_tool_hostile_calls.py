@@ -92,3 +92,41 @@ def test_a_replace_all_that_would_pass_32_mib_is_refused_before_the_text_is_buil
     assert dispatch(
         "edit_file", {"path": "a.txt", "old_string": "a", "new_string": "bb", "replace_all": True}, ctx
     ).success
+
+
+BOOLEAN_NUMBERS: list[tuple[str, dict[str, Any]]] = [
+    ("read_file", {"path": "a.txt", "offset": True}),
+    ("read_file", {"path": "a.txt", "limit": False}),
+    ("grep", {"pattern": "l", "max_results": True}),
+    ("str_replace_based_edit_tool", {"command": "insert", "path": "/a.txt", "insert_line": True, "insert_text": "X"}),
+    ("str_replace_editor", {"command": "view", "path": "/a.txt", "max_characters": True}),
+    ("memory", {"command": "insert", "path": "/memories/m.md", "insert_line": False, "insert_text": "X"}),
+    ("memory", {"command": "view", "path": "/memories/m.md", "view_range": [True, 2]}),
+]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"), BOOLEAN_NUMBERS, ids=[f"{t}-{i}" for i, (t, _) in enumerate(BOOLEAN_NUMBERS)]
+)
+def test_true_or_false_where_a_number_belongs_is_refused_not_read_as_one_or_zero(
+    fs: Filesystem, tool: str, arguments: dict[str, Any]
+) -> None:
+    fs.write("a.txt", "l1\nl2\n")
+    fs.write("memories/m.md", "m1\nm2\n")
+    ctx = _context(fs)
+    assert dispatch("read_file", {"path": "a.txt"}, ctx).success
+    assert dispatch("memory", {"command": "view", "path": "/memories/m.md"}, ctx).success
+    refused = dispatch(tool, arguments, ctx)
+    assert not refused.success and refused.error_code == "invalid_argument", refused.message
+    assert "number" in refused.message and ("true" in refused.message or "false" in refused.message)
+    assert fs.read("a.txt").content == "l1\nl2\n" and fs.read("memories/m.md").content == "m1\nm2\n"
+    numbered = {**arguments, **{k: 1 if isinstance(v, bool) else v for k, v in arguments.items()}}
+    if isinstance(numbered.get("view_range"), list):
+        numbered["view_range"] = [1, 2]
+    assert dispatch(tool, numbered, ctx).success  # the same call with a number is answered
+
+
+def test_a_number_sent_as_a_string_is_still_read_as_the_number(fs: Filesystem) -> None:
+    fs.write("a.txt", "l1\nl2\n")
+    read = dispatch("read_file", {"path": "a.txt", "offset": "1"}, _context(fs))
+    assert read.success and read.value.lines == ("l2",)
