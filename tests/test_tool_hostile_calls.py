@@ -130,3 +130,27 @@ def test_a_number_sent_as_a_string_is_still_read_as_the_number(fs: Filesystem) -
     fs.write("a.txt", "l1\nl2\n")
     read = dispatch("read_file", {"path": "a.txt", "offset": "1"}, _context(fs))
     assert read.success and read.value.lines == ("l2",)
+
+
+PATCH_REFUSALS: list[tuple[str, str]] = [
+    ("*** Add File: AGENTS.md\n+x", "policy_denied"),
+    ("*** Update File: a.txt\n*** Move to: .git/hooks/pre-commit\n@@\n-a\n+b", "policy_denied"),
+    ("*** Add File: " + "x" * 5000 + "\n+x", "path_too_long"),
+    ("*** Add File: a.txt/x\n+x", "not_a_directory"),
+    ("*** Delete File: gone.txt", "not_found"),
+]
+
+
+@pytest.mark.parametrize(("body", "code"), PATCH_REFUSALS, ids=[code for _, code in PATCH_REFUSALS])
+def test_a_patch_refused_by_a_typed_error_carries_its_code_as_the_other_tools_do(
+    fs: Filesystem, body: str, code: str
+) -> None:
+    fs.write("a.txt", "a\n")
+    ctx = _context(fs)
+    assert dispatch("read_file", {"path": "a.txt"}, ctx).success
+    patch = f"*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+changed\n{body}\n*** End Patch"
+    if body.startswith("*** Update File: a.txt"):
+        patch = f"*** Begin Patch\n{body}\n*** End Patch"
+    refused = dispatch("apply_patch", {"input": patch}, ctx)
+    assert not refused.success and refused.error_code == code, refused
+    assert fs.read("a.txt").content == "a\n" and [e.path for e in fs.walk(".")] == ["a.txt"]

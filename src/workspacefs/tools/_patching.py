@@ -72,7 +72,8 @@ def _norm(fs: Filesystem, path: str, index: int) -> str:
     try:
         return normalize_path(path, mount_point=fs.mount_point)
     except (ValueError, PermissionError, TypeError) as exc:
-        raise PatchFailedError(explain(exc, fs, path, verb="patched"), index, "invalid_path") from None
+        code = error_code(exc) or "invalid_path"
+        raise PatchFailedError(explain(exc, fs, path, verb="patched"), index, code) from None
 
 
 def _fail(exc: BaseException, fs: Filesystem, path: str, index: int, verb: str) -> PatchFailedError:
@@ -82,7 +83,7 @@ def _fail(exc: BaseException, fs: Filesystem, path: str, index: int, verb: str) 
         return PatchFailedError(exc.message, index, exc.code)
     if isinstance(exc, PatchError):
         return PatchFailedError(str(exc), index, "patch_mismatch")
-    return PatchFailedError(explain(exc, fs, path, verb=verb), index, "patch_failed")
+    return PatchFailedError(explain(exc, fs, path, verb=verb), index, error_code(exc) or "patch_failed")
 
 
 def _plan_one(context: ToolContext, fs: Filesystem, operation: FileOperation, *, insert_at_end: bool) -> PlannedChange:
