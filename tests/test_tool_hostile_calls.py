@@ -154,3 +154,22 @@ def test_a_patch_refused_by_a_typed_error_carries_its_code_as_the_other_tools_do
     refused = dispatch("apply_patch", {"input": patch}, ctx)
     assert not refused.success and refused.error_code == code, refused
     assert fs.read("a.txt").content == "a\n" and [e.path for e in fs.walk(".")] == ["a.txt"]
+
+
+def test_edit_file_takes_at_most_48000_characters_of_new_text_per_call_as_the_text_editor_does(fs: Filesystem) -> None:
+    fs.write("a.txt", "start\nend\n")
+    ctx = _context(fs)
+    assert dispatch("read_file", {"path": "a.txt"}, ctx).success
+    one = dispatch("edit_file", {"path": "a.txt", "old_string": "start", "new_string": "x" * 48_001}, ctx)
+    assert not one.success and "48,001 characters" in one.message and "48,000" in one.message, one.message
+    halves = [{"old_string": "start", "new_string": "x" * 30_000}, {"old_string": "end", "new_string": "y" * 30_000}]
+    both = dispatch("edit_file", {"path": "a.txt", "edits": halves}, ctx)
+    assert not both.success and "60,000 characters" in both.message and "edit_file call" in both.message
+    editor = dispatch(
+        "str_replace_based_edit_tool",
+        {"command": "str_replace", "path": "/a.txt", "old_str": "start", "new_str": "x" * 48_001},
+        ctx,
+    )
+    assert not editor.success and "48,001 characters" in editor.message  # the same rule, the same words
+    assert fs.read("a.txt").content == "start\nend\n"
+    assert dispatch("edit_file", {"path": "a.txt", "edits": halves[:1]}, ctx).success

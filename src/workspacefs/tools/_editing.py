@@ -76,10 +76,13 @@ def echo(text: str) -> str:
     return text if len(text) <= MAX_ECHO_CHARS else text[:MAX_ECHO_CHARS] + f"… ({len(text):,} characters)"
 
 
-def check_edit_size(label: str, text: str, limit: int) -> None:
-    """Refuse text of more than ``limit`` characters for one edit (the limit ``write_file`` has)."""
-    if len(text) > limit:
-        raise RefusalError(f"{label} has {len(text):,} characters; at most {limit:,} fit in one edit.")
+def check_edit_size(label: str, text: str | int, limit: int, *, tool: str | None = None) -> None:
+    """Refuse new text (or that many characters of it) of more than ``limit`` characters for one edit (the limit
+    ``write_file`` has); ``tool`` names the tool to call again for the rest."""
+    size = text if isinstance(text, int) else len(text)
+    if size > limit:
+        rest = f" Make the change in parts, one {tool} call for each." if tool else ""
+        raise RefusalError(f"{label} has {size:,} characters; at most {limit:,} fit in one edit.{rest}")
 
 
 def check_result_size(label: str, characters: int) -> None:

@@ -15,6 +15,7 @@ from workspacefs.streams import ContentHasher
 from workspacefs.tools._core import MAX_SEEN_TEXT, Tool, ToolContext, ToolResult
 from workspacefs.tools._editing import (
     RefusalError,
+    check_edit_size,
     check_result_size,
     commit,
     current_id,
@@ -349,6 +350,8 @@ def edit_file(params: EditFileParams, *, context: ToolContext) -> ToolResult[dic
     reread = read_file_call(where)
     edits = params.all_edits()
     try:
+        label = "new_string" if len(edits) == 1 else f"The new_string of these {len(edits)} edits together"
+        check_edit_size(label, sum(len(edit.new_string) for edit in edits), MAX_WRITE_CHARS, tool="edit_file")
         loaded = load_text(fs, params.path)
         require_fresh(context, fs, params.path, loaded.content_id, expected=params.expected_hash, reread=reread)
         updated = loaded.text
@@ -395,7 +398,8 @@ EDIT_FILE = Tool(
     name="edit_file",
     description=(
         "Replace exact text in a file: `old_string` must occur exactly once (or pass replace_all=true). "
-        "Pass `edits` to apply several replacements all or nothing. Read the file first; copy text exactly, "
+        "Pass `edits` to apply several replacements all or nothing (at most 48,000 characters of new text per "
+        "call). Read the file first; copy text exactly, "
         "without read_file's line numbers. Returns a diff of the change."
     ),
     params=EditFileParams,
