@@ -17,6 +17,7 @@ from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem
 from workspacefs.policy import Policy
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import ToolContext, dispatch
+from workspacefs.tools.anthropic import handle_tool_use
 
 _ids = itertools.count()
 
@@ -173,3 +174,18 @@ def test_edit_file_takes_at_most_48000_characters_of_new_text_per_call_as_the_te
     assert not editor.success and "48,001 characters" in editor.message  # the same rule, the same words
     assert fs.read("a.txt").content == "start\nend\n"
     assert dispatch("edit_file", {"path": "a.txt", "edits": halves[:1]}, ctx).success
+
+
+def test_a_model_cannot_raise_the_cut_of_a_text_editor_view_by_sending_max_characters(fs: Filesystem) -> None:
+    fs.write("big.txt", ("x" * 99 + "\n") * 2_000)  # 200,000 characters
+    ctx = _context(fs)
+    asked = {"command": "view", "path": "/big.txt", "max_characters": 10**7}
+    view = dispatch("str_replace_based_edit_tool", asked, ctx)
+    assert view.success and "<response clipped>" in view.message and len(view.message) < 20_000, len(view.message)
+    block = {"type": "tool_use", "id": "t1", "name": "str_replace_based_edit_tool", "input": asked}
+    defined = handle_tool_use(block, ctx, max_characters=100)  # the tool definition's cut wins
+    assert "<response clipped>" in defined["content"] and len(defined["content"]) < 1_000, len(defined["content"])
+    wider = handle_tool_use({**block, "input": {"command": "view", "path": "/big.txt"}}, ctx, max_characters=50_000)
+    assert 50_000 < len(wider["content"]) < 60_000  # an application may set a wider cut than the default
+    less = dispatch("str_replace_based_edit_tool", {**asked, "max_characters": 10}, ctx)
+    assert less.success and "x" * 10 + "<response clipped>" in less.message  # and a model may ask for less
