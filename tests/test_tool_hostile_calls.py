@@ -189,3 +189,17 @@ def test_a_model_cannot_raise_the_cut_of_a_text_editor_view_by_sending_max_chara
     assert 50_000 < len(wider["content"]) < 60_000  # an application may set a wider cut than the default
     less = dispatch("str_replace_based_edit_tool", {**asked, "max_characters": 10}, ctx)
     assert less.success and "x" * 10 + "<response clipped>" in less.message  # and a model may ask for less
+
+
+def test_a_listing_a_model_reads_is_bounded_as_glob_and_the_text_editor_bound_theirs() -> None:
+    fs = InMemoryFilesystem()
+    for index in range(1_200):
+        fs.write(f"d/f{index:05}.txt", "x")
+        fs.write(f"memories/note-{index:05}.md", "x")
+    ctx = _context(fs)
+    listed = dispatch("ls", {"path": "d"}, ctx)
+    assert listed.success and "f00999.txt" in listed.message and "f01000.txt" not in listed.message
+    assert '… and 200 more; glob with path="d"' in listed.message and len(listed.value) == 1_200  # code sees all
+    memories = dispatch("memory", {"command": "view", "path": "/memories"}, ctx)
+    assert memories.success and len(memories.message) < 16_500, len(memories.message)
+    assert "more not shown" in memories.message and memories.message.count("\n") < 700

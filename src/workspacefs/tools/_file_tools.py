@@ -18,6 +18,7 @@ __all__ = ["CP", "GLOB", "GREP", "LS", "MKDIR", "MV", "RM", "STAT"]
 
 GREP_DEFAULT_RESULTS = 200
 GLOB_MAX_SHOWN = 1000
+"""Names a listing shows (``glob``'s matches, ``ls``'s entries); the rest are counted, not shown."""
 _GREP_LINE_CHARS = 300
 
 
@@ -58,7 +59,15 @@ def ls(params: LsParams, *, context: ToolContext) -> ToolResult[list[dict[str, o
     where = display(fs, params.path)
     if not entries:
         return ToolResult(f"'{where}' is an empty directory.", [])
-    rows = [f"{e.name}/" if e.is_directory else f"{e.name}  ({human_size(e.size_bytes or 0)})" for e in entries]
+    rows = [
+        f"{e.name}/" if e.is_directory else f"{e.name}  ({human_size(e.size_bytes or 0)})"
+        for e in entries[:GLOB_MAX_SHOWN]
+    ]
+    if len(entries) > GLOB_MAX_SHOWN:  # a model reads a bounded listing, as glob's
+        rows.append(
+            f"… and {len(entries) - GLOB_MAX_SHOWN} more; glob with path=\"{where}\" and a pattern such as '*.py' "
+            "finds the ones you need."
+        )
     dirs = sum(e.is_directory for e in entries)
     header = f"{where}: {plural(len(entries) - dirs, 'file')}, {_dirs(dirs)}"
     return ToolResult(header + "\n" + "\n".join(rows), [asdict(e) for e in entries])

@@ -29,7 +29,7 @@ from workspacefs.tools._editing import (
     require_fresh,
 )
 from workspacefs.tools._messages import failure, failure_from
-from workspacefs.tools._text_editor import clip
+from workspacefs.tools._text_editor import MAX_RESPONSE_CHARS, clip
 from workspacefs.tools._text_tools import MAX_WRITE_CHARS
 from workspacefs.undo import UndoLog
 
@@ -146,7 +146,16 @@ class _Memory:
             else:
                 rows.append(f"{_size(entry.size_bytes or 0)}\t{base}/{entry.name}")
         header = f"Here're the files and directories up to 2 levels deep in {given}, excluding hidden items:"
-        return header + "\n" + "\n".join(rows)
+        kept: list[str] = []
+        size = 0
+        for row in rows:  # whole rows, up to the text editor's cut
+            size += len(row) + 1
+            if size > MAX_RESPONSE_CHARS:
+                left = len(rows) - len(kept)
+                kept.append(f"… and {left} more not shown; view a file by its path, or delete memories not needed.")
+                break
+            kept.append(row)
+        return header + "\n" + "\n".join(kept)
 
     def _reread(self, given: str) -> str:
         return f'the view command (command="view", path="{given}")'
