@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem
-from workspacefs.policy import Policy
+from workspacefs.policy import ApprovalRequest, Policy, PolicyRule
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import ToolContext, dispatch
 from workspacefs.tools.anthropic import handle_tool_use
@@ -203,3 +203,28 @@ def test_a_listing_a_model_reads_is_bounded_as_glob_and_the_text_editor_bound_th
     memories = dispatch("memory", {"command": "view", "path": "/memories"}, ctx)
     assert memories.success and len(memories.message) < 16_500, len(memories.message)
     assert "more not shown" in memories.message and memories.message.count("\n") < 700
+
+
+CREATES: list[tuple[str, dict[str, Any], str]] = [
+    ("write_file", {"path": "new.txt", "content": "mine\n"}, "new.txt"),
+    ("str_replace_based_edit_tool", {"command": "create", "path": "/new.txt", "file_text": "mine\n"}, "new.txt"),
+    ("memory", {"command": "create", "path": "/memories/new.md", "file_text": "mine\n"}, "memories/new.md"),
+    ("apply_patch", {"input": "*** Begin Patch\n*** Add File: new.txt\n+mine\n*** End Patch"}, "new.txt"),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments", "path"), CREATES, ids=[tool for tool, _, _ in CREATES])
+def test_a_new_file_created_by_another_caller_between_the_look_and_the_write_is_not_overwritten(
+    fs: Filesystem, tool: str, arguments: dict[str, Any], path: str
+) -> None:
+    def someone_else_creates_it_first(request: ApprovalRequest) -> bool:  # runs after the look, before the write
+        if not fs.exists(path):
+            fs.write(path, "theirs\n")
+        return True
+
+    policy = Policy([PolicyRule("ask", ("write",), "new.*")], approve=someone_else_creates_it_first)
+    ctx = ToolContext(filesystem=fs, policy=policy)
+    refused = dispatch(tool, arguments, ctx)
+    assert not refused.success and refused.error_code == "changed_since_read", refused.message
+    assert "did not exist when you looked, but was created since" in refused.message, refused.message
+    assert fs.read(path).content == "theirs\n"

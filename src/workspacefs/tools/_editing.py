@@ -29,6 +29,7 @@ from workspacefs.search import BINARY_SNIFF_BYTES
 from workspacefs.streams import ContentHasher, content_id_of
 from workspacefs.tools._core import MAX_SEEN_TEXT, ToolContext, ToolResult
 from workspacefs.tools._messages import display, failure, human_size
+from workspacefs.undo import disown
 
 __all__ = [
     "BOM",
@@ -403,8 +404,9 @@ def commit(
     text: str | None = None,
     reread: str,
 ) -> WriteResult:
-    """Write ``data`` to ``path`` — over exactly version ``expect`` where the backend can compare and set —
-    then remember it as read by this caller (the model knows what it just wrote) and who wrote it."""
+    """Write ``data`` to ``path`` — over exactly version ``expect`` where the backend can compare and set, as a new
+    file where ``expect`` is ``None`` (the caller found none) — then remember it as read by this caller (the model
+    knows what it just wrote) and who wrote it."""
     written, where = content_id_of(data), display(fs, path)
     writer = Writer(context.actor, written, id(context.read_state))
     LAST_WRITERS.begin(fs, where, writer)
@@ -413,14 +415,40 @@ def commit(
         if expect is not None and fs.capabilities.conditional_writes:
             result = cast(ConditionalWrites, fs).write_bytes_if(path, data, expect=expect)
         else:
-            result = fs.write_bytes(path, data)
+            result = fs.write_bytes(path, data, mode="overwrite" if expect is not None else "create")
         made = True
     except PreconditionFailedError:  # changed between the check and the write
         raise stale_refusal(context, fs, path, current_id(fs, path), reread) from None
+    except FileExistsError:
+        if expect is not None or not _is_file(fs, path):
+            raise
+        disown(path)  # another caller's file: a rollback of this call must not remove it
+        raise _created_meanwhile(context, fs, path, reread) from None  # made by another call since this one looked
     finally:
         LAST_WRITERS.end(fs, where, writer, made=made)
     context.read_state.record(fs, path, written, text)
     return result
+
+
+def _is_file(fs: Filesystem, path: str) -> bool:
+    try:
+        return fs.stat(path).is_file
+    except (OSError, ValueError):
+        return False
+
+
+def _created_meanwhile(context: ToolContext, fs: Filesystem, path: str, reread: str) -> RefusalError:
+    """A file this caller found missing was created before its write landed: it is not overwritten unseen."""
+    where = display(fs, path)
+    try:
+        who = _who_changed(context, fs, path, current_id(fs, path))
+    except (OSError, ValueError):
+        who = "it was created outside these tools"
+    return RefusalError(
+        f"'{where}' did not exist when you looked, but was created since ({who}); nothing was written. Read it "
+        f"with {reread}, then change it as needed, so its content is not lost.",
+        "changed_since_read",
+    )
 
 
 def note_read(context: ToolContext, fs: Filesystem, path: str, version: str, text: str | None) -> None:
