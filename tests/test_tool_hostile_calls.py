@@ -228,3 +228,30 @@ def test_a_new_file_created_by_another_caller_between_the_look_and_the_write_is_
     assert not refused.success and refused.error_code == "changed_since_read", refused.message
     assert "did not exist when you looked, but was created since" in refused.message, refused.message
     assert fs.read(path).content == "theirs\n"
+
+
+def _nested(depth: int) -> list[Any]:
+    top: list[Any] = []
+    inner = top
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]
+    return top
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        ("read_file", '{"path": ' + "[" * 100_000 + "]" * 100_000 + "}"),  # as a model's JSON text
+        ("read_file", {"path": "a.txt", "extra": _nested(5_000)}),  # as an SDK hands it over, parsed
+        ("str_replace_based_edit_tool", {"command": "view", "path": "/a.txt", "junk": _nested(5_000)}),
+        ("memory", {"command": "view", "path": "/memories", "junk": _nested(5_000)}),
+    ],
+    ids=["json-text", "read_file", "text-editor", "memory"],
+)
+def test_arguments_nested_thousands_deep_are_refused_not_raised(tool: str, arguments: Any) -> None:
+    fs = InMemoryFilesystem()
+    fs.write("a.txt", "a\n")
+    refused = dispatch(tool, arguments, _context(fs))
+    assert not refused.success and refused.error_code == "invalid_argument", refused
+    assert "nested too deeply" in refused.message and "path" in refused.message

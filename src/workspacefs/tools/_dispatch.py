@@ -91,6 +91,19 @@ def _boolean_for_number(tool: Tool[Any], arguments: Mapping[str, Any]) -> ToolRe
 
 
 def _parse(tool: Tool[Any], arguments: str | Mapping[str, Any] | None) -> Any:
+    """The tool's validated parameters, or the failed result that says what is wrong with ``arguments``."""
+    try:
+        return _parse_arguments(tool, arguments)
+    except RecursionError:  # JSON nested thousands deep: decoding or walking it runs out of stack
+        fields = ", ".join(tool.params.model_fields)
+        return failure(
+            f"The arguments for {tool.name} are nested too deeply to read. Send one JSON object of its fields "
+            f"({fields}), each a plain value.",
+            "invalid_argument",
+        )
+
+
+def _parse_arguments(tool: Tool[Any], arguments: str | Mapping[str, Any] | None) -> Any:
     if arguments is None or arguments == "":
         arguments = {}
     if isinstance(arguments, str):
