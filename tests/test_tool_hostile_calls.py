@@ -255,3 +255,14 @@ def test_arguments_nested_thousands_deep_are_refused_not_raised(tool: str, argum
     refused = dispatch(tool, arguments, _context(fs))
     assert not refused.success and refused.error_code == "invalid_argument", refused
     assert "nested too deeply" in refused.message and "path" in refused.message
+
+
+def test_the_48000_character_limit_counts_the_text_the_model_sent_not_a_crlf_files_line_ends(fs: Filesystem) -> None:
+    fs.write("crlf.txt", "one\r\ntwo\r\n")
+    ctx = _context(fs)
+    assert dispatch("str_replace_based_edit_tool", {"command": "view", "path": "/crlf.txt"}, ctx).success
+    lines = "x\n" * 20_000  # 40,000 characters sent; 60,000 once its line ends are the file's CRLF
+    edit = {"command": "str_replace", "path": "/crlf.txt", "old_str": "one\ntwo\n", "new_str": lines}
+    done = dispatch("str_replace_based_edit_tool", edit, ctx)
+    assert done.success, done.message
+    assert fs.read_bytes("crlf.txt").content == b"x\r\n" * 20_000

@@ -221,11 +221,11 @@ class _Editor:
         old, new = self.params.old_str, self.params.new_str or ""
         if old is None:
             raise RefusalError("Parameter `old_str` is required for command: str_replace")
+        check_edit_size("new_str", new, MAX_WRITE_CHARS)  # as sent: a CRLF file's line ends are not the model's
         loaded = self._load_for_edit()
         text = loaded.text
         if loaded.crlf and "\n" in old and "\r\n" not in old:
             old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
-        check_edit_size("new_str", new, MAX_WRITE_CHARS)
         lines, occurrences = line_numbers(text, old) if old else ([], 0)
         quoted = echo(self.params.old_str or "")
         if occurrences == 0:
