@@ -18,6 +18,7 @@ from workspacefs.policy import ApprovalRequest, Policy, PolicyRule
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import ToolContext, dispatch
 from workspacefs.tools.anthropic import handle_tool_use
+from workspacefs.tools.openai import handle_apply_patch_calls
 
 _ids = itertools.count()
 
@@ -266,3 +267,29 @@ def test_the_48000_character_limit_counts_the_text_the_model_sent_not_a_crlf_fil
     done = dispatch("str_replace_based_edit_tool", edit, ctx)
     assert done.success, done.message
     assert fs.read_bytes("crlf.txt").content == b"x\r\n" * 20_000
+
+
+@pytest.mark.parametrize(
+    "section", ["@@\n  \n+pwned", "@@\n- \n+pwned", "@@\n \u3000\n+pwned"], ids=["space", "minus", "ideographic"]
+)
+def test_a_patch_whose_only_context_is_blank_proves_nothing_and_needs_the_file_read(
+    fs: Filesystem, section: str
+) -> None:
+    fs.write("p.txt", "precious\n\nmore\n")  # never read; its blank line matches any whitespace-only context
+    ctx = _context(fs)
+    codex = dispatch(
+        "apply_patch", {"input": f"*** Begin Patch\n*** Update File: p.txt\n{section}\n*** End Patch"}, ctx
+    )
+    assert not codex.success and codex.error_code == "not_read_before_write", codex.message
+    call = {
+        "type": "apply_patch_call",
+        "call_id": "c1",
+        "operation": {"type": "update_file", "path": "p.txt", "diff": section},
+    }
+    native = handle_apply_patch_calls([call], ctx)
+    assert native[0]["status"] == "failed" and "not read" in native[0]["output"], native
+    assert fs.read("p.txt").content == "precious\n\nmore\n"
+    assert dispatch("read_file", {"path": "p.txt"}, ctx).success
+    assert dispatch(
+        "apply_patch", {"input": f"*** Begin Patch\n*** Update File: p.txt\n{section}\n*** End Patch"}, ctx
+    ).success
