@@ -256,7 +256,8 @@ class UndoLog:
 
     def __exit__(self, *_exc: object) -> None:
         if self._tokens:
-            _ACTIVE.reset(self._tokens.pop())
+            with contextlib.suppress(ValueError, RuntimeError):  # left in another context: a stale entry is harmless
+                _ACTIVE.reset(self._tokens.pop())
         self.close()
 
 
