@@ -16,9 +16,10 @@ import pytest
 from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem
 from workspacefs.policy import ApprovalRequest, Policy, PolicyRule
 from workspacefs.protocol import Filesystem
-from workspacefs.tools import ToolContext, dispatch
+from workspacefs.tools import NATIVE_TOOLS, ToolContext, dispatch, tools_for
 from workspacefs.tools.anthropic import handle_tool_use
 from workspacefs.tools.openai import handle_apply_patch_calls
+from workspacefs.undo import UndoLog
 
 _ids = itertools.count()
 
@@ -293,3 +294,45 @@ def test_a_patch_whose_only_context_is_blank_proves_nothing_and_needs_the_file_r
     assert dispatch(
         "apply_patch", {"input": f"*** Begin Patch\n*** Update File: p.txt\n{section}\n*** End Patch"}, ctx
     ).success
+
+
+REFUSED_BEFORE_ANY_CHANGE: list[tuple[str, dict[str, Any]]] = [
+    ("cp", {"src": "a.txt", "dst": "big"}),  # onto an existing directory, without overwrite
+    ("mv", {"src": "a.txt", "dst": "big"}),
+    ("cp", {"src": "a.txt", "dst": "big", "overwrite": True}),  # a file cannot replace a directory
+    ("str_replace_based_edit_tool", {"command": "insert", "path": "/big", "insert_line": 0, "insert_text": "x"}),
+    ("str_replace_based_edit_tool", {"command": "create", "path": "/big/f0.bin", "file_text": "x"}),
+    ("str_replace_editor", {"command": "undo_edit", "path": "/big"}),
+    ("memory", {"command": "str_replace", "path": "/memories/big", "old_str": "x", "new_str": "y"}),
+    ("memory", {"command": "create", "path": "/memories/big/f0.bin", "file_text": "x"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    REFUSED_BEFORE_ANY_CHANGE,
+    ids=[f"{t}-{i}" for i, (t, _) in enumerate(REFUSED_BEFORE_ANY_CHANGE)],
+)
+def test_a_call_refused_before_any_change_copies_nothing_to_roll_back(tool: str, arguments: dict[str, Any]) -> None:
+    fs = InMemoryFilesystem()
+    for index in range(50):
+        fs.write_bytes(f"big/f{index}.bin", b"x" * 10_000)
+        fs.write_bytes(f"memories/big/f{index}.bin", b"x" * 10_000)
+    fs.write("a.txt", "a")
+    ctx = _context(fs)
+    chosen = {t.name: t for t in tools_for(fs, history=True) + NATIVE_TOOLS}[tool]
+    assert chosen.undo is not None
+    with UndoLog(fs) as log:  # what the dispatcher records before the call: the plan's work, counted
+        chosen.undo(chosen.params.model_validate(arguments), log)
+        assert log.stats.files_saved == 0 and log.stats.bytes_saved == 0, log.stats
+    assert not dispatch(tool, arguments, ctx).success
+
+
+def test_a_call_that_can_change_its_target_still_records_it_and_rolls_back() -> None:
+    fs = InMemoryFilesystem()
+    fs.write("d/a.txt", "a")
+    fs.write("e/b.txt", "b")
+    chosen = {t.name: t for t in tools_for(fs)}["cp"]
+    with UndoLog(fs) as log:
+        chosen.undo(chosen.params.model_validate({"src": "d", "dst": "e", "overwrite": True}), log)
+        assert log.stats.files_saved == 1  # e/b.txt, which the copy replaces

@@ -29,7 +29,7 @@ from workspacefs.search import BINARY_SNIFF_BYTES
 from workspacefs.streams import ContentHasher, content_id_of
 from workspacefs.tools._core import MAX_SEEN_TEXT, ToolContext, ToolResult
 from workspacefs.tools._messages import display, failure, human_size
-from workspacefs.undo import disown
+from workspacefs.undo import UndoLog, disown
 
 __all__ = [
     "BOM",
@@ -46,6 +46,7 @@ __all__ = [
     "load_text",
     "plain_dict",
     "read_file_call",
+    "record_edit",
     "refuse_if_stale",
     "require_fresh",
     "short_diff",
@@ -97,6 +98,20 @@ def check_result_size(label: str, characters: int) -> None:
             "occurrences, or shorter text, at a time.",
             "too_large",
         )
+
+
+def record_edit(log: UndoLog, path: str, *, create: bool = False) -> None:
+    """Record, before a text-changing call, what it may change at ``path``: a missing path (and the parents it may
+    make), or (unless it only ``create``s) a file small enough to edit. A directory, a file too large to edit, or a
+    file a create would meet is refused before any change, so nothing of it is copied (a walk of a whole tree or a
+    copy of a huge file, for a call that fails on its first check, was the cost before)."""
+    try:
+        info = log.fs.stat(path)
+    except FileNotFoundError:
+        log.will_create(path)
+        return
+    if not create and info.is_file and info.size_bytes <= MAX_CONVENIENCE_BYTES:
+        log.will_change(path)
 
 
 def line_numbers(text: str, needle: str) -> tuple[list[int], int]:

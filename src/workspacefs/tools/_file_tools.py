@@ -13,6 +13,7 @@ from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
 from workspacefs.tools._editing import RefusalError, current_id, read_file_call, require_fresh
 from workspacefs.tools._messages import display, failure, failure_from, human_size, plural, shown
+from workspacefs.undo import UndoLog
 
 __all__ = ["CP", "GLOB", "GREP", "LS", "MKDIR", "MV", "RM", "STAT"]
 
@@ -296,6 +297,31 @@ def _require_replaceable(context: ToolContext, fs: Filesystem, src: str, dst: st
     require_fresh(context, fs, dst, now, reread=read_file_call(display(fs, dst)))
 
 
+def _may_replace(params: TransferParams, log: UndoLog) -> bool:
+    """True if the transfer can change ``dst``: it is missing, or ``overwrite`` replaces one of the source's kind
+    (else the call is refused before any change, and nothing of ``dst`` needs copying first)."""
+    try:
+        held = log.fs.stat(params.dst)
+    except FileNotFoundError:
+        return True
+    if not params.overwrite:
+        return False
+    try:
+        return log.fs.stat(params.src).is_directory == held.is_directory
+    except FileNotFoundError:
+        return False
+
+
+def _undo_move(params: TransferParams, log: UndoLog) -> None:
+    if _may_replace(params, log):
+        log.will_move(params.src, params.dst)
+
+
+def _undo_copy(params: TransferParams, log: UndoLog) -> None:
+    if _may_replace(params, log):
+        log.will_change(params.dst)  # copying a tree takes many steps
+
+
 def _kinds(fs: Filesystem, src: str, dst: str) -> tuple[bool, bool] | None:
     """``(src is a directory, dst is a directory)``, or ``None`` if either cannot be examined."""
     try:
@@ -379,7 +405,7 @@ MV = Tool(
     mutating=True,
     destructive=True,
     idempotent=False,
-    undo=lambda params, log: log.will_move(params.src, params.dst),
+    undo=_undo_move,
 )
 CP = Tool(
     "cp",
@@ -388,6 +414,6 @@ CP = Tool(
     cp,
     mutating=True,
     destructive=True,
-    undo=lambda params, log: log.will_change(params.dst),  # copying a tree takes many steps
+    undo=_undo_copy,
 )
 STAT = Tool("stat", "Describe a path: file or directory, size, modification time.", StatParams, stat)

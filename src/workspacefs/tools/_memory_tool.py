@@ -25,6 +25,7 @@ from workspacefs.tools._editing import (
     line_numbers,
     load_text,
     note_read,
+    record_edit,
     refuse_if_stale,
     require_fresh,
 )
@@ -277,7 +278,9 @@ def _undo_plan(params: MemoryParams, log: UndoLog) -> None:
     try:
         if params.command == "rename" and params.old_path and params.new_path:
             log.will_move(memory_path(params.old_path), memory_path(params.new_path))
-        elif params.command in ("create", "str_replace", "insert", "delete") and params.path:
+        elif params.command in ("create", "str_replace", "insert") and params.path:
+            record_edit(log, memory_path(params.path), create=params.command == "create")
+        elif params.command == "delete" and params.path:
             log.will_change(memory_path(params.path))
     except RefusalError as refused:
         raise ValueError(refused.message) from None  # the handler refuses it with its own message

@@ -29,6 +29,7 @@ from workspacefs.tools._editing import (
     line_numbers,
     load_text,
     note_read,
+    record_edit,
     require_fresh,
     stale_refusal,
 )
@@ -332,7 +333,7 @@ def _handler(name: str, commands: tuple[str, ...], limit: int = MAX_RESPONSE_CHA
 
 def _undo_plan(params: TextEditorParams, log: UndoLog) -> None:
     if params.command in ("create", "str_replace", "insert", "undo_edit"):
-        log.will_change(params.path)
+        record_edit(log, params.path, create=params.command == "create")
 
 
 _DESCRIPTION = (
