@@ -280,8 +280,7 @@ def _undo_plan(params: MemoryParams, log: UndoLog) -> None:
             log.will_move(memory_path(params.old_path), memory_path(params.new_path))
         elif params.command in ("create", "str_replace", "insert") and params.path:
             record_edit(log, memory_path(params.path), create=params.command == "create")
-        elif params.command == "delete" and params.path:
-            log.will_change(memory_path(params.path))
+        # delete: one delete call, as rm's, with nothing to put back part way (copying a tree first cost more)
     except RefusalError as refused:
         raise ValueError(refused.message) from None  # the handler refuses it with its own message
 
