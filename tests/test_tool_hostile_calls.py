@@ -1,6 +1,8 @@
 """Calls a hostile or confused model can make that once got past a rule of the tool layer: a file never read
-replaced by ``mv``/``cp`` with ``overwrite``, an edit that grows a file past 32 MiB in memory before the
-backend refuses it, ``true`` taken for the number 1. Each must be refused, changing nothing, on every backend.
+replaced by ``mv``/``cp`` with ``overwrite`` or by a patch whose only context is blank, a new file written over one
+another caller created meanwhile, an edit grown past 32 MiB in memory before the backend refused it, ``true`` read
+as 1, arguments nested too deep to parse, a view or listing past its cut, a refused call that first copied a whole
+tree to roll back. Each must be refused (or bounded), changing nothing, on every backend it names.
 """
 
 from __future__ import annotations
