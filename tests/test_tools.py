@@ -334,6 +334,8 @@ def test_extras(ctx: ToolContext, fs: Filesystem) -> None:
     seed(fs, {"a.txt": "a"})
     assert call(ctx, "cp", src="a.txt", dst="x/a.txt").success
     assert "overwrite=true" in call(ctx, "mv", src="a.txt", dst="x/a.txt").message
+    assert "not read" in call(ctx, "mv", src="a.txt", dst="x/a.txt", overwrite=True).message  # as write_file
+    assert call(ctx, "read_file", path="x/a.txt").success
     assert call(ctx, "mv", src="a.txt", dst="x/a.txt", overwrite=True).success
     assert "into" not in call(ctx, "stat", path="x/a.txt").message
     assert "itself" in call(ctx, "mv", src="x", dst="x/y/z").message

@@ -12,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Iterator
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from typing import IO, Protocol, cast
 
-from workspacefs.paths import ROOT, normalize_path, parent
+from workspacefs.paths import ROOT, is_within, normalize_path, parent
 from workspacefs.protocol import ConditionalWrites, Filesystem
 
-__all__ = ["UndoLog", "UndoStats"]
+__all__ = ["UndoLog", "UndoStats", "disown"]
 
 _IN_MEMORY_BYTES = 1024 * 1024
 """A saved file stays in memory up to this size, then spills to a temporary file."""
@@ -86,6 +87,7 @@ class UndoLog:
     fs: Filesystem
     stats: UndoStats = field(default_factory=UndoStats)
     _records: list[_Record] = field(default_factory=list)
+    _tokens: list[Token[UndoLog | None]] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)
     _absent: set[str] = field(default_factory=set)
 
@@ -238,11 +240,36 @@ class UndoLog:
         self._seen.clear()
         self._absent.clear()
 
+    def disown(self, path: str) -> None:
+        """Never put ``path`` back, nor remove a missing ancestor recorded for it: what it holds now is someone
+        else's (a file this operation found missing, created by another caller before its own write)."""
+        norm = self._norm(path)
+        self._records = [
+            record
+            for record in self._records
+            if not (isinstance(record, (_Absent, _File)) and is_within(norm, record.path))
+        ]
+
     def __enter__(self) -> UndoLog:
+        self._tokens.append(_ACTIVE.set(self))
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        if self._tokens:
+            with contextlib.suppress(ValueError, RuntimeError):  # left in another context: a stale entry is harmless
+                _ACTIVE.reset(self._tokens.pop())
         self.close()
+
+
+_ACTIVE: ContextVar[UndoLog | None] = ContextVar("workspacefs_undo_log", default=None)
+"""The log of the operation under way in this context (the innermost ``with log:``)."""
+
+
+def disown(path: str) -> None:
+    """:meth:`UndoLog.disown` on the log of the operation under way, if there is one."""
+    log = _ACTIVE.get()
+    if log is not None:
+        log.disown(path)
 
 
 def _ancestors(path: str) -> Iterator[str]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
+import types
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from workspacefs.errors import WorkspaceError
 from workspacefs.policy import GuardedFilesystem
@@ -45,7 +47,63 @@ def surrogate_refusal(name: str, arguments: object) -> ToolResult[Any] | None:
     )
 
 
+def _numeric(annotation: Any) -> str | None:
+    """``"number"`` for a field that takes a number and never ``true``/``false`` (``int``, ``int | None``),
+    ``"numbers"`` for a list of such numbers, else ``None``."""
+    origin = get_origin(annotation)
+    if origin is Union or origin is types.UnionType:
+        found = {_numeric(arg) for arg in get_args(annotation) if arg is not type(None)}
+        return found.pop() if len(found) == 1 else None
+    if origin in (list, tuple):
+        items = get_args(annotation)
+        return "numbers" if items and all(_numeric(item) == "number" for item in items if item is not ...) else None
+    return "number" if annotation in (int, float) else None
+
+
+@functools.cache
+def _numeric_fields(params: type[BaseModel]) -> tuple[tuple[str, str, str], ...]:
+    """``(argument name, field name, "number"/"numbers")`` of every field of ``params`` that holds numbers."""
+    found = []
+    for name, info in params.model_fields.items():
+        kind = _numeric(info.annotation)
+        if kind is not None:
+            found.append((info.alias or name, name, kind))
+    return tuple(found)
+
+
+def _boolean_for_number(tool: Tool[Any], arguments: Mapping[str, Any]) -> ToolResult[Any] | None:
+    """The refusal of ``true``/``false`` where a number belongs (validation would read it as 1 or 0: an offset, a
+    line, a range a model never meant), or ``None``."""
+    params: type[BaseModel] = tool.params
+    for key, name, kind in _numeric_fields(params):
+        value = arguments.get(key)
+        if isinstance(value, bool) or (
+            kind == "numbers" and isinstance(value, list) and any(isinstance(item, bool) for item in value)
+        ):
+            shown = json.dumps(value) if isinstance(value, bool) else "a list holding true or false"
+            wanted = "a number" if kind == "number" else "a list of numbers"
+            return failure(
+                f"Invalid arguments for {tool.name}: {name}: {wanted} is expected, not {shown}. Send {name} as "
+                f"{wanted}, or leave it out for its default.",
+                "invalid_argument",
+            )
+    return None
+
+
 def _parse(tool: Tool[Any], arguments: str | Mapping[str, Any] | None) -> Any:
+    """The tool's validated parameters, or the failed result that says what is wrong with ``arguments``."""
+    try:
+        return _parse_arguments(tool, arguments)
+    except RecursionError:  # JSON nested thousands deep: decoding or walking it runs out of stack
+        fields = ", ".join(tool.params.model_fields)
+        return failure(
+            f"The arguments for {tool.name} are nested too deeply to read. Send one JSON object of its fields "
+            f"({fields}), each a plain value.",
+            "invalid_argument",
+        )
+
+
+def _parse_arguments(tool: Tool[Any], arguments: str | Mapping[str, Any] | None) -> Any:
     if arguments is None or arguments == "":
         arguments = {}
     if isinstance(arguments, str):
@@ -57,7 +115,7 @@ def _parse(tool: Tool[Any], arguments: str | Mapping[str, Any] | None) -> Any:
         return failure(
             f"The arguments for {tool.name} must be a JSON object, not {type(arguments).__name__}.", "invalid_argument"
         )
-    refused = surrogate_refusal(tool.name, arguments)
+    refused = surrogate_refusal(tool.name, arguments) or _boolean_for_number(tool, arguments)
     if refused is not None:
         return refused
     try:

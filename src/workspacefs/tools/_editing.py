@@ -29,6 +29,7 @@ from workspacefs.search import BINARY_SNIFF_BYTES
 from workspacefs.streams import ContentHasher, content_id_of
 from workspacefs.tools._core import MAX_SEEN_TEXT, ToolContext, ToolResult
 from workspacefs.tools._messages import display, failure, human_size
+from workspacefs.undo import UndoLog, disown
 
 __all__ = [
     "BOM",
@@ -37,6 +38,7 @@ __all__ = [
     "TextFile",
     "binary_refusal",
     "check_edit_size",
+    "check_result_size",
     "commit",
     "current_id",
     "echo",
@@ -44,6 +46,7 @@ __all__ = [
     "load_text",
     "plain_dict",
     "read_file_call",
+    "record_edit",
     "refuse_if_stale",
     "require_fresh",
     "short_diff",
@@ -75,10 +78,40 @@ def echo(text: str) -> str:
     return text if len(text) <= MAX_ECHO_CHARS else text[:MAX_ECHO_CHARS] + f"… ({len(text):,} characters)"
 
 
-def check_edit_size(label: str, text: str, limit: int) -> None:
-    """Refuse text of more than ``limit`` characters for one edit (the limit ``write_file`` has)."""
-    if len(text) > limit:
-        raise RefusalError(f"{label} has {len(text):,} characters; at most {limit:,} fit in one edit.")
+def check_edit_size(label: str, text: str | int, limit: int, *, tool: str | None = None) -> None:
+    """Refuse new text (or that many characters of it) of more than ``limit`` characters for one edit (the limit
+    ``write_file`` has); ``tool`` names the tool to call again for the rest."""
+    size = text if isinstance(text, int) else len(text)
+    if size > limit:
+        rest = f" Make the change in parts, one {tool} call for each." if tool else ""
+        raise RefusalError(f"{label} has {size:,} characters; at most {limit:,} fit in one edit.{rest}")
+
+
+def check_result_size(label: str, characters: int) -> None:
+    """Refuse an edit whose result would hold ``characters`` characters, more than a file edited here can hold, before
+    it is built (each character is one UTF-8 byte or more: a ``replace_all`` must not grow a file in memory by the
+    number of its matches times the new text only for the backend to refuse it)."""
+    if characters > MAX_CONVENIENCE_BYTES:
+        raise RefusalError(
+            f"{label}The edited file would hold at least {human_size(characters)}, more than the "
+            f"{human_size(MAX_CONVENIENCE_BYTES)} a file edited here can hold; nothing was changed. Replace fewer "
+            "occurrences, or shorter text, at a time.",
+            "too_large",
+        )
+
+
+def record_edit(log: UndoLog, path: str, *, create: bool = False) -> None:
+    """Record, before a text-changing call, what it may change at ``path``: a missing path (and the parents it may
+    make), or (unless it only ``create``s) a file small enough to edit. A directory, a file too large to edit, or a
+    file a create would meet is refused before any change, so nothing of it is copied (a walk of a whole tree or a
+    copy of a huge file, for a call that fails on its first check, was the cost before)."""
+    try:
+        info = log.fs.stat(path)
+    except FileNotFoundError:
+        log.will_create(path)
+        return
+    if not create and info.is_file and info.size_bytes <= MAX_CONVENIENCE_BYTES:
+        log.will_change(path)
 
 
 def line_numbers(text: str, needle: str) -> tuple[list[int], int]:
@@ -386,8 +419,9 @@ def commit(
     text: str | None = None,
     reread: str,
 ) -> WriteResult:
-    """Write ``data`` to ``path`` — over exactly version ``expect`` where the backend can compare and set —
-    then remember it as read by this caller (the model knows what it just wrote) and who wrote it."""
+    """Write ``data`` to ``path`` — over exactly version ``expect`` where the backend can compare and set, as a new
+    file where ``expect`` is ``None`` (the caller found none) — then remember it as read by this caller (the model
+    knows what it just wrote) and who wrote it."""
     written, where = content_id_of(data), display(fs, path)
     writer = Writer(context.actor, written, id(context.read_state))
     LAST_WRITERS.begin(fs, where, writer)
@@ -396,14 +430,40 @@ def commit(
         if expect is not None and fs.capabilities.conditional_writes:
             result = cast(ConditionalWrites, fs).write_bytes_if(path, data, expect=expect)
         else:
-            result = fs.write_bytes(path, data)
+            result = fs.write_bytes(path, data, mode="overwrite" if expect is not None else "create")
         made = True
     except PreconditionFailedError:  # changed between the check and the write
         raise stale_refusal(context, fs, path, current_id(fs, path), reread) from None
+    except FileExistsError:
+        if expect is not None or not _is_file(fs, path):
+            raise
+        disown(path)  # another caller's file: a rollback of this call must not remove it
+        raise _created_meanwhile(context, fs, path, reread) from None  # made by another call since this one looked
     finally:
         LAST_WRITERS.end(fs, where, writer, made=made)
     context.read_state.record(fs, path, written, text)
     return result
+
+
+def _is_file(fs: Filesystem, path: str) -> bool:
+    try:
+        return fs.stat(path).is_file
+    except (OSError, ValueError):
+        return False
+
+
+def _created_meanwhile(context: ToolContext, fs: Filesystem, path: str, reread: str) -> RefusalError:
+    """A file this caller found missing was created before its write landed: it is not overwritten unseen."""
+    where = display(fs, path)
+    try:
+        who = _who_changed(context, fs, path, current_id(fs, path))
+    except (OSError, ValueError):
+        who = "it was created outside these tools"
+    return RefusalError(
+        f"'{where}' did not exist when you looked, but was created since ({who}); nothing was written. Read it "
+        f"with {reread}, then change it as needed, so its content is not lost.",
+        "changed_since_read",
+    )
 
 
 def note_read(context: ToolContext, fs: Filesystem, path: str, version: str, text: str | None) -> None:

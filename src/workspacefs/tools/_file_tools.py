@@ -11,13 +11,15 @@ from workspacefs.errors import MoveIntoSelfError
 from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, MAX_CONVENIENCE_BYTES, ROOT, normalize_path
 from workspacefs.protocol import Filesystem
 from workspacefs.tools._core import Tool, ToolContext, ToolResult
-from workspacefs.tools._editing import current_id
+from workspacefs.tools._editing import RefusalError, current_id, read_file_call, require_fresh
 from workspacefs.tools._messages import display, failure, failure_from, human_size, plural, shown
+from workspacefs.undo import UndoLog
 
 __all__ = ["CP", "GLOB", "GREP", "LS", "MKDIR", "MV", "RM", "STAT"]
 
 GREP_DEFAULT_RESULTS = 200
 GLOB_MAX_SHOWN = 1000
+"""Names a listing shows (``glob``'s matches, ``ls``'s entries); the rest are counted, not shown."""
 _GREP_LINE_CHARS = 300
 
 
@@ -58,7 +60,15 @@ def ls(params: LsParams, *, context: ToolContext) -> ToolResult[list[dict[str, o
     where = display(fs, params.path)
     if not entries:
         return ToolResult(f"'{where}' is an empty directory.", [])
-    rows = [f"{e.name}/" if e.is_directory else f"{e.name}  ({human_size(e.size_bytes or 0)})" for e in entries]
+    rows = [
+        f"{e.name}/" if e.is_directory else f"{e.name}  ({human_size(e.size_bytes or 0)})"
+        for e in entries[:GLOB_MAX_SHOWN]
+    ]
+    if len(entries) > GLOB_MAX_SHOWN:  # a model reads a bounded listing, as glob's
+        rows.append(
+            f"… and {len(entries) - GLOB_MAX_SHOWN} more; glob with path=\"{where}\" and a pattern such as '*.py' "
+            "finds the ones you need."
+        )
     dirs = sum(e.is_directory for e in entries)
     header = f"{where}: {plural(len(entries) - dirs, 'file')}, {_dirs(dirs)}"
     return ToolResult(header + "\n" + "\n".join(rows), [asdict(e) for e in entries])
@@ -240,7 +250,11 @@ def _transfer(params: TransferParams, context: ToolContext, *, move: bool) -> To
     verb = "moved" if move else "copied"
     src, dst = display(fs, params.src), display(fs, params.dst)
     try:
+        if params.overwrite:
+            _require_replaceable(context, fs, params.src, params.dst)
         (fs.move if move else fs.copy)(params.src, params.dst, overwrite=params.overwrite)
+    except RefusalError as refused:
+        return refused.result()
     except (FileExistsError, IsADirectoryError, NotADirectoryError) as exc:
         kinds = _kinds(fs, params.src, params.dst)
         if kinds is not None and kinds[1] and not kinds[0]:  # a file onto a directory's name
@@ -267,6 +281,45 @@ def _transfer(params: TransferParams, context: ToolContext, *, move: bool) -> To
     if move:
         context.read_state.forget(fs, params.src)
     return ToolResult(f"{verb.capitalize()} '{src}' to '{dst}'.", {"src": src, "dst": dst})
+
+
+def _require_replaceable(context: ToolContext, fs: Filesystem, src: str, dst: str) -> None:
+    """An existing file ``overwrite`` would replace is overwritten as ``write_file`` overwrites: only once the model
+    has read it, at the version it holds now (``RefusalError`` otherwise; a directory, no file or ``src`` itself,
+    which the transfer refuses: nothing to ask)."""
+    try:
+        same = normalize_path(src, mount_point=fs.mount_point) == normalize_path(dst, mount_point=fs.mount_point)
+        if same or not fs.stat(dst).is_file:
+            return
+        now = current_id(fs, dst)
+    except (OSError, ValueError):  # missing, or a path the transfer itself refuses with its own message
+        return
+    require_fresh(context, fs, dst, now, reread=read_file_call(display(fs, dst)))
+
+
+def _may_replace(params: TransferParams, log: UndoLog) -> bool:
+    """True if the transfer can change ``dst``: it is missing, or ``overwrite`` replaces one of the source's kind
+    (else the call is refused before any change, and nothing of ``dst`` needs copying first)."""
+    try:
+        held = log.fs.stat(params.dst)
+    except FileNotFoundError:
+        return True
+    if not params.overwrite:
+        return False
+    try:
+        return log.fs.stat(params.src).is_directory == held.is_directory
+    except FileNotFoundError:
+        return False
+
+
+def _undo_move(params: TransferParams, log: UndoLog) -> None:
+    if _may_replace(params, log):
+        log.will_move(params.src, params.dst)
+
+
+def _undo_copy(params: TransferParams, log: UndoLog) -> None:
+    if _may_replace(params, log):
+        log.will_change(params.dst)  # copying a tree takes many steps
 
 
 def _kinds(fs: Filesystem, src: str, dst: str) -> tuple[bool, bool] | None:
@@ -352,7 +405,7 @@ MV = Tool(
     mutating=True,
     destructive=True,
     idempotent=False,
-    undo=lambda params, log: log.will_move(params.src, params.dst),
+    undo=_undo_move,
 )
 CP = Tool(
     "cp",
@@ -361,6 +414,6 @@ CP = Tool(
     cp,
     mutating=True,
     destructive=True,
-    undo=lambda params, log: log.will_change(params.dst),  # copying a tree takes many steps
+    undo=_undo_copy,
 )
 STAT = Tool("stat", "Describe a path: file or directory, size, modification time.", StatParams, stat)

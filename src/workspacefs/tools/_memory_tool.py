@@ -25,11 +25,12 @@ from workspacefs.tools._editing import (
     line_numbers,
     load_text,
     note_read,
+    record_edit,
     refuse_if_stale,
     require_fresh,
 )
 from workspacefs.tools._messages import failure, failure_from
-from workspacefs.tools._text_editor import clip
+from workspacefs.tools._text_editor import MAX_RESPONSE_CHARS, clip
 from workspacefs.tools._text_tools import MAX_WRITE_CHARS
 from workspacefs.undo import UndoLog
 
@@ -146,7 +147,16 @@ class _Memory:
             else:
                 rows.append(f"{_size(entry.size_bytes or 0)}\t{base}/{entry.name}")
         header = f"Here're the files and directories up to 2 levels deep in {given}, excluding hidden items:"
-        return header + "\n" + "\n".join(rows)
+        kept: list[str] = []
+        size = 0
+        for row in rows:  # whole rows, up to the text editor's cut
+            size += len(row) + 1
+            if size > MAX_RESPONSE_CHARS:
+                left = len(rows) - len(kept)
+                kept.append(f"… and {left} more not shown; view a file by its path, or delete memories not needed.")
+                break
+            kept.append(row)
+        return header + "\n" + "\n".join(kept)
 
     def _reread(self, given: str) -> str:
         return f'the view command (command="view", path="{given}")'
@@ -268,8 +278,9 @@ def _undo_plan(params: MemoryParams, log: UndoLog) -> None:
     try:
         if params.command == "rename" and params.old_path and params.new_path:
             log.will_move(memory_path(params.old_path), memory_path(params.new_path))
-        elif params.command in ("create", "str_replace", "insert", "delete") and params.path:
-            log.will_change(memory_path(params.path))
+        elif params.command in ("create", "str_replace", "insert") and params.path:
+            record_edit(log, memory_path(params.path), create=params.command == "create")
+        # delete: one delete call, as rm's, with nothing to put back part way (copying a tree first cost more)
     except RefusalError as refused:
         raise ValueError(refused.message) from None  # the handler refuses it with its own message
 

@@ -22,6 +22,7 @@ __all__ = [
     "parse_patch",
     "parse_v4a_create",
     "parse_v4a_update",
+    "proves_nothing",
 ]
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
@@ -270,6 +271,12 @@ def seek(
                 return position
             position += 1
     return None
+
+
+def proves_nothing(chunk: Chunk) -> bool:
+    """True if ``chunk`` names no line of the file: no anchor, and every line it expects is blank (whitespace alone
+    matches any empty line, since context is also matched ignoring surrounding whitespace)."""
+    return not chunk.anchors and all(not _strip(line) for line in chunk.old)
 
 
 def apply_chunks(text: str, chunks: Sequence[Chunk], where: str, *, insert_at_end: bool) -> str:

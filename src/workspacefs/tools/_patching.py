@@ -30,7 +30,7 @@ from workspacefs.tools._editing import (
     require_fresh,
 )
 from workspacefs.tools._messages import display, explain, human_size
-from workspacefs.tools._patch import FileOperation, PatchError, apply_chunks
+from workspacefs.tools._patch import FileOperation, PatchError, apply_chunks, proves_nothing
 from workspacefs.undo import UndoLog
 
 __all__ = ["PatchFailedError", "PlannedChange", "apply_planned", "plan_changes"]
@@ -72,7 +72,8 @@ def _norm(fs: Filesystem, path: str, index: int) -> str:
     try:
         return normalize_path(path, mount_point=fs.mount_point)
     except (ValueError, PermissionError, TypeError) as exc:
-        raise PatchFailedError(explain(exc, fs, path, verb="patched"), index, "invalid_path") from None
+        code = error_code(exc) or "invalid_path"
+        raise PatchFailedError(explain(exc, fs, path, verb="patched"), index, code) from None
 
 
 def _fail(exc: BaseException, fs: Filesystem, path: str, index: int, verb: str) -> PatchFailedError:
@@ -82,7 +83,7 @@ def _fail(exc: BaseException, fs: Filesystem, path: str, index: int, verb: str) 
         return PatchFailedError(exc.message, index, exc.code)
     if isinstance(exc, PatchError):
         return PatchFailedError(str(exc), index, "patch_mismatch")
-    return PatchFailedError(explain(exc, fs, path, verb=verb), index, "patch_failed")
+    return PatchFailedError(explain(exc, fs, path, verb=verb), index, error_code(exc) or "patch_failed")
 
 
 def _plan_one(context: ToolContext, fs: Filesystem, operation: FileOperation, *, insert_at_end: bool) -> PlannedChange:
@@ -108,7 +109,7 @@ def _plan_one(context: ToolContext, fs: Filesystem, operation: FileOperation, *,
             f"'{where}' does not exist, so it cannot be updated. To create it, add it as a new file.", "not_found"
         ) from None
     refuse_if_stale(context, fs, operation.path, loaded.content_id, reread)
-    if any(not chunk.anchors and len(chunk.old) == chunk.old.count("") for chunk in operation.chunks):
+    if any(proves_nothing(chunk) for chunk in operation.chunks):
         # a section with no line of the file to match proves nothing about it: read-before-write holds
         require_fresh(context, fs, operation.path, loaded.content_id, reread=reread)
     updated = apply_chunks(loaded.text, operation.chunks, where, insert_at_end=insert_at_end)

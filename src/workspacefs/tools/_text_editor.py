@@ -11,6 +11,7 @@ read-before-write apply (a file is "read" by ``view``), and ``undo_edit`` after 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,6 +29,7 @@ from workspacefs.tools._editing import (
     line_numbers,
     load_text,
     note_read,
+    record_edit,
     require_fresh,
     stale_refusal,
 )
@@ -35,7 +37,14 @@ from workspacefs.tools._messages import failure, failure_from, shown
 from workspacefs.tools._text_tools import MAX_WRITE_CHARS, loose_match_line
 from workspacefs.undo import UndoLog
 
-__all__ = ["TEXT_EDITOR_20250124", "TEXT_EDITOR_20250728", "TextEditorParams", "clip", "number_lines"]
+__all__ = [
+    "TEXT_EDITOR_20250124",
+    "TEXT_EDITOR_20250728",
+    "TextEditorParams",
+    "clip",
+    "number_lines",
+    "with_view_limit",
+]
 
 SNIPPET_LINES = 4
 MAX_RESPONSE_CHARS = 16_000
@@ -60,7 +69,7 @@ class TextEditorParams(BaseModel):
     insert_line: int | None = None
     insert_text: str | None = None
     view_range: list[Any] | None = None
-    max_characters: int | None = Field(None, ge=1)
+    max_characters: int | None = Field(None, ge=1, description="Cut a view shorter than the tool's own cut.")
 
 
 def clip(text: str, limit: int | None) -> str:
@@ -85,7 +94,9 @@ def _absolute(fs: Filesystem, norm: str) -> str:
 class _Editor:
     """One call of the tool: the filesystem, the context and the version's name and commands."""
 
-    def __init__(self, params: TextEditorParams, context: ToolContext, name: str, commands: tuple[str, ...]) -> None:
+    def __init__(
+        self, params: TextEditorParams, context: ToolContext, name: str, commands: tuple[str, ...], limit: int
+    ) -> None:
         assert context.filesystem is not None
         self.fs = context.filesystem
         self.context = context
@@ -93,6 +104,9 @@ class _Editor:
         self.name = name
         self.commands = commands
         self.path = params.path
+        asked = params.max_characters
+        self.limit = limit if asked is None else min(asked, limit)
+        """Where a view is cut: a model may ask for less than the tool's cut, never for more."""
 
     def reread(self) -> str:
         return f'the view command (command="view", path="{self.path}")'
@@ -144,7 +158,7 @@ class _Editor:
         text, start = loaded.text, 1
         if self.params.view_range:
             text, start = self._range(loaded.text)
-        return _output(text, self.path, start, self.params.max_characters)
+        return _output(text, self.path, start, self.limit)
 
     def _range(self, text: str) -> tuple[str, int]:
         view_range = self.params.view_range or []
@@ -183,7 +197,7 @@ class _Editor:
         listing = "\n".join([self.path.rstrip("/") or "/", *sorted(found)])
         return (
             f"Here's the files and directories up to 2 levels deep in {self.path}, excluding hidden items:\n"
-            f"{clip(listing, self.params.max_characters)}\n"
+            f"{clip(listing, self.limit)}\n"
         )
 
     def _create(self) -> str:
@@ -208,11 +222,11 @@ class _Editor:
         old, new = self.params.old_str, self.params.new_str or ""
         if old is None:
             raise RefusalError("Parameter `old_str` is required for command: str_replace")
+        check_edit_size("new_str", new, MAX_WRITE_CHARS)  # as sent: a CRLF file's line ends are not the model's
         loaded = self._load_for_edit()
         text = loaded.text
         if loaded.crlf and "\n" in old and "\r\n" not in old:
             old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
-        check_edit_size("new_str", new, MAX_WRITE_CHARS)
         lines, occurrences = line_numbers(text, old) if old else ([], 0)
         quoted = echo(self.params.old_str or "")
         if occurrences == 0:
@@ -300,13 +314,15 @@ class _Editor:
         self.context.edit_history.push(self.fs, self.path, loaded.encode(loaded.text), content_digest(data))
 
 
-def _handler(name: str, commands: tuple[str, ...]) -> Any:
+def _handler(name: str, commands: tuple[str, ...], limit: int = MAX_RESPONSE_CHARS) -> Any:
+    """The tool's handler; views are cut at ``limit`` characters (the tool definition's ``max_characters``)."""
+
     def handle(params: TextEditorParams, *, context: ToolContext) -> ToolResult[Any]:
         fs = context.filesystem
         if fs is None:
             return failure("No filesystem is available in this context; the tool cannot run.")
         try:
-            return ToolResult(_Editor(params, context, name, commands).run())
+            return ToolResult(_Editor(params, context, name, commands, limit).run())
         except RefusalError as refused:
             return refused.result()
         except (OSError, ValueError) as exc:
@@ -317,7 +333,7 @@ def _handler(name: str, commands: tuple[str, ...]) -> Any:
 
 def _undo_plan(params: TextEditorParams, log: UndoLog) -> None:
     if params.command in ("create", "str_replace", "insert", "undo_edit"):
-        log.will_change(params.path)
+        record_edit(log, params.path, create=params.command == "create")
 
 
 _DESCRIPTION = (
@@ -343,6 +359,13 @@ def _editor_tool(name: str, commands: tuple[str, ...]) -> Tool[TextEditorParams]
         idempotent=False,
         undo=_undo_plan,
     )
+
+
+def with_view_limit(tool: Tool[TextEditorParams], limit: int) -> Tool[TextEditorParams]:
+    """``tool`` with views cut at ``limit`` characters, whatever ``max_characters`` a model sends (it may only ask
+    for less): what a tool definition's ``max_characters`` sets."""
+    commands = _V0124 if tool.name == "str_replace_editor" else _V0728
+    return dataclasses.replace(tool, handler=_handler(tool.name, commands, limit))
 
 
 TEXT_EDITOR_20250728 = _editor_tool("str_replace_based_edit_tool", _V0728)

@@ -15,6 +15,8 @@ from workspacefs.streams import ContentHasher
 from workspacefs.tools._core import MAX_SEEN_TEXT, Tool, ToolContext, ToolResult
 from workspacefs.tools._editing import (
     RefusalError,
+    check_edit_size,
+    check_result_size,
     commit,
     current_id,
     load_text,
@@ -326,7 +328,10 @@ def _apply(text: str, edit: Edit, crlf: bool, number: int, total: int) -> str:
                 )
         raise RefusalError(f"{label}old_string was not found.{hint} Read the file again and copy the text exactly.")
     if edit.replace_all:
+        if len(new) > len(old):  # sized first: a short old_string can occur millions of times
+            check_result_size(label, len(text) + text.count(old) * (len(new) - len(old)))
         return text.replace(old, new)  # one pass over the text, however many occurrences there are
+    check_result_size(label, len(text) + len(new) - len(old))
     if second >= 0:
         raise RefusalError(
             f"{label}old_string occurs more than once (at line {_line_of(text, first)}, and again at line "
@@ -345,6 +350,8 @@ def edit_file(params: EditFileParams, *, context: ToolContext) -> ToolResult[dic
     reread = read_file_call(where)
     edits = params.all_edits()
     try:
+        label = "new_string" if len(edits) == 1 else f"The new_string of these {len(edits)} edits together"
+        check_edit_size(label, sum(len(edit.new_string) for edit in edits), MAX_WRITE_CHARS, tool="edit_file")
         loaded = load_text(fs, params.path)
         require_fresh(context, fs, params.path, loaded.content_id, expected=params.expected_hash, reread=reread)
         updated = loaded.text
@@ -391,7 +398,8 @@ EDIT_FILE = Tool(
     name="edit_file",
     description=(
         "Replace exact text in a file: `old_string` must occur exactly once (or pass replace_all=true). "
-        "Pass `edits` to apply several replacements all or nothing. Read the file first; copy text exactly, "
+        "Pass `edits` to apply several replacements all or nothing (at most 48,000 characters of new text per "
+        "call). Read the file first; copy text exactly, "
         "without read_file's line numbers. Returns a diff of the change."
     ),
     params=EditFileParams,

@@ -15,7 +15,7 @@ from workspacefs.tools._core import ToolContext
 from workspacefs.tools._dispatch import dispatch
 from workspacefs.tools._editing import plain_dict
 from workspacefs.tools._memory_tool import MEMORY
-from workspacefs.tools._text_editor import TEXT_EDITOR_20250124, TEXT_EDITOR_20250728
+from workspacefs.tools._text_editor import TEXT_EDITOR_20250124, TEXT_EDITOR_20250728, with_view_limit
 
 __all__ = ["ANTHROPIC_TOOLS", "handle_tool_use", "memory_tool", "text_editor_tool"]
 
@@ -70,11 +70,10 @@ def handle_tool_use(block: Any, context: ToolContext, *, max_characters: int | N
     else:
         name, raw, use_id = _infer_name(given), given, None
     arguments: Any = dict(raw) if isinstance(raw, Mapping) else raw  # anything else: dispatch explains it
-    if max_characters is not None and name == TEXT_EDITOR_20250728.name and isinstance(arguments, dict):
-        arguments.setdefault("max_characters", max_characters)
-    result = dispatch(
-        name, arguments, context, tools=ANTHROPIC_TOOLS, call_id=use_id if isinstance(use_id, str) else None
-    )
+    tools = ANTHROPIC_TOOLS
+    if max_characters is not None:  # the definition's cut, which a model's own max_characters cannot raise
+        tools = (with_view_limit(TEXT_EDITOR_20250728, max_characters), *ANTHROPIC_TOOLS[1:])
+    result = dispatch(name, arguments, context, tools=tools, call_id=use_id if isinstance(use_id, str) else None)
     answer: dict[str, Any] = {"type": "tool_result", "content": result.message}
     if use_id is not None:
         answer["tool_use_id"] = use_id
