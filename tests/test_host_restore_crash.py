@@ -127,3 +127,22 @@ def test_a_restore_in_progress_is_not_finished_by_another_open(tmp_path: Path) -
         assert not (snapshots / "restoring" / fs._restoring.path.name).exists()
         fs.restore(target)
         assert files(root) == V1 and not list((snapshots / "restoring").iterdir())
+
+
+def test_a_write_after_the_killed_restore_is_kept_for_the_finished_restore_s_undo(tmp_path: Path) -> None:
+    """Another process writes a file the killed attempt had already restored before an open finishes it: undoing
+    the finished restore gives that write back, not what the file held before the first attempt (that write was
+    otherwise lost for good: the journal keeps only what a change replaces)."""
+    root, snapshots = prepare(tmp_path, "on")
+    with HostFilesystem(root, snapshot_dir=snapshots) as writer:  # open before the kill: it finishes nothing
+        kill_at(root, snapshots, history="on", operation="restore", point="install", script=KILLED)
+        assert (root / "a.txt").read_text() == V1["a.txt"]  # the killed attempt put this one back already
+        writer.write("a.txt", "later\n")
+        writer.write("b.txt", "later b\n")  # not yet restored by the killed attempt
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        assert files(root) == V1 and fs.reaped.restores_finished == 1
+        [entry] = restores(fs)
+        fs.undo(entry.entry_id)
+        assert (root / "a.txt").read_text() == "later\n"
+        assert (root / "b.txt").read_text() == "later b\n"
+        assert (root / "d/c.txt").read_text() == V2["d/c.txt"]

@@ -674,7 +674,9 @@ class HostFilesystem(HostHistoryMixin):
         paths, before = self._journal_restore(snapshot)
         unfinished = self._unfinished
         if unfinished is not None and unfinished.snapshot_id == snapshot.snapshot_id:
-            before.update(unfinished.before)  # what the paths held before the killed attempt changed some
+            # what the killed attempt already restored held the record's "before"; a path that differs from the
+            # snapshot now was not reached, or was written since the kill: what it holds now is kept for undo
+            before = {**unfinished.before, **before}
             paths = sorted({*paths, *unfinished.before})
         with self._restoring.held(snapshot.snapshot_id, before):  # a kill inside: the next open finishes it
             self._restore_files(snapshot)
