@@ -101,3 +101,21 @@ def test_a_restore_record_the_old_directory_left_is_never_finished_in_the_new_on
         assert fs.reaped.state_retired and fs.reaped.restores_finished == 0
         assert sorted(os.listdir(root)) == ["theirs.txt"]
         assert not record.exists()
+
+
+def test_a_fork_made_again_where_a_deleted_fork_was_is_one_family_with_its_parent(tmp_path: Path) -> None:
+    """``fork(root=...)`` joins the family before it opens the new root: that open, finding the deleted fork's
+    identity, took the path out of the family again, and the fork failed ("belongs to another workspace root")."""
+    root, snapshots, forked = tmp_path / "root", tmp_path / "snapshots", tmp_path / "fork"
+    made(root, snapshots, {"a.txt": "a\n"})
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        with fs.fork(root=forked) as first:
+            first.write("old-fork.txt", "old\n")
+            old = first.snapshot(tag="old fork")
+        shutil.rmtree(forked)
+        with fs.fork(root=forked) as again:
+            assert again.reaped.state_retired  # the deleted fork's state is set aside
+            assert (forked / "a.txt").read_text() == "a\n" and not (forked / "old-fork.txt").exists()
+            work = again.snapshot(tag="fork work")
+            mergeable = {s.snapshot_id for s in fs.mergeable_snapshots()}
+            assert work.snapshot_id in mergeable and old.snapshot_id not in mergeable

@@ -757,8 +757,7 @@ class HostFilesystem(HostHistoryMixin):
         if snapshot is not None:
             self._check_compatible(snapshot)
         taken = self.snapshot() if snapshot is None else snapshot
-        self._snapshots.join_family(target)
-        forked = HostFilesystem(
+        forked = HostFilesystem(  # first: its open retires what a deleted directory at ``target`` left
             target,
             read_only=self._read_only if read_only is None else read_only,
             mount_point=self._mount_point,
@@ -767,6 +766,7 @@ class HostFilesystem(HostHistoryMixin):
             retention=self._snapshots.retention,
             quota=self._quota,
         )
+        self._snapshots.join_family(target)  # after that open, which takes a retired root out of the family
         forked._snapshots.restore(taken)
         return forked
 
