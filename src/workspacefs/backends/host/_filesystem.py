@@ -98,6 +98,9 @@ class HostFilesystem(HostHistoryMixin):
     """
 
     backend_name: ClassVar[str] = "host"
+    _finishes_restores_when_opened: ClassVar[bool] = True
+    """Whether ``__init__`` ends by finishing a killed restore; a subclass whose restore needs state its own
+    ``__init__`` sets after this one's (the container's sandbox) says ``False`` and calls ``_finish_restore``."""
     declared_capabilities: ClassVar[Capabilities] = Capabilities(
         host_directory=True, fork=True, merge=True, history=True, watch=True
     )
@@ -166,7 +169,7 @@ class HostFilesystem(HostHistoryMixin):
         file, so it looks at the entry first instead of linking first (see ``HostTree.finish_temp``'s ``fresh``)."""
         if use_ripgrep and self._ripgrep is None:
             raise RuntimeError("use_ripgrep=True but no rg binary was found (install ripgrep)")
-        if not read_only:
+        if not read_only and self._finishes_restores_when_opened:
             self._finish_restore()
 
     # --- properties ---------------------------------------------------------------------------------
