@@ -9,7 +9,11 @@ removed, after the first file is put back, and after every file is back but befo
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -146,3 +150,45 @@ def test_a_write_after_the_killed_restore_is_kept_for_the_finished_restore_s_und
         assert (root / "a.txt").read_text() == "later\n"
         assert (root / "b.txt").read_text() == "later b\n"
         assert (root / "d/c.txt").read_text() == V2["d/c.txt"]
+
+
+RESTORER = textwrap.dedent(
+    """
+    import sys
+    from workspacefs import HostFilesystem
+    fs = HostFilesystem(sys.argv[1], snapshot_dir=sys.argv[2])
+    fs.restore(next(s for s in fs.snapshots() if s.tag == sys.argv[3]))
+    """
+)
+
+
+def waits_on(lock: Path) -> bool:
+    """Whether a process waits for a ``flock`` of ``lock`` (a ``->`` line of ``/proc/locks`` naming its inode)."""
+    try:
+        inode = os.stat(lock).st_ino
+    except FileNotFoundError:
+        return False
+    lines = Path("/proc/locks").read_text().splitlines()
+    return any("->" in line and line.split()[6].endswith(f":{inode}") for line in lines)
+
+
+def test_a_second_restore_of_a_root_waits_for_the_first(tmp_path: Path) -> None:
+    """Two restores at once replaced each other's record: the first, killed, was never finished, and the second,
+    killed, would be finished by an open while the first still ran. Now another process's restore waits."""
+    root, snapshots = prepare(tmp_path, "on")
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        fs.snapshot(tag="v2")
+        target = next(s for s in fs.snapshots() if s.tag == "v1")
+        record = fs._restoring.path
+        turn = snapshots / "roots" / f"{record.stem}.restoring.lock"
+        with fs._restoring.held(target.snapshot_id, {}):  # a restore in progress
+            ours = os.stat(record).st_ino
+            child = subprocess.Popen([sys.executable, "-c", RESTORER, str(root), str(snapshots), "v2"])
+            while not waits_on(turn):
+                if child.poll() is not None:
+                    pytest.fail("another process restored while this restore ran (its record replaced this one's)")
+                time.sleep(0.01)
+            assert os.stat(record).st_ino == ours
+        assert child.wait() == 0
+    assert files(root) == {**{k: v for k, v in V1.items() if k != "d/e.txt"}, **V2}
+    assert not record.exists()
