@@ -192,3 +192,16 @@ def test_a_second_restore_of_a_root_waits_for_the_first(tmp_path: Path) -> None:
         assert child.wait() == 0
     assert files(root) == {**{k: v for k, v in V1.items() if k != "d/e.txt"}, **V2}
     assert not record.exists()
+
+
+def test_a_directory_at_the_record_s_name_never_fails_an_open(tmp_path: Path) -> None:
+    """Whatever is at the record's name, an open goes on: a directory there made every writable open fail
+    (``IsADirectoryError``; a FIFO made it wait for a writer for ever: it is opened without waiting now)."""
+    root, snapshots = prepare(tmp_path, "on")
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        record = fs._restoring.path
+    record.parent.mkdir(exist_ok=True)
+    record.mkdir()
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        assert (fs.reaped.restores_finished, fs.reaped.restores_failed) == (0, 0)
+        fs.write("a.txt", "still works\n")

@@ -16,6 +16,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -87,12 +88,13 @@ class RestoreRecord:
         """The record of a restore whose process died, claimed; ``None`` if there is none, its restorer still runs,
         or another open claimed it. A record that cannot be read is removed (nothing could finish it)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO: no wait
         except OSError:
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if not os.fstat(fd).st_nlink:  # finished and removed between the open and the lock
+            info = os.fstat(fd)
+            if not info.st_nlink or not stat.S_ISREG(info.st_mode):  # removed meanwhile, or no record at all
                 os.close(fd)
                 return None
             with os.fdopen(os.dup(fd), "rb") as handle:
