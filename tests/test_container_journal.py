@@ -240,3 +240,25 @@ def test_the_service_history_shows_a_command_run_in_the_sessions_directory(image
             assert client.get(f"{base}/fs/a.txt").json()["content"] == "one\n"
     finally:
         store.close()
+
+
+def test_a_restore_killed_in_a_container_workspace_is_finished_by_the_next_sandbox(image: str, tmp_path: Path) -> None:
+    """A restore's record that nobody holds (its process died) is finished when the next sandbox opens the same
+    directory: the finishing open ran inside ``HostFilesystem.__init__``, before the container's filesystem knew its
+    sandbox, so it failed ('no attribute _sandbox'), was only logged, and dropped the record for good."""
+    root, snapshots = tmp_path / "ws", tmp_path / "snapshots"
+    root.mkdir()
+    with ContainerSandbox(image, host_dir=root, snapshot_dir=snapshots) as first:
+        first.filesystem.write("a.txt", "v1\n")
+        target = first.filesystem.snapshot(tag="v1")
+        first.filesystem.write("a.txt", "v2\n")
+        first.filesystem.write("b.txt", "added since\n")
+        record = first.filesystem._restoring.path
+    record.parent.mkdir(exist_ok=True)
+    record.write_text(json.dumps({"snapshot": str(target.snapshot_id), "before": {}}))  # as a killed restore left
+    with ContainerSandbox(image, host_dir=root, snapshot_dir=snapshots) as second:
+        reaped = second.filesystem.reaped
+        assert (reaped.restores_finished, reaped.restores_failed) == (1, 0)
+        assert (root / "a.txt").read_text() == "v1\n" and not (root / "b.txt").exists()
+        assert second.exec(["cat", "a.txt"]).stdout == "v1\n"  # the container sees it too
+        assert not record.exists()

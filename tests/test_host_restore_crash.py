@@ -9,7 +9,11 @@ removed, after the first file is put back, and after every file is back but befo
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +131,77 @@ def test_a_restore_in_progress_is_not_finished_by_another_open(tmp_path: Path) -
         assert not (snapshots / "restoring" / fs._restoring.path.name).exists()
         fs.restore(target)
         assert files(root) == V1 and not list((snapshots / "restoring").iterdir())
+
+
+def test_a_write_after_the_killed_restore_is_kept_for_the_finished_restore_s_undo(tmp_path: Path) -> None:
+    """Another process writes a file the killed attempt had already restored before an open finishes it: undoing
+    the finished restore gives that write back, not what the file held before the first attempt (that write was
+    otherwise lost for good: the journal keeps only what a change replaces)."""
+    root, snapshots = prepare(tmp_path, "on")
+    with HostFilesystem(root, snapshot_dir=snapshots) as writer:  # open before the kill: it finishes nothing
+        kill_at(root, snapshots, history="on", operation="restore", point="install", script=KILLED)
+        assert (root / "a.txt").read_text() == V1["a.txt"]  # the killed attempt put this one back already
+        writer.write("a.txt", "later\n")
+        writer.write("b.txt", "later b\n")  # not yet restored by the killed attempt
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        assert files(root) == V1 and fs.reaped.restores_finished == 1
+        [entry] = restores(fs)
+        fs.undo(entry.entry_id)
+        assert (root / "a.txt").read_text() == "later\n"
+        assert (root / "b.txt").read_text() == "later b\n"
+        assert (root / "d/c.txt").read_text() == V2["d/c.txt"]
+
+
+RESTORER = textwrap.dedent(
+    """
+    import sys
+    from workspacefs import HostFilesystem
+    fs = HostFilesystem(sys.argv[1], snapshot_dir=sys.argv[2])
+    fs.restore(next(s for s in fs.snapshots() if s.tag == sys.argv[3]))
+    """
+)
+
+
+def waits_on(lock: Path) -> bool:
+    """Whether a process waits for a ``flock`` of ``lock`` (a ``->`` line of ``/proc/locks`` naming its inode)."""
+    try:
+        inode = os.stat(lock).st_ino
+    except FileNotFoundError:
+        return False
+    lines = Path("/proc/locks").read_text().splitlines()
+    return any("->" in line and line.split()[6].endswith(f":{inode}") for line in lines)
+
+
+def test_a_second_restore_of_a_root_waits_for_the_first(tmp_path: Path) -> None:
+    """Two restores at once replaced each other's record: the first, killed, was never finished, and the second,
+    killed, would be finished by an open while the first still ran. Now another process's restore waits."""
+    root, snapshots = prepare(tmp_path, "on")
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        fs.snapshot(tag="v2")
+        target = next(s for s in fs.snapshots() if s.tag == "v1")
+        record = fs._restoring.path
+        turn = snapshots / "roots" / f"{record.stem}.restoring.lock"
+        with fs._restoring.held(target.snapshot_id, {}):  # a restore in progress
+            ours = os.stat(record).st_ino
+            child = subprocess.Popen([sys.executable, "-c", RESTORER, str(root), str(snapshots), "v2"])
+            while not waits_on(turn):
+                if child.poll() is not None:
+                    pytest.fail("another process restored while this restore ran (its record replaced this one's)")
+                time.sleep(0.01)
+            assert os.stat(record).st_ino == ours
+        assert child.wait() == 0
+    assert files(root) == {**{k: v for k, v in V1.items() if k != "d/e.txt"}, **V2}
+    assert not record.exists()
+
+
+def test_a_directory_at_the_record_s_name_never_fails_an_open(tmp_path: Path) -> None:
+    """Whatever is at the record's name, an open goes on: a directory there made every writable open fail
+    (``IsADirectoryError``; a FIFO made it wait for a writer for ever: it is opened without waiting now)."""
+    root, snapshots = prepare(tmp_path, "on")
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        record = fs._restoring.path
+    record.parent.mkdir(exist_ok=True)
+    record.mkdir()
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        assert (fs.reaped.restores_finished, fs.reaped.restores_failed) == (0, 0)
+        fs.write("a.txt", "still works\n")

@@ -101,3 +101,39 @@ def test_a_restore_record_the_old_directory_left_is_never_finished_in_the_new_on
         assert fs.reaped.state_retired and fs.reaped.restores_finished == 0
         assert sorted(os.listdir(root)) == ["theirs.txt"]
         assert not record.exists()
+
+
+def test_a_fork_made_again_where_a_deleted_fork_was_is_one_family_with_its_parent(tmp_path: Path) -> None:
+    """``fork(root=...)`` joins the family before it opens the new root: that open, finding the deleted fork's
+    identity, took the path out of the family again, and the fork failed ("belongs to another workspace root")."""
+    root, snapshots, forked = tmp_path / "root", tmp_path / "snapshots", tmp_path / "fork"
+    made(root, snapshots, {"a.txt": "a\n"})
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        with fs.fork(root=forked) as first:
+            first.write("old-fork.txt", "old\n")
+            old = first.snapshot(tag="old fork")
+        shutil.rmtree(forked)
+        with fs.fork(root=forked) as again:
+            assert again.reaped.state_retired  # the deleted fork's state is set aside
+            assert (forked / "a.txt").read_text() == "a\n" and not (forked / "old-fork.txt").exists()
+            work = again.snapshot(tag="fork work")
+            mergeable = {s.snapshot_id for s in fs.mergeable_snapshots()}
+            assert work.snapshot_id in mergeable and old.snapshot_id not in mergeable
+
+
+@pytest.mark.parametrize("recorded", ["inode only", "another birth time"])
+def test_an_identity_recorded_without_a_birth_time_keeps_the_directory_s_state(tmp_path: Path, recorded: str) -> None:
+    """An open through a file system, kernel or libc that gives no birth time records the inode only: an open that
+    gets one must keep that directory's state (it retired it), and still retire another directory's."""
+    root, snapshots = tmp_path / "ws", tmp_path / "snapshots"
+    made(root, snapshots, {"a.txt": "a\n"})
+    inode = os.stat(root).st_ino
+    record = snapshots / "roots" / root_key(str(root))
+    assert record.read_text().startswith(f"{inode}:")  # this machine gives birth times
+    record.write_text(str(inode) if recorded == "inode only" else f"{inode}:1.000000000")
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        assert fs.reaped.state_retired is (recorded != "inode only")
+        assert len(fs.history()) == (2 if recorded == "inode only" else 0)
+    assert record.read_text().startswith(f"{inode}:") and record.read_text() != f"{inode}:1.000000000"
+    with HostFilesystem(root, snapshot_dir=snapshots) as fs:
+        assert not fs.reaped.state_retired

@@ -178,3 +178,17 @@ def test_a_chunk_of_the_wrong_length_fails_every_read(database: str) -> None:
     damage(database, "UPDATE wsfs_chunks SET data = :d WHERE hash = :h", d=BIG[:10], h=last)
     assert_every_read_fails(fs, snapshot, 5 * CHUNK_SIZE + 5)
     store.close()
+
+
+def test_healthy_empty_content_written_by_a_stream_is_undone_not_reported_lost(database: str) -> None:
+    """An empty file written through a stream is a blob of no chunks and no inline bytes: undoing the write that
+    replaced it failed with EIO "no longer kept" (the content lost, for healthy content)."""
+    store = SqlStore(database)
+    fs = SqlFilesystem(store, f"empty-{next(_ids)}")
+    with fs.open_write("e.txt"):
+        pass
+    fs.write("e.txt", "replaced\n")
+    [entry] = [e for e in fs.history() if e.changes[0].before is not None]
+    fs.undo(entry.entry_id)
+    assert fs.read_bytes("e.txt").content == b""
+    store.close()

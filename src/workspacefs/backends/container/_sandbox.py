@@ -418,6 +418,7 @@ class ContainerFilesystem(HostFilesystem):
     own files along with the workspace."""
 
     backend_name: ClassVar[str] = "container"
+    _finishes_restores_when_opened: ClassVar[bool] = False  # its restore needs the sandbox: see ``__init__``
     declared_capabilities: ClassVar[Capabilities] = Capabilities(
         host_directory=True, exec=True, history=True, watch=True
     )
@@ -457,6 +458,8 @@ class ContainerFilesystem(HostFilesystem):
         self._container_root = sandbox.workdir if below == "." else f"{sandbox.workdir}/{below}"
         if sandbox.commits:  # every way a snapshot goes (deleted, or pruned by retention) takes its image too
             self._snapshots.on_drop = sandbox.drop_commit
+        if not read_only:  # a restore killed part way, finished now that the sandbox is known
+            self._finish_restore()
 
     @property
     def sandbox(self) -> ContainerSandbox:

@@ -98,6 +98,9 @@ class HostFilesystem(HostHistoryMixin):
     """
 
     backend_name: ClassVar[str] = "host"
+    _finishes_restores_when_opened: ClassVar[bool] = True
+    """Whether ``__init__`` ends by finishing a killed restore; a subclass whose restore needs state its own
+    ``__init__`` sets after this one's (the container's sandbox) says ``False`` and calls ``_finish_restore``."""
     declared_capabilities: ClassVar[Capabilities] = Capabilities(
         host_directory=True, fork=True, merge=True, history=True, watch=True
     )
@@ -166,7 +169,7 @@ class HostFilesystem(HostHistoryMixin):
         file, so it looks at the entry first instead of linking first (see ``HostTree.finish_temp``'s ``fresh``)."""
         if use_ripgrep and self._ripgrep is None:
             raise RuntimeError("use_ripgrep=True but no rg binary was found (install ripgrep)")
-        if not read_only:
+        if not read_only and self._finishes_restores_when_opened:
             self._finish_restore()
 
     # --- properties ---------------------------------------------------------------------------------
@@ -674,7 +677,9 @@ class HostFilesystem(HostHistoryMixin):
         paths, before = self._journal_restore(snapshot)
         unfinished = self._unfinished
         if unfinished is not None and unfinished.snapshot_id == snapshot.snapshot_id:
-            before.update(unfinished.before)  # what the paths held before the killed attempt changed some
+            # what the killed attempt already restored held the record's "before"; a path that differs from the
+            # snapshot now was not reached, or was written since the kill: what it holds now is kept for undo
+            before = {**unfinished.before, **before}
             paths = sorted({*paths, *unfinished.before})
         with self._restoring.held(snapshot.snapshot_id, before):  # a kill inside: the next open finishes it
             self._restore_files(snapshot)
@@ -755,8 +760,7 @@ class HostFilesystem(HostHistoryMixin):
         if snapshot is not None:
             self._check_compatible(snapshot)
         taken = self.snapshot() if snapshot is None else snapshot
-        self._snapshots.join_family(target)
-        forked = HostFilesystem(
+        forked = HostFilesystem(  # first: its open retires what a deleted directory at ``target`` left
             target,
             read_only=self._read_only if read_only is None else read_only,
             mount_point=self._mount_point,
@@ -765,6 +769,7 @@ class HostFilesystem(HostHistoryMixin):
             retention=self._snapshots.retention,
             quota=self._quota,
         )
+        self._snapshots.join_family(target)  # after that open, which takes a retired root out of the family
         forked._snapshots.restore(taken)
         return forked
 

@@ -30,7 +30,7 @@ def claim_state(directory: Path, root: str, key: str, identity: str, snapshots: 
     roots = directory / "roots"
     record = roots / key
     with contextlib.suppress(FileNotFoundError):
-        if _read(record) == identity:  # the usual open: nothing to lock, write or retire
+        if _same(_read(record), identity, upgrade=False):  # the usual open: nothing to lock, write or retire
             return False
     roots.mkdir(exist_ok=True)
     lock = os.open(roots / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
@@ -40,9 +40,11 @@ def claim_state(directory: Path, root: str, key: str, identity: str, snapshots: 
             known: str | None = _read(record)
         except FileNotFoundError:
             known = None
-        if known == identity:
+        if known is not None and _same(known, identity, upgrade=False):
             return False
-        retired = known is not None and _retire(directory, root, key, snapshots)
+        retired = (
+            known is not None and not _same(known, identity, upgrade=True) and _retire(directory, root, key, snapshots)
+        )
         temp = roots / f".{key}.{uuid.uuid4().hex}"
         temp.write_text(identity, encoding="ascii")
         os.replace(temp, record)
@@ -82,6 +84,17 @@ def _leave_family(family: Path, root: str) -> None:
     temp = family.with_name(f".family.{uuid.uuid4().hex}")
     temp.write_text("".join(f"{line}\n" for line in lines if line != root), encoding="utf-8")
     os.replace(temp, family)
+
+
+def _same(known: str, identity: str, *, upgrade: bool) -> bool:
+    """Whether recorded ``known`` names the directory ``identity`` does. Where one side has no birth time (an open
+    through a file system, kernel or libc that gives none) only inodes compare: a directory's own state is never
+    retired for it. ``upgrade``: also when ``identity`` only adds the birth time (then worth recording)."""
+    if known == identity:
+        return True
+    known_inode, known_born = known.partition(":")[::2]
+    inode, born = identity.partition(":")[::2]
+    return known_inode == inode and (not born or (upgrade and not known_born))
 
 
 def _read(record: Path) -> str:

@@ -16,6 +16,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -41,11 +42,26 @@ class RestoreRecord:
 
     def __init__(self, directory: Path, root_key: str, *, durable: bool) -> None:
         self.path = directory / "restoring" / f"{root_key}.json"
+        self._turn = directory / "roots" / f"{root_key}.restoring.lock"
         self._durable = durable
 
     @contextlib.contextmanager
     def held(self, snapshot_id: uuid.UUID, before: Mapping[str, Seen]) -> Iterator[None]:
-        """Keep the record, locked, while the block restores ``snapshot_id``; remove it when the block ends."""
+        """Keep the record, locked, while the block restores ``snapshot_id``; remove it when the block ends. One
+        restore of a root at a time (another process's waits): a second one replaced the first's record, so the
+        first, killed, was never finished, and the second, killed, was finished by an open while the first ran."""
+        self._turn.parent.mkdir(parents=True, exist_ok=True)
+        turn = os.open(self._turn, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(turn, fcntl.LOCK_EX)
+            with self._recorded(snapshot_id, before):
+                yield
+        finally:
+            os.close(turn)
+
+    @contextlib.contextmanager
+    def _recorded(self, snapshot_id: uuid.UUID, before: Mapping[str, Seen]) -> Iterator[None]:
+        """The record of the block's restore, written (locked before its name is visible) and removed after."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temp = self.path.with_name(f".{self.path.name}.{uuid.uuid4().hex}")
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
@@ -72,12 +88,13 @@ class RestoreRecord:
         """The record of a restore whose process died, claimed; ``None`` if there is none, its restorer still runs,
         or another open claimed it. A record that cannot be read is removed (nothing could finish it)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO: no wait
         except OSError:
             return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if not os.fstat(fd).st_nlink:  # finished and removed between the open and the lock
+            info = os.fstat(fd)
+            if not info.st_nlink or not stat.S_ISREG(info.st_mode):  # removed meanwhile, or no record at all
                 os.close(fd)
                 return None
             with os.fdopen(os.dup(fd), "rb") as handle:
@@ -98,7 +115,7 @@ class RestoreRecord:
         try:
             with contextlib.suppress(FileNotFoundError):
                 if os.fstat(fd).st_ino == os.stat(self.path, follow_symlinks=False).st_ino:
-                    os.unlink(self.path)  # only our own record (held: no restore could have replaced it)
+                    os.unlink(self.path)  # only our own record (restores of a root take turns: none replaced it)
         finally:
             os.close(fd)
 

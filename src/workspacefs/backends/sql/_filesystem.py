@@ -377,6 +377,8 @@ class SqlFilesystem(BaseFilesystem):
             hashes, inline = self._store.blob_parts(connection, blob_id)
             if inline is not None:
                 return inline
+            if not hashes and not change.size_before:  # empty content streamed: a blob of no chunks, no data
+                return b""
             if not hashes:
                 raise OSError(5, "The content this entry replaced is no longer kept", change.path)
             spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES)  # noqa: SIM115 - the reader closes it
