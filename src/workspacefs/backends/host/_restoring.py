@@ -68,7 +68,9 @@ class RestoreRecord:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)  # before the name is visible: no open finds it unheld
             body = {"snapshot": str(snapshot_id), "before": {path: list(seen) for path, seen in before.items()}}
-            os.write(fd, json.dumps(body).encode())  # a record's size is the paths' (one write: a regular file)
+            data = memoryview(json.dumps(body).encode())
+            while data:  # a short write (a full disk raises; a signal may cut one) must not leave half a record
+                data = data[os.write(fd, data) :]
             if self._durable:
                 os.fsync(fd)
             os.replace(temp, self.path)
