@@ -9,18 +9,26 @@ refused archive leaves nothing behind (the import is rolled back).
 
 from __future__ import annotations
 
+import gzip
+import lzma
 import tarfile
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import IO, Literal
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from tarfile import GNUTYPE_LONGLINK, GNUTYPE_LONGNAME, GNUTYPE_SPARSE, SOLARIS_XHDTYPE, XGLTYPE, XHDTYPE
+from typing import IO, Any, Literal, cast
 
-from workspacefs.paths import join, normalize_path, relative_to
+from workspacefs.paths import ancestors, join, normalize_path, relative_to
 from workspacefs.protocol import ByteReader, Filesystem
 from workspacefs.undo import UndoLog
 
 __all__ = ["ArchiveStats", "UnsafeArchiveError", "export_tar", "import_tar"]
 
 _COPY_BLOCK = 1024 * 1024
+_MAX_METADATA = 1024 * 1024
+"""Bytes of PAX headers and GNU long names one member may carry (tarfile holds them whole; names need 4 KiB)."""
+_METADATA_TYPES = frozenset({XHDTYPE, XGLTYPE, SOLARIS_XHDTYPE, GNUTYPE_LONGNAME, GNUTYPE_LONGLINK})
 
 Progress = Callable[[int, "int | None"], None]
 """Called as content moves: ``(bytes so far, total bytes or None when unknown)``."""
@@ -40,7 +48,8 @@ class _Counted:
 
 
 class UnsafeArchiveError(ValueError):
-    """An archive member that could leave the target directory, or that is not a file or directory."""
+    """An archive refused: a member that could leave the target directory, that is not a file or directory, or
+    that contradicts an earlier member; or an archive that is not a readable tar."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,22 +114,135 @@ def export_tar(
     return ArchiveStats(files, dirs, total)
 
 
-def _member_path(member: tarfile.TarInfo, base: str) -> str:
+class _Reading(tarfile.TarFile):
+    """A streamed tar whose headers hold at most ``_MAX_METADATA`` bytes of metadata at a time (see ``_Header``)."""
+
+    chain_bytes = 0
+    """Bytes of extended headers and long names read for the member being read."""
+    global_bytes = 0
+    """Bytes of global extended headers read so far (they apply to every member after them)."""
+
+
+class _Header(tarfile.TarInfo):
+    """A member header that refuses what the reader would have to hold whole: metadata (PAX headers, GNU long
+    names) past ``_MAX_METADATA`` bytes, and sparse files (their maps grow with the archive, not its headers).
+
+    tarfile reads every extended header into memory in one piece; a gzip of a few hundred KiB can claim a
+    header of GBs. ``_proc_member`` is tarfile's documented hook for subclasses, called before any is read.
+    """
+
+    def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
+        reading = cast(_Reading, archive)
+        if self.type == GNUTYPE_SPARSE:
+            raise UnsafeArchiveError(f"Refusing archive member {self.name!r}: sparse files are not imported")
+        if self.type in _METADATA_TYPES:
+            if self.type == XGLTYPE:
+                reading.global_bytes += self.size
+            else:
+                reading.chain_bytes += self.size
+            if reading.chain_bytes + reading.global_bytes > _MAX_METADATA:
+                raise UnsafeArchiveError(
+                    f"Refusing the archive: its headers at byte {self.offset} hold more than "
+                    f"{_MAX_METADATA} bytes of metadata for one member"
+                )
+        else:
+            reading.chain_bytes = 0
+        processed: tarfile.TarInfo = cast(Any, super())._proc_member(archive)
+        return processed
+
+    def _proc_gnusparse_10(self, following: tarfile.TarInfo, pax_headers: dict[str, str], _tar: object) -> None:
+        name = pax_headers.get("GNU.sparse.name", following.name)
+        raise UnsafeArchiveError(f"Refusing archive member {name!r}: sparse files are not imported")
+
+
+@dataclass(slots=True)
+class _Claimed:
+    """The paths the archive's members have named so far: each once, a file never also a directory."""
+
+    files: set[str] = field(default_factory=set)
+    named_dirs: set[str] = field(default_factory=set)
+    dirs: set[str] = field(default_factory=set)
+    """Directories named by a member or lying above one."""
+
+    def claim(self, member: tarfile.TarInfo, relative: str) -> None:
+        """Record ``relative`` (the member's normalised name) or refuse a member that contradicts another."""
+        name = member.name
+        if relative in self.files or relative in self.named_dirs:
+            raise UnsafeArchiveError(f"Refusing archive member {name!r}: an earlier member names the same path")
+        if member.isdir():
+            self.named_dirs.add(relative)
+        elif relative == "" or relative in self.dirs:
+            raise UnsafeArchiveError(f"Refusing archive member {name!r}: a file where the archive has a directory")
+        for above in ancestors(relative):
+            if above in self.files:
+                raise UnsafeArchiveError(f"Refusing archive member {name!r}: it lies below the file {above!r}")
+            self.dirs.add(above)
+        (self.dirs if member.isdir() else self.files).add(relative)
+
+
+def _member_path(member: tarfile.TarInfo, base: str, claimed: _Claimed) -> str:
     name = member.name
     if name.startswith("/") or ".." in name.replace("\\", "/").split("/"):
         raise UnsafeArchiveError(f"Refusing archive member {name!r}: absolute names and '..' could leave the target")
-    if not (member.isfile() or member.isdir()):
+    if not (member.isfile() or member.isdir()) or member.sparse is not None:
         raise UnsafeArchiveError(f"Refusing archive member {name!r}: only files and directories are imported")
     try:
-        return join(base, normalize_path(name)) if normalize_path(name) else base
+        relative = normalize_path(name)
     except (ValueError, PermissionError) as exc:
         raise UnsafeArchiveError(f"Refusing archive member {name!r}: {exc}") from None
+    claimed.claim(member, relative)
+    return join(base, relative) if relative else base
+
+
+class _Peeked:
+    """A stream whose first bytes were read to recognise it, handed out again before the rest."""
+
+    def __init__(self, stream: IO[bytes], head: bytes) -> None:
+        self._stream = stream
+        self._head = head
+
+    def read(self, size: int = -1) -> bytes:
+        if not self._head:
+            return self._stream.read(size)
+        if size < 0:
+            head, self._head = self._head, b""
+            return head + self._stream.read()
+        head, self._head = self._head[:size], self._head[size:]
+        return head
+
+
+def _decompressed(stream: IO[bytes]) -> IO[bytes]:
+    """``stream`` as tar bytes: gzip through :mod:`gzip`, which checks the CRC that tarfile's own streamed
+    gunzip skips (a damaged archive imported altered content); other kinds as tarfile recognises them."""
+    head = stream.read(2)
+    peeked = _Peeked(stream, head)
+    if head == b"\x1f\x8b":
+        return cast(IO[bytes], gzip.GzipFile(fileobj=cast(IO[bytes], peeked), mode="rb"))
+    return cast(IO[bytes], peeked)
+
+
+@contextmanager
+def _reading(where: str) -> Iterator[None]:
+    """Refuse an archive that is not a readable tar (truncated, corrupt, not compressed as it claims) with
+    ``UnsafeArchiveError``; wraps only what reads the archive, so the target's own errors pass unchanged."""
+    try:
+        yield
+    except (tarfile.TarError, gzip.BadGzipFile, zlib.error, lzma.LZMAError, EOFError) as exc:
+        raise UnsafeArchiveError(f"Refusing the archive: it is not a readable tar {where} ({exc})") from None
 
 
 def _import(fs: Filesystem, tar: tarfile.TarFile, base: str, progress: Progress | None, undo: UndoLog) -> ArchiveStats:
     files = dirs = total = moved = 0
-    for member in tar:
-        target = _member_path(member, base)
+    claimed = _Claimed()
+    where = "after its first header"
+    while True:
+        with _reading(where):
+            member = tar.next()
+        if member is None:
+            break
+        tar.members.clear()  # type: ignore[attr-defined]  # a stream keeps every header read; one is needed
+        where = f"after member {member.name!r}"
+        target = _member_path(member, base, claimed)
         if member.isdir():
             if target:
                 undo.will_create(target)
@@ -131,7 +253,11 @@ def _import(fs: Filesystem, tar: tarfile.TarFile, base: str, progress: Progress 
         assert source is not None
         undo.will_change(target)
         with fs.open_write(target) as writer:
-            while block := source.read(_COPY_BLOCK):
+            while True:
+                with _reading(f"in member {member.name!r}"):
+                    block = source.read(_COPY_BLOCK)
+                if not block:
+                    break
                 writer.write(block)
                 moved += len(block)
                 if progress is not None:
@@ -145,16 +271,27 @@ def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".", progress: 
     """Unpack a tar (plain or compressed, streamed) from ``stream`` under ``path``; ``progress`` hears
     about every block written (the total of a stream is not known ahead).
 
+    Memory stays fixed in the content and grows only with the members' names (each path may be named once).
+
     Raises:
-        UnsafeArchiveError: a member is absolute, climbs with ``..``, or is a link or special file.
+        UnsafeArchiveError: a member is absolute, climbs with ``..``, is a link, special or sparse file, names
+            a path an earlier member named (``a`` and ``./a``) or a file where the archive has a directory; or
+            the archive is not a readable tar, or its headers hold more than 1 MiB of metadata for one member.
             Nothing of the archive remains: each path is recorded before it is written (an
             :class:`~workspacefs.undo.UndoLog`, costing what the import changes) and put back on failure.
     """
     base = normalize_path(path, mount_point=fs.mount_point)
     with UndoLog(fs) as undo:
         try:
-            with tarfile.open(fileobj=stream, mode="r|*") as tar:
-                return _import(fs, tar, base, progress, undo)
+            with _reading("at its start"):
+                source = _decompressed(stream)
+                tar = _Reading.open(fileobj=source, mode="r|*", tarinfo=_Header)
+            with tar:
+                stats = _import(fs, tar, base, progress, undo)
+            with _reading("after its last member"):
+                while source.read(_COPY_BLOCK):  # to gzip's checksum, which tarfile never reads
+                    pass
+            return stats
         except BaseException:
             undo.rollback()
             raise
