@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem
-from workspacefs.archive import UnsafeArchiveError, import_tar
+from workspacefs.archive import UnsafeArchiveError, export_tar, import_tar
 from workspacefs.protocol import Filesystem
 
 _count = itertools.count()
@@ -161,3 +161,12 @@ def test_sparse_members_are_refused(workspace: Filesystem) -> None:
     sparse_map = _padded(b"1000000000\n" + b"0\n0\n" * 100)
     archive = pax + _header(tarfile.REGTYPE, "GNUSparseFile.0/holes.bin", len(sparse_map)) + sparse_map
     _refused(workspace, archive + b"\0" * 1024, "holes.bin")
+
+
+@pytest.mark.parametrize(("path", "error"), [("typo", FileNotFoundError), ("src/./keep.py", NotADirectoryError)])
+def test_exporting_a_missing_path_or_a_file_is_refused_not_an_empty_archive(
+    workspace: Filesystem, path: str, error: type[OSError]
+) -> None:
+    with pytest.raises(error) as caught:
+        export_tar(workspace, io.BytesIO(), path=path)
+    assert caught.value.filename == path

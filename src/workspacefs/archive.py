@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from tarfile import GNUTYPE_LONGLINK, GNUTYPE_LONGNAME, GNUTYPE_SPARSE, SOLARIS_XHDTYPE, XGLTYPE, XHDTYPE
 from typing import IO, Any, Literal, cast
 
+from workspacefs.errors import not_a_directory
 from workspacefs.paths import ancestors, join, normalize_path, relative_to
 from workspacefs.protocol import ByteReader, Filesystem
 from workspacefs.undo import UndoLog
@@ -78,8 +79,14 @@ def export_tar(
 
     Member names are relative to ``path``; empty directories are kept. ``progress`` hears about every
     block of content, with the total known from the listing taken first.
+
+    Raises:
+        FileNotFoundError, NotADirectoryError: ``path`` is missing or a file (an empty archive would pass
+            for a backup of it).
     """
     base = normalize_path(path, mount_point=fs.mount_point)
+    if not fs.stat(path).is_directory:
+        raise not_a_directory(path)
     files = dirs = total = 0
     mode: Literal["w|", "w|gz"] = "w|gz" if compression == "gz" else "w|"
     members = _walk(fs, base)
