@@ -141,10 +141,12 @@ class UndoLog:
         return missing
 
     def _remember(self, record: _Absent | _Directory) -> None:
-        if any(known in self._seen for known in (record.path, *_ancestors(record.path))):
-            return  # an ancestor recorded as absent is removed whole; one recorded as a directory keeps it
-            return
+        if record.path in self._seen or any(above in self._absent for above in _ancestors(record.path)):
+            return  # an ancestor recorded as absent is removed whole; one recorded as a directory keeps only
+            # itself, so what lies below it (an empty directory, a path made later) needs a record of its own
         self._seen.add(record.path)
+        if isinstance(record, _Absent):
+            self._absent.add(record.path)
         self._records.append(record)
         self.stats.paths += 1
 
