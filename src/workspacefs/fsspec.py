@@ -396,6 +396,8 @@ class WorkspaceFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec ships
             self._writer = fs.workspace.open_write(path, mode=_WRITE_MODES[mode])
         try:  # fsspec's own buffering sees "xb" as "wb" (older releases know no "xb"): the writer checked already
             super().__init__(fs, path, "wb" if mode == "xb" else mode, **kwargs)
+            if mode == "ab":  # as a local file: tell() counts from the end of what is there
+                self.loc = _size_or_zero(fs.workspace, path)
         except BaseException:
             self._abandon()
             raise
@@ -467,6 +469,14 @@ class _AtomicText(io.TextIOWrapper):
             self.buffer._abandon()
         else:
             self.close()
+
+
+def _size_or_zero(workspace: Filesystem, path: str) -> int:
+    """The size of the file at ``path``, 0 if there is none yet."""
+    try:
+        return workspace.stat(path).size_bytes
+    except FileNotFoundError:
+        return 0
 
 
 def _bound(value: int | None, size: int, default: int) -> int:
