@@ -170,3 +170,13 @@ def test_exporting_a_missing_path_or_a_file_is_refused_not_an_empty_archive(
     with pytest.raises(error) as caught:
         export_tar(workspace, io.BytesIO(), path=path)
     assert caught.value.filename == path
+
+
+def test_a_member_longer_than_its_header_says_is_refused_not_the_end_of_the_archive(workspace: Filesystem) -> None:
+    spilled = _header(tarfile.REGTYPE, "first.txt", 3) + _padded(b"A" * 700)  # 700 bytes under a 3-byte header
+    later = _header(tarfile.REGTYPE, "second.txt", 2) + _padded(b"BB") + b"\0" * 1024
+    assert "byte 1024" in str(_refused(workspace, spilled + later, None))  # tarfile stopped there, "imported"
+    records = _pax_record("size", "-1")
+    negative = _header(tarfile.XHDTYPE, "././@PaxHeader", len(records)) + _padded(records)
+    negative += _header(tarfile.REGTYPE, "minus.txt", 0) + b"\0" * 1024
+    _refused(workspace, negative, "minus.txt")

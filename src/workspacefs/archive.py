@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from tarfile import GNUTYPE_LONGLINK, GNUTYPE_LONGNAME, GNUTYPE_SPARSE, SOLARIS_XHDTYPE, XGLTYPE, XHDTYPE
-from typing import IO, Any, Literal, cast
+from typing import IO, Any, Literal, Self, cast
 
 from workspacefs.errors import not_a_directory
 from workspacefs.paths import ancestors, join, normalize_path, relative_to
@@ -29,6 +29,10 @@ __all__ = ["ArchiveStats", "UnsafeArchiveError", "export_tar", "import_tar"]
 _COPY_BLOCK = 1024 * 1024
 _MAX_METADATA = 1024 * 1024
 """Bytes of PAX headers and GNU long names one member may carry (tarfile holds them whole; names need 4 KiB)."""
+_END_OF_ARCHIVE: tuple[type[Exception], ...] = (
+    getattr(tarfile, "EOFHeaderError"),  # noqa: B009 - not in typeshed: a zero block ends the archive
+    getattr(tarfile, "EmptyHeaderError"),  # noqa: B009 - the stream ended where a header would start
+)
 _METADATA_TYPES = frozenset({XHDTYPE, XGLTYPE, SOLARIS_XHDTYPE, GNUTYPE_LONGNAME, GNUTYPE_LONGLINK})
 
 Progress = Callable[[int, "int | None"], None]
@@ -138,6 +142,20 @@ class _Header(tarfile.TarInfo):
     header of GBs. ``_proc_member`` is tarfile's documented hook for subclasses, called before any is read.
     """
 
+    @classmethod
+    def fromtarfile(cls, archive: tarfile.TarFile) -> Self:
+        """The next header, or a refusal where tarfile would take a damaged one for the end of the archive (a
+        member whose content runs past its declared size: the rest of the archive was silently dropped)."""
+        try:
+            return super().fromtarfile(archive)
+        except _END_OF_ARCHIVE:
+            raise
+        except tarfile.HeaderError as exc:
+            raise UnsafeArchiveError(
+                f"Refusing the archive: the block at byte {archive.offset} is no tar header ({exc}); the member "
+                "before it may hold more than its header says"
+            ) from None
+
     def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
         reading = cast(_Reading, archive)
         if self.type == GNUTYPE_SPARSE:
@@ -193,6 +211,8 @@ def _member_path(member: tarfile.TarInfo, base: str, claimed: _Claimed) -> str:
         raise UnsafeArchiveError(f"Refusing archive member {name!r}: absolute names and '..' could leave the target")
     if not (member.isfile() or member.isdir()) or member.sparse is not None:
         raise UnsafeArchiveError(f"Refusing archive member {name!r}: only files and directories are imported")
+    if member.size < 0:
+        raise UnsafeArchiveError(f"Refusing archive member {name!r}: its header declares {member.size} bytes")
     try:
         relative = normalize_path(name)
     except (ValueError, PermissionError) as exc:
