@@ -612,3 +612,15 @@ def test_append_mode_tells_positions_from_the_end_of_the_file(bridge: WorkspaceF
     with bridge.open("/new.txt", "ab") as handle:
         assert handle.tell() == 0
     assert bridge.cat_file("/log.txt") == b"12345678"
+
+
+def test_storage_options_are_the_workspaces_never_silently_dropped() -> None:
+    opened = fsspec.filesystem("workspace", url="memory://", read_only="true")
+    assert opened.workspace.read_only
+    with pytest.raises(PermissionError):
+        opened.pipe_file("/a.txt", b"x")
+    with pytest.raises(ValueError, match="bogus"):
+        fsspec.filesystem("workspace", url="memory://", bogus="1")
+    with pytest.raises(TypeError, match="read_only"):
+        fsspec.filesystem("workspace", fs=InMemoryFilesystem(), read_only=True)
+    assert fsspec.filesystem("workspace", fs=InMemoryFilesystem(), use_listings_cache=False).ls("/") == []

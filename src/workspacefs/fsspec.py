@@ -52,6 +52,10 @@ _WRITE_MODES: dict[str, WriteMode] = {"wb": "overwrite", "xb": "create", "ab": "
 _BLOCK_SIZE = 16 * DEFAULT_CHUNK_SIZE
 """Bytes a bridge file buffers: the read-ahead of a reader, the batch a writer hands its stream (1 MiB)."""
 _MAGIC = frozenset("*?[")
+_FSSPEC_OPTIONS = frozenset(
+    {"use_listings_cache", "listings_expiry_time", "max_paths", "skip_instance_cache", "asynchronous", "loop"}
+)
+"""Storage options fsspec's own ``AbstractFileSystem`` takes; any other is the workspace's (``url=`` only)."""
 
 
 def _timestamp(moment: datetime | None) -> float | None:
@@ -115,8 +119,16 @@ class WorkspaceFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
             raise ValueError("WorkspaceFileSystem needs a workspace: fs=<a workspacefs filesystem> or url=<…>")
         if fs is not None and not isinstance(fs, Filesystem):
             raise TypeError(f"fs must be a workspacefs Filesystem, got {type(fs).__name__}")
+        options = {key: storage_options.pop(key) for key in list(storage_options) if key not in _FSSPEC_OPTIONS}
+        if options and url is None:  # read_only=True silently ignored would leave the workspace writable
+            raise TypeError(
+                f"Options {', '.join(sorted(options))} apply to a workspace opened from url=; the workspace given as "
+                "fs= is used as it is"
+            )
         super().__init__(**storage_options)
-        self._workspace: Filesystem = open_filesystem(url) if url is not None else cast(Filesystem, fs)
+        self._workspace: Filesystem = (
+            open_filesystem(url, **options) if url is not None else cast(Filesystem, fs)
+        )  # open_filesystem refuses an option it does not know
         self._owned = fs is None
 
     @property
