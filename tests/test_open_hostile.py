@@ -63,3 +63,10 @@ def test_credentials_in_a_url_never_reach_a_message(url: str) -> None:
     with pytest.raises(ValueError) as refused:
         UrlSessions(url.replace("://", "ish://", 1))
     assert SECRET not in str(refused.value)
+
+
+def test_a_sessions_root_is_checked_at_start_for_parameters_the_service_adds(fast_tmp: Path) -> None:
+    with pytest.raises(ValueError, match="more than once"):
+        UrlSessions(f"file://{fast_tmp}/{{agent}}/{{session}}?read_only=false&read_only=true")
+    with pytest.raises(ValueError, match="agent= and session="):
+        UrlSessions(f"composite://{fast_tmp}/mounts.toml?agent=me")

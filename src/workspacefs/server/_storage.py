@@ -25,7 +25,7 @@ from typing import Any, ClassVar, cast
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from workspacefs.backends.sql import SqlFilesystem, SqlStore
-from workspacefs.open import display_url, open_filesystem, registered_backends
+from workspacefs.open import display_url, open_filesystem, registered_backends, url_parameters
 from workspacefs.protocol import Filesystem, SnapshotableFilesystem
 from workspacefs.quota import QUOTA_URL_PARAMETERS, Quota
 from workspacefs.server.catalog import DEFAULT_AGENT, CatalogEntry
@@ -124,6 +124,9 @@ class UrlSessions(SessionStorage):
                 f"A {scheme}:// sessions root must place {{agent}} and {{session}} in its URL (or its mounts' URLs), "
                 "so sessions do not share one tree"
             )
+        given = url_parameters(root)  # a parameter given twice is refused at start, not at each session's open
+        if scheme == "composite" and {"agent", "session"} & given.keys():
+            raise ValueError("A composite:// sessions root leaves agent= and session= to the service, which adds them")
         self.root = root
         self.scheme = scheme
 
