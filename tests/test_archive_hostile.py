@@ -180,3 +180,12 @@ def test_a_member_longer_than_its_header_says_is_refused_not_the_end_of_the_arch
     negative = _header(tarfile.XHDTYPE, "././@PaxHeader", len(records)) + _padded(records)
     negative += _header(tarfile.REGTYPE, "minus.txt", 0) + b"\0" * 1024
     _refused(workspace, negative, "minus.txt")
+
+
+def test_an_import_into_a_read_only_workspace_names_the_member_not_the_undo(fast_tmp: Path) -> None:
+    (fast_tmp / "read-only").mkdir(exist_ok=True)
+    for fs in (InMemoryFilesystem(read_only=True), HostFilesystem(fast_tmp / "read-only", read_only=True)):
+        with pytest.raises(PermissionError) as caught:
+            import_tar(fs, io.BytesIO(_tar([("d/x.txt", b"x")])))
+        assert caught.value.filename == "d/x.txt"  # was 'd': undoing what was never made failed, and won
+        assert not getattr(caught.value, "__notes__", None)

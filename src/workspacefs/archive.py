@@ -319,6 +319,6 @@ def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".", progress: 
                 while source.read(_COPY_BLOCK):  # to gzip's checksum, which tarfile never reads
                     pass
             return stats
-        except BaseException:
-            undo.rollback()
+        except BaseException as exc:
+            undo.rollback_after(exc)
             raise

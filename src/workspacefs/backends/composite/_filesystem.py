@@ -246,9 +246,9 @@ class CompositeFilesystem(CompositeHistory, CompositeSnapshots, BaseFilesystem):
                 undo.will_change(target.inner(dst))
             try:
                 replace()
-            except BaseException:
+            except BaseException as exc:
                 with target.speaking_outside():
-                    undo.rollback()
+                    undo.rollback_after(exc)
                 raise
 
     def _copy_file(self, src: str, dst: str) -> None:
