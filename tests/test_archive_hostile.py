@@ -3,9 +3,11 @@ fixed memory, and the workspace is left as it was (memory, host and SQLite)."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
 import itertools
+import lzma
 import tarfile
 import tracemalloc
 from collections.abc import Iterator
@@ -86,6 +88,11 @@ def test_members_that_contradict_each_other_are_refused(
 
 def test_a_truncated_or_corrupt_archive_is_refused_by_type(workspace: Filesystem) -> None:
     whole = _tar([("new.txt", b"1"), ("big.bin", b"x" * 100_000)])
+    for compress in (bz2.compress, lzma.compress, gzip.compress):  # whole ones, each recognised, import
+        import_tar(workspace, io.BytesIO(compress(whole)))
+        assert workspace.read_bytes("big.bin").content == b"x" * 100_000
+        workspace.delete("big.bin")
+        workspace.delete("new.txt")
     assert "in member 'big.bin'" in str(_refused(workspace, whole[:5_000], "big.bin"))
     _refused(workspace, b"not a tar at all" * 100, None)
     damaged = bytearray(gzip.compress(whole))

@@ -235,7 +235,7 @@ class _Peeked:
             head, self._head = self._head, b""
             return head + self._stream.read()
         head, self._head = self._head[:size], self._head[size:]
-        return head
+        return head + self._stream.read(size - len(head)) if size > len(head) else head
 
 
 def _decompressed(stream: IO[bytes]) -> IO[bytes]:
