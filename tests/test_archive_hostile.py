@@ -8,6 +8,7 @@ import gzip
 import io
 import itertools
 import lzma
+import os
 import tarfile
 import tracemalloc
 from collections.abc import Iterator
@@ -196,3 +197,16 @@ def test_an_import_into_a_read_only_workspace_names_the_member_not_the_undo(fast
             import_tar(fs, io.BytesIO(_tar([("d/x.txt", b"x")])))
         assert caught.value.filename == "d/x.txt"  # was 'd': undoing what was never made failed, and won
         assert not getattr(caught.value, "__notes__", None)
+
+
+def test_only_a_gzip_is_read_past_the_end_and_not_far(workspace: Filesystem) -> None:
+    archive = _tar([("new.txt", b"1")])
+    read_end, write_end = os.pipe()
+    with open(read_end, "rb", buffering=0) as source, open(write_end, "wb") as sink:
+        sink.write(archive)
+        sink.flush()  # and the writer stays open: a plain tar ends at its end marker, not at the stream's end
+        import_tar(workspace, source)
+    assert workspace.read("new.txt").content == "1"
+    workspace.delete("new.txt")
+    padded = gzip.compress(archive + b"\0" * (17 * 1024 * 1024))  # 17 KiB of gzip, 17 MiB after the end
+    assert "follow its end" in str(_refused(workspace, padded, None))

@@ -29,6 +29,8 @@ __all__ = ["ArchiveStats", "UnsafeArchiveError", "export_tar", "import_tar"]
 _COPY_BLOCK = 1024 * 1024
 _MAX_METADATA = 1024 * 1024
 """Bytes of PAX headers and GNU long names one member may carry (tarfile holds them whole; names need 4 KiB)."""
+_MAX_TRAILING = 16 * 1024 * 1024
+"""Bytes a gzip may hold after the tar's end (tar pads to its record size, 10 KiB by default; ``-b 2048``: 1 MiB)."""
 _END_OF_ARCHIVE: tuple[type[Exception], ...] = (
     getattr(tarfile, "EOFHeaderError"),  # noqa: B009 - not in typeshed: a zero block ends the archive
     getattr(tarfile, "EmptyHeaderError"),  # noqa: B009 - the stream ended where a header would start
@@ -238,14 +240,25 @@ class _Peeked:
         return head + self._stream.read(size - len(head)) if size > len(head) else head
 
 
-def _decompressed(stream: IO[bytes]) -> IO[bytes]:
+def _decompressed(stream: IO[bytes]) -> IO[bytes] | gzip.GzipFile:
     """``stream`` as tar bytes: gzip through :mod:`gzip`, which checks the CRC that tarfile's own streamed
     gunzip skips (a damaged archive imported altered content); other kinds as tarfile recognises them."""
     head = stream.read(2)
     peeked = _Peeked(stream, head)
     if head == b"\x1f\x8b":
-        return cast(IO[bytes], gzip.GzipFile(fileobj=cast(IO[bytes], peeked), mode="rb"))
+        return gzip.GzipFile(fileobj=cast(IO[bytes], peeked), mode="rb")
     return cast(IO[bytes], peeked)
+
+
+def _check_gzip_end(source: gzip.GzipFile) -> None:
+    """Read on to gzip's checksum, which tarfile stops short of (only a gzip is read past the archive's end: a
+    plain stream may stay open after it); more than ``_MAX_TRAILING`` bytes after the end is refused."""
+    with _reading("after its last member"):
+        trailing = 0
+        while block := source.read(_COPY_BLOCK):
+            trailing += len(block)
+            if trailing > _MAX_TRAILING:
+                raise UnsafeArchiveError(f"Refusing the archive: more than {_MAX_TRAILING} bytes follow its end")
 
 
 @contextmanager
@@ -315,9 +328,8 @@ def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".", progress: 
                 tar = _Reading.open(fileobj=source, mode="r|*", tarinfo=_Header)
             with tar:
                 stats = _import(fs, tar, base, progress, undo)
-            with _reading("after its last member"):
-                while source.read(_COPY_BLOCK):  # to gzip's checksum, which tarfile never reads
-                    pass
+            if isinstance(source, gzip.GzipFile):
+                _check_gzip_end(source)
             return stats
         except BaseException as exc:
             undo.rollback_after(exc)
