@@ -4,21 +4,19 @@ Both directions stream: file content flows through the backends' own readers and
 so a tree of any size moves in fixed memory, to or from a pipe. Import is safe by construction:
 names are validated by ``paths.py`` (no absolute names, no ``..``), only regular files and
 directories are accepted (links, devices and FIFOs are refused), and on a snapshotable filesystem a
-refused archive leaves nothing behind (the import is rolled back).
+refused archive leaves nothing behind (the import is rolled back). What tarfile itself would take on trust
+from a hostile stream is refused in ``_reading.py``.
 """
 
 from __future__ import annotations
 
 import gzip
-import lzma
 import tarfile
-import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from tarfile import GNUTYPE_LONGLINK, GNUTYPE_LONGNAME, GNUTYPE_SPARSE, SOLARIS_XHDTYPE, XGLTYPE, XHDTYPE
-from typing import IO, Any, Literal, Self, cast
+from typing import IO, Literal
 
+from workspacefs.archive._reading import UnsafeArchiveError, check_gzip_end, open_archive, reading
 from workspacefs.errors import not_a_directory
 from workspacefs.paths import ancestors, join, normalize_path, relative_to
 from workspacefs.protocol import ByteReader, Filesystem
@@ -27,15 +25,6 @@ from workspacefs.undo import UndoLog
 __all__ = ["ArchiveStats", "UnsafeArchiveError", "export_tar", "import_tar"]
 
 _COPY_BLOCK = 1024 * 1024
-_MAX_METADATA = 1024 * 1024
-"""Bytes of PAX headers and GNU long names one member may carry (tarfile holds them whole; names need 4 KiB)."""
-_MAX_TRAILING = 16 * 1024 * 1024
-"""Bytes a gzip may hold after the tar's end (tar pads to its record size, 10 KiB by default; ``-b 2048``: 1 MiB)."""
-_END_OF_ARCHIVE: tuple[type[Exception], ...] = (
-    getattr(tarfile, "EOFHeaderError"),  # noqa: B009 - not in typeshed: a zero block ends the archive
-    getattr(tarfile, "EmptyHeaderError"),  # noqa: B009 - the stream ended where a header would start
-)
-_METADATA_TYPES = frozenset({XHDTYPE, XGLTYPE, SOLARIS_XHDTYPE, GNUTYPE_LONGNAME, GNUTYPE_LONGLINK})
 
 Progress = Callable[[int, "int | None"], None]
 """Called as content moves: ``(bytes so far, total bytes or None when unknown)``."""
@@ -52,11 +41,6 @@ class _Counted:
         data = self._reader.read(size)
         self._report(len(data))
         return data
-
-
-class UnsafeArchiveError(ValueError):
-    """An archive refused: a member that could leave the target directory, that is not a file or directory, or
-    that contradicts an earlier member; or an archive that is not a readable tar."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,61 +111,6 @@ def export_tar(
     return ArchiveStats(files, dirs, total)
 
 
-class _Reading(tarfile.TarFile):
-    """A streamed tar whose headers hold at most ``_MAX_METADATA`` bytes of metadata at a time (see ``_Header``)."""
-
-    chain_bytes = 0
-    """Bytes of extended headers and long names read for the member being read."""
-    global_bytes = 0
-    """Bytes of global extended headers read so far (they apply to every member after them)."""
-
-
-class _Header(tarfile.TarInfo):
-    """A member header that refuses what the reader would have to hold whole: metadata (PAX headers, GNU long
-    names) past ``_MAX_METADATA`` bytes, and sparse files (their maps grow with the archive, not its headers).
-
-    tarfile reads every extended header into memory in one piece; a gzip of a few hundred KiB can claim a
-    header of GBs. ``_proc_member`` is tarfile's documented hook for subclasses, called before any is read.
-    """
-
-    @classmethod
-    def fromtarfile(cls, archive: tarfile.TarFile) -> Self:
-        """The next header, or a refusal where tarfile would take a damaged one for the end of the archive (a
-        member whose content runs past its declared size: the rest of the archive was silently dropped)."""
-        try:
-            return super().fromtarfile(archive)
-        except _END_OF_ARCHIVE:
-            raise
-        except tarfile.HeaderError as exc:
-            raise UnsafeArchiveError(
-                f"Refusing the archive: the block at byte {archive.offset} is no tar header ({exc}); the member "
-                "before it may hold more than its header says"
-            ) from None
-
-    def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
-        reading = cast(_Reading, archive)
-        if self.type == GNUTYPE_SPARSE:
-            raise UnsafeArchiveError(f"Refusing archive member {self.name!r}: sparse files are not imported")
-        if self.type in _METADATA_TYPES:
-            if self.type == XGLTYPE:
-                reading.global_bytes += self.size
-            else:
-                reading.chain_bytes += self.size
-            if reading.chain_bytes + reading.global_bytes > _MAX_METADATA:
-                raise UnsafeArchiveError(
-                    f"Refusing the archive: its headers at byte {self.offset} hold more than "
-                    f"{_MAX_METADATA} bytes of metadata for one member"
-                )
-        else:
-            reading.chain_bytes = 0
-        processed: tarfile.TarInfo = cast(Any, super())._proc_member(archive)
-        return processed
-
-    def _proc_gnusparse_10(self, following: tarfile.TarInfo, pax_headers: dict[str, str], _tar: object) -> None:
-        name = pax_headers.get("GNU.sparse.name", following.name)
-        raise UnsafeArchiveError(f"Refusing archive member {name!r}: sparse files are not imported")
-
-
 @dataclass(slots=True)
 class _Claimed:
     """The paths the archive's members have named so far: each once, a file never also a directory."""
@@ -223,60 +152,12 @@ def _member_path(member: tarfile.TarInfo, base: str, claimed: _Claimed) -> str:
     return join(base, relative) if relative else base
 
 
-class _Peeked:
-    """A stream whose first bytes were read to recognise it, handed out again before the rest."""
-
-    def __init__(self, stream: IO[bytes], head: bytes) -> None:
-        self._stream = stream
-        self._head = head
-
-    def read(self, size: int = -1) -> bytes:
-        if not self._head:
-            return self._stream.read(size)
-        if size < 0:
-            head, self._head = self._head, b""
-            return head + self._stream.read()
-        head, self._head = self._head[:size], self._head[size:]
-        return head + self._stream.read(size - len(head)) if size > len(head) else head
-
-
-def _decompressed(stream: IO[bytes]) -> IO[bytes] | gzip.GzipFile:
-    """``stream`` as tar bytes: gzip through :mod:`gzip`, which checks the CRC that tarfile's own streamed
-    gunzip skips (a damaged archive imported altered content); other kinds as tarfile recognises them."""
-    head = stream.read(2)
-    peeked = _Peeked(stream, head)
-    if head == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=cast(IO[bytes], peeked), mode="rb")
-    return cast(IO[bytes], peeked)
-
-
-def _check_gzip_end(source: gzip.GzipFile) -> None:
-    """Read on to gzip's checksum, which tarfile stops short of (only a gzip is read past the archive's end: a
-    plain stream may stay open after it); more than ``_MAX_TRAILING`` bytes after the end is refused."""
-    with _reading("after its last member"):
-        trailing = 0
-        while block := source.read(_COPY_BLOCK):
-            trailing += len(block)
-            if trailing > _MAX_TRAILING:
-                raise UnsafeArchiveError(f"Refusing the archive: more than {_MAX_TRAILING} bytes follow its end")
-
-
-@contextmanager
-def _reading(where: str) -> Iterator[None]:
-    """Refuse an archive that is not a readable tar (truncated, corrupt, not compressed as it claims) with
-    ``UnsafeArchiveError``; wraps only what reads the archive, so the target's own errors pass unchanged."""
-    try:
-        yield
-    except (tarfile.TarError, gzip.BadGzipFile, zlib.error, lzma.LZMAError, EOFError) as exc:
-        raise UnsafeArchiveError(f"Refusing the archive: it is not a readable tar {where} ({exc})") from None
-
-
 def _import(fs: Filesystem, tar: tarfile.TarFile, base: str, progress: Progress | None, undo: UndoLog) -> ArchiveStats:
     files = dirs = total = moved = 0
     claimed = _Claimed()
     where = "after its first header"
     while True:
-        with _reading(where):
+        with reading(where):
             member = tar.next()
         if member is None:
             break
@@ -294,7 +175,7 @@ def _import(fs: Filesystem, tar: tarfile.TarFile, base: str, progress: Progress 
         undo.will_change(target)
         with fs.open_write(target) as writer:
             while True:
-                with _reading(f"in member {member.name!r}"):
+                with reading(f"in member {member.name!r}"):
                     block = source.read(_COPY_BLOCK)
                 if not block:
                     break
@@ -323,13 +204,11 @@ def import_tar(fs: Filesystem, stream: IO[bytes], *, path: str = ".", progress: 
     base = normalize_path(path, mount_point=fs.mount_point)
     with UndoLog(fs) as undo:
         try:
-            with _reading("at its start"):
-                source = _decompressed(stream)
-                tar = _Reading.open(fileobj=source, mode="r|*", tarinfo=_Header)
+            tar, source = open_archive(stream)
             with tar:
                 stats = _import(fs, tar, base, progress, undo)
             if isinstance(source, gzip.GzipFile):
-                _check_gzip_end(source)
+                check_gzip_end(source)
             return stats
         except BaseException as exc:
             undo.rollback_after(exc)
