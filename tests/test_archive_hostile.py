@@ -15,9 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem
 from workspacefs.archive import UnsafeArchiveError, export_tar, import_tar
+from workspacefs.cli import main
 from workspacefs.protocol import Filesystem
 
 _count = itertools.count()
@@ -210,3 +212,12 @@ def test_only_a_gzip_is_read_past_the_end_and_not_far(workspace: Filesystem) -> 
     workspace.delete("new.txt")
     padded = gzip.compress(archive + b"\0" * (17 * 1024 * 1024))  # 17 KiB of gzip, 17 MiB after the end
     assert "follow its end" in str(_refused(workspace, padded, None))
+
+
+def test_the_import_command_reports_a_damaged_archive_instead_of_a_traceback(fast_tmp: Path) -> None:
+    damaged = fast_tmp / "damaged.tar"
+    damaged.write_bytes(_tar([("a.txt", b"x" * 5000)])[:2000])
+    url = f"sqlite:///{fast_tmp / 'cli.db'}?session=imported"
+    result = CliRunner().invoke(main, ["import", "-i", str(damaged), "--fs", url])
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.exit_code not in (0, 1) and "not a readable tar in member 'a.txt'" in result.output
