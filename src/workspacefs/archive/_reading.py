@@ -142,4 +142,6 @@ def open_archive(stream: IO[bytes]) -> tuple[tarfile.TarFile, IO[bytes] | gzip.G
     stream it reads (a gzip: give it to :func:`check_gzip_end` once the archive has ended)."""
     with reading("at its start"):
         source = _decompressed(stream)
-        return _Reading.open(fileobj=source, mode="r|*", tarinfo=_Header), source
+        # a gzip is read to its end anyway: in blocks of a MiB, not tarfile's 10 KiB (each a call through gzip)
+        bufsize = _COPY_BLOCK if isinstance(source, gzip.GzipFile) else tarfile.RECORDSIZE
+        return _Reading.open(fileobj=source, mode="r|*", tarinfo=_Header, bufsize=bufsize), source
