@@ -601,3 +601,26 @@ def test_the_package_does_not_import_fsspec_and_the_bridge_names_its_extra() -> 
     missing = _without_fsspec("import workspacefs.fsspec")
     assert missing.returncode == 1
     assert "ImportError" in missing.stderr and "workspacefs[fsspec]" in missing.stderr, missing.stderr
+
+
+def test_append_mode_tells_positions_from_the_end_of_the_file(bridge: WorkspaceFileSystem) -> None:
+    bridge.pipe_file("/log.txt", b"12345")
+    with bridge.open("/log.txt", "ab") as handle:
+        assert handle.tell() == 5  # as open(path, "ab") on a local file
+        handle.write(b"678")
+        assert handle.tell() == 8
+    with bridge.open("/new.txt", "ab") as handle:
+        assert handle.tell() == 0
+    assert bridge.cat_file("/log.txt") == b"12345678"
+
+
+def test_storage_options_are_the_workspaces_never_silently_dropped() -> None:
+    opened = fsspec.filesystem("workspace", url="memory://", read_only="true")
+    assert opened.workspace.read_only
+    with pytest.raises(PermissionError):
+        opened.pipe_file("/a.txt", b"x")
+    with pytest.raises(ValueError, match="bogus"):
+        fsspec.filesystem("workspace", url="memory://", bogus="1")
+    with pytest.raises(TypeError, match="read_only"):
+        fsspec.filesystem("workspace", fs=InMemoryFilesystem(), read_only=True)
+    assert fsspec.filesystem("workspace", fs=InMemoryFilesystem(), use_listings_cache=False).ls("/") == []

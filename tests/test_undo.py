@@ -216,3 +216,15 @@ def test_a_refused_archive_leaves_nothing_and_costs_only_what_it_overwrote(count
     assert counted.read("notes/a.txt").content == "old\n" and not counted.exists("fresh")
     assert counted.snapshots_taken == 0
     assert set(counted.opened) <= {"notes/a.txt"}  # the one file the import replaced was saved; nothing else
+
+
+def test_a_recorded_directory_gets_back_its_empty_directories_and_loses_what_was_made_in_it(counted: Counting) -> None:
+    counted.write("d/keep.txt", "k")
+    counted.mkdir("d/empty/inner")
+    with UndoLog(counted) as log:
+        log.will_change("d")
+        log.will_create("d/new/made.txt")
+        counted.delete("d", recursive=True)
+        counted.write("d/new/made.txt", "m")
+        assert log.rollback()
+    assert sorted(e.path for e in counted.walk(".")) == ["d", "d/empty", "d/empty/inner", "d/keep.txt"]

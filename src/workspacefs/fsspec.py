@@ -52,6 +52,10 @@ _WRITE_MODES: dict[str, WriteMode] = {"wb": "overwrite", "xb": "create", "ab": "
 _BLOCK_SIZE = 16 * DEFAULT_CHUNK_SIZE
 """Bytes a bridge file buffers: the read-ahead of a reader, the batch a writer hands its stream (1 MiB)."""
 _MAGIC = frozenset("*?[")
+_FSSPEC_OPTIONS = frozenset(
+    {"use_listings_cache", "listings_expiry_time", "max_paths", "skip_instance_cache", "asynchronous", "loop"}
+)
+"""Storage options fsspec's own ``AbstractFileSystem`` takes; any other is the workspace's (``url=`` only)."""
 
 
 def _timestamp(moment: datetime | None) -> float | None:
@@ -115,8 +119,16 @@ class WorkspaceFileSystem(AbstractFileSystem):  # type: ignore[misc]  # fsspec s
             raise ValueError("WorkspaceFileSystem needs a workspace: fs=<a workspacefs filesystem> or url=<…>")
         if fs is not None and not isinstance(fs, Filesystem):
             raise TypeError(f"fs must be a workspacefs Filesystem, got {type(fs).__name__}")
+        options = {key: storage_options.pop(key) for key in list(storage_options) if key not in _FSSPEC_OPTIONS}
+        if options and url is None:  # read_only=True silently ignored would leave the workspace writable
+            raise TypeError(
+                f"Options {', '.join(sorted(options))} apply to a workspace opened from url=; the workspace given as "
+                "fs= is used as it is"
+            )
         super().__init__(**storage_options)
-        self._workspace: Filesystem = open_filesystem(url) if url is not None else cast(Filesystem, fs)
+        self._workspace: Filesystem = (
+            open_filesystem(url, **options) if url is not None else cast(Filesystem, fs)
+        )  # open_filesystem refuses an option it does not know
         self._owned = fs is None
 
     @property
@@ -396,6 +408,8 @@ class WorkspaceFile(AbstractBufferedFile):  # type: ignore[misc]  # fsspec ships
             self._writer = fs.workspace.open_write(path, mode=_WRITE_MODES[mode])
         try:  # fsspec's own buffering sees "xb" as "wb" (older releases know no "xb"): the writer checked already
             super().__init__(fs, path, "wb" if mode == "xb" else mode, **kwargs)
+            if mode == "ab":  # as a local file: tell() counts from the end of what is there
+                self.loc = _size_or_zero(fs.workspace, path)
         except BaseException:
             self._abandon()
             raise
@@ -467,6 +481,14 @@ class _AtomicText(io.TextIOWrapper):
             self.buffer._abandon()
         else:
             self.close()
+
+
+def _size_or_zero(workspace: Filesystem, path: str) -> int:
+    """The size of the file at ``path``, 0 if there is none yet."""
+    try:
+        return workspace.stat(path).size_bytes
+    except FileNotFoundError:
+        return 0
 
 
 def _bound(value: int | None, size: int, default: int) -> int:

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from workspacefs.protocol import Filesystem
 from workspacefs.quota import QUOTA_URL_PARAMETERS, Quota
 
-__all__ = ["BackendSpec", "open_filesystem", "register_backend", "registered_backends"]
+__all__ = ["BackendSpec", "display_url", "open_filesystem", "register_backend", "registered_backends", "url_parameters"]
 
 Opener = Callable[[str, dict[str, str]], Filesystem]
 """Builds a filesystem from the full URL and its query parameters."""
@@ -78,6 +78,62 @@ def _load_entry_points() -> None:
             _registry[entry.name] = BackendSpec(entry.value)
 
 
+_SECRET_PARAMETERS = frozenset({"key", "secret", "token", "password", "access_key", "secret_key", "sas_token"})
+"""Query parameters whose values are credentials (``s3://…?key=…&secret=…``)."""
+
+
+def display_url(url: str) -> str:
+    """``url`` fit for a message or a log: its password and the values of credential parameters shown as ``***``
+    (a query value that is itself a URL, such as ``content_store=`` or a composite's mount, shown the same way).
+
+    Every message that repeats a URL a user gave goes through this: a password in a URL must not reach a
+    terminal, a log or an HTTP response because the URL had a typo.
+    """
+    if "://" not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<a URL that does not parse>"
+    netloc = parts.netloc
+    userinfo, at, host = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.partition(':')[0]}:***@{host}"
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    shown = [(k, "***" if k.lower() in _SECRET_PARAMETERS else display_url(v) if "://" in v else v) for k, v in pairs]
+    query = urlencode(shown, safe="/:@*{}") if shown != pairs else parts.query
+    if netloc == parts.netloc and query == parts.query:
+        return url
+    # by hand: urlunsplit drops the empty host of sqlite:/// and composite://
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if query else "")
+
+
+def url_parameters(url: str) -> dict[str, str]:
+    """The query parameters of ``url``, each given once: a repeated one is refused, never decided by order
+    (``?read_only=true&read_only=false`` opened a writable workspace).
+
+    Raises:
+        ValueError: a parameter appears more than once.
+    """
+    found: dict[str, str] = {}
+    for key, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if key in found:
+            raise ValueError(f"The query parameter {key!r} is given more than once in {display_url(url)!r}")
+        found[key] = value
+    return found
+
+
+def _local_path(url: str) -> str:
+    """The absolute local path a ``file://`` or ``composite://`` URL names, as written: no ``.`` or ``..``
+    segments, so a check of the URL's prefix (``file:///srv/agents/``) holds for the directory opened."""
+    path = unquote(urlsplit(url).path)
+    if not path.startswith("/"):
+        raise ValueError(f"The URL needs an absolute path, got {display_url(url)!r}")
+    if any(segment in (".", "..") for segment in path.split("/")):
+        raise ValueError(f"The URL's path may not contain '.' or '..' segments: {display_url(url)!r}")
+    return path
+
+
 def query_flag(params: Mapping[str, str], name: str, default: bool = False) -> bool:
     """A boolean query parameter: ``1/true/yes/on`` or ``0/false/no/off``."""
     value = params.get(name)
@@ -107,14 +163,14 @@ def open_filesystem(url: str, **options: Any) -> Filesystem:
         ImportError: the backend needs an extra that is not installed (the message says which).
     """
     if not isinstance(url, str) or "://" not in url:
-        raise ValueError(f"Expected a URL such as 'memory://', got {url!r}")
+        raise ValueError(f"Expected a URL such as 'memory://', got {display_url(url)!r}")
     scheme = urlsplit(url).scheme.lower()
     _load_entry_points()
     spec = _registry.get(scheme)
     if spec is None:
         known = ", ".join(sorted(f"{name}://" for name in _registry))
         raise ValueError(f"Unknown filesystem scheme {scheme!r}; known: {known}")
-    params = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+    params = url_parameters(url)
     params.update({key: str(value) for key, value in options.items()})
     opener = spec.resolve()
     try:
@@ -153,10 +209,8 @@ def _open_host(url: str, params: dict[str, str]) -> Filesystem:
 
     parts = urlsplit(url)
     if parts.netloc not in ("", "localhost"):
-        raise ValueError(f"file:// URLs name a local directory; got host {parts.netloc!r}")
-    root = unquote(parts.path)
-    if not root.startswith("/"):
-        raise ValueError(f"file:// URLs need an absolute path, got {url!r}")
+        raise ValueError(f"file:// URLs name a local directory; got host {urlsplit(display_url(url)).netloc!r}")
+    root = _local_path(url)
     _check_options(
         "file://", params, {"read_only", "mount_point", "snapshot_strategy", "snapshot_dir", "durable", "create"}
     )
@@ -180,7 +234,7 @@ def _open_sql(url: str, params: dict[str, str]) -> Filesystem:
 
     session = params.get("session")
     if not session:
-        raise ValueError(f"SQL URLs need a session: add ?session=ID to {url!r}")
+        raise ValueError(f"SQL URLs need a session: add ?session=ID to {display_url(url)!r}")
     _check_options(
         "a SQL filesystem",
         params,
@@ -309,7 +363,7 @@ def _open_composite(url: str, params: dict[str, str], depth: int = 0) -> Filesys
     if parts.path not in ("", "/"):
         if described:
             raise ValueError("A composite:// URL names a description file or lists mounts inline, not both")
-        described = _read_mounts(unquote(parts.path))
+        described = _read_mounts(_local_path(url))
     if not described:
         raise ValueError("A composite:// URL needs mounts: composite:///abs/mounts.toml or composite://?/a=<URL>")
     places: dict[str, str] = {key: params[key] for key in ("agent", "session") if key in params}
@@ -344,7 +398,7 @@ def _open_mount(
         return open_filesystem(child, **options)
     if depth >= _MAX_NESTING:
         raise ValueError(f"Composite descriptions nest more than {_MAX_NESTING} deep at {point}")
-    child_params = dict(parse_qsl(urlsplit(child).query, keep_blank_values=True)) | options
+    child_params = url_parameters(child) | options
     return _open_composite(child, child_params, depth + 1)
 
 

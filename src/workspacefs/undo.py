@@ -143,10 +143,12 @@ class UndoLog:
         return missing
 
     def _remember(self, record: _Absent | _Directory) -> None:
-        if any(known in self._seen for known in (record.path, *_ancestors(record.path))):
-            return  # an ancestor recorded as absent is removed whole; one recorded as a directory keeps it
-            return
+        if record.path in self._seen or any(above in self._absent for above in _ancestors(record.path)):
+            return  # an ancestor recorded as absent is removed whole; one recorded as a directory keeps only
+            # itself, so what lies below it (an empty directory, a path made later) needs a record of its own
         self._seen.add(record.path)
+        if isinstance(record, _Absent):
+            self._absent.add(record.path)
         self._records.append(record)
         self.stats.paths += 1
 
@@ -182,6 +184,17 @@ class UndoLog:
             changed |= self._undo(record)
         return changed
 
+    def rollback_after(self, cause: BaseException) -> None:
+        """:meth:`rollback` because ``cause`` stopped the operation; ``cause`` stays the error the caller raises,
+        and if putting things back fails too, a note on it says so (the workspace is then not as it was)."""
+        try:
+            self.rollback()
+        except Exception as failure:  # the operation's own error is the one to report, not the undo's
+            cause.add_note(
+                f"Putting back what it changed failed too ({type(failure).__name__}: {failure}); "
+                "the workspace is not as it was before"
+            )
+
     def _undo(self, record: _Record) -> bool:
         fs = self.fs
         if isinstance(record, _Moved):
@@ -201,6 +214,8 @@ class UndoLog:
         return self._put_back(record)
 
     def _remove(self, path: str) -> bool:
+        if not self.fs.exists(path):  # never made (the operation failed first): nothing to ask a read-only fs
+            return False
         try:
             self.fs.delete(path, recursive=True)
         except (FileNotFoundError, NotADirectoryError):

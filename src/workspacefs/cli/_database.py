@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from workspacefs.open import display_url
+
 __all__ = ["CONTENT_STORE_HELP", "DB_HELP", "open_store", "redact"]
 
 DB_HELP = (
@@ -47,7 +49,5 @@ def open_store(url: str | None, *, create: bool = True, content_store: str | Non
 
 
 def redact(url: str) -> str:
-    """A URL fit for a log line: the password hidden."""
-    import sqlalchemy as sa  # noqa: PLC0415
-
-    return sa.engine.make_url(url).render_as_string(hide_password=True)
+    """A URL fit for a log line: the password and credential parameters hidden (:func:`display_url`)."""
+    return display_url(url)

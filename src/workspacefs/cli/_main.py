@@ -192,7 +192,7 @@ def serve(
     address = f"http://{f'[{reach}]' if ':' in reach else reach}:{port}/"
     click.echo(f"workspacefs: storage {store.dialect} at {redact(url)}", err=True)
     if sessions_root is not None:
-        click.echo(f"workspacefs: each session's files under {sessions_root.split('?', 1)[0]}", err=True)
+        click.echo(f"workspacefs: each session's files under {redact(sessions_root).split('?', 1)[0]}", err=True)
     if store.content is not None:
         click.echo(f"workspacefs: chunks of {store.content.min_bytes} bytes or more in {store.content.root}", err=True)
     if no_auth:

@@ -12,7 +12,7 @@ import os
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from workspacefs.open import open_filesystem
+from workspacefs.open import display_url, open_filesystem, url_parameters
 from workspacefs.protocol import Filesystem
 
 __all__ = ["EPHEMERAL_SCHEMES", "SQL_SCHEMES", "open_workspace", "path_hint", "with_agent"]
@@ -42,15 +42,18 @@ def with_agent(url: str, *, create: bool) -> str:
         FileNotFoundError: the database or the agent's session does not exist and ``create`` is false.
     """
     parts = urlsplit(url)
+    given = url_parameters(url)  # each once: a repeated one is refused, never decided by order
     query = parse_qsl(parts.query, keep_blank_values=True)
-    agent = dict(query).get("agent")
+    agent = given.get("agent")
     if agent is None:
         return url
     if parts.scheme.lower() not in SQL_SCHEMES:
-        raise ValueError(f"?agent= names a session of the service, so it applies to SQL URLs only, not {url!r}")
-    session = dict(query).get("session")
+        raise ValueError(
+            f"?agent= names a session of the service, so it applies to SQL URLs only, not {display_url(url)!r}"
+        )
+    session = given.get("session")
     if not session:
-        raise ValueError(f"SQL URLs need a session: add &session=ID to {url!r}")
+        raise ValueError(f"SQL URLs need a session: add &session=ID to {display_url(url)!r}")
     from workspacefs.backends.sql import SqlStore, missing_database  # noqa: PLC0415 - the sql extra
     from workspacefs.server.catalog import SessionCatalog  # noqa: PLC0415 - the catalogue the service keeps
 

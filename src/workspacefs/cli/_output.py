@@ -18,6 +18,7 @@ import click
 
 from workspacefs import errors
 from workspacefs.cli._opening import EPHEMERAL_SCHEMES, open_workspace, path_hint
+from workspacefs.open import display_url
 from workspacefs.policy import ApprovalRequest, Policy
 from workspacefs.protocol import Filesystem
 
@@ -164,12 +165,12 @@ def open_raw(url: str, *, create: bool | None = None, **options: Any) -> Filesys
         advice = "" if creating else "; add --create to make it (writing to it makes it too)"
         fail(EXIT_NOT_FOUND, "not_found", f"{_describe(exc)}{advice}")
     except (ValueError, KeyError) as exc:
-        fail(EXIT_INVALID, "bad_url", f"cannot open {url!r}: {exc}")
+        fail(EXIT_INVALID, "bad_url", f"cannot open {display_url(url)!r}: {exc}")
     except ImportError as exc:  # an extra that is not installed: the message names it
         fail(EXIT_FAILURE, "missing_dependency", str(exc))
     except OSError as exc:  # the root is a file, the database server refused …
         exit_code, code, message = classify(exc) or (EXIT_FAILURE, "os_error", _describe(exc))
-        fail(exit_code, code, f"cannot open {url!r}: {message}")
+        fail(exit_code, code, f"cannot open {display_url(url)!r}: {message}")
     if urlsplit(url).scheme.lower() in EPHEMERAL_SCHEMES:
         click.echo(
             "workspacefs: memory:// keeps files only while this command runs (use file:///dir or "

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, cast
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from workspacefs.backends.sql import SqlFilesystem, SqlStore
-from workspacefs.open import open_filesystem, registered_backends
+from workspacefs.open import display_url, open_filesystem, registered_backends, url_parameters
 from workspacefs.protocol import Filesystem, SnapshotableFilesystem
 from workspacefs.quota import QUOTA_URL_PARAMETERS, Quota
 from workspacefs.server.catalog import DEFAULT_AGENT, CatalogEntry
@@ -114,7 +114,9 @@ class UrlSessions(SessionStorage):
         parts = urlsplit(root)
         scheme = parts.scheme.lower()
         if "://" not in root or scheme not in registered_backends():
-            raise ValueError(f"The sessions root must be a workspace URL such as file:///srv/agents, not {root!r}")
+            raise ValueError(
+                f"The sessions root must be a workspace URL such as file:///srv/agents, not {display_url(root)!r}"
+            )
         # a composite description places them in its mounts' URLs (its opener checks that one does)
         self.placed = scheme == "composite" or any(place in unquote(root) for place in _PLACES)
         if not self.placed and scheme not in _APPENDED:
@@ -122,6 +124,9 @@ class UrlSessions(SessionStorage):
                 f"A {scheme}:// sessions root must place {{agent}} and {{session}} in its URL (or its mounts' URLs), "
                 "so sessions do not share one tree"
             )
+        given = url_parameters(root)  # a parameter given twice is refused at start, not at each session's open
+        if scheme == "composite" and {"agent", "session"} & given.keys():
+            raise ValueError("A composite:// sessions root leaves agent= and session= to the service, which adds them")
         self.root = root
         self.scheme = scheme
 
@@ -187,7 +192,7 @@ class UrlSessions(SessionStorage):
                 os.rmdir(directory)
 
     def describe(self) -> str:
-        return f"one per session under {self.root.split('?', 1)[0]}"
+        return f"one per session under {display_url(self.root).split('?', 1)[0]}"
 
 
 def _filled(template: str, agent: str, session: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import ClassVar, cast
 
@@ -28,6 +28,7 @@ from workspacefs.paths import DEFAULT_MAX_GREP_MATCHES, check_non_negative, is_w
 from workspacefs.protocol import ByteReader, BytesLike, ByteWriter, ConditionalWrites, Filesystem, VersionedContent
 from workspacefs.results import FileEntry, FileStat, GrepMatch, WriteMode, WriteResult
 from workspacefs.search import GrepPattern
+from workspacefs.undo import UndoLog
 
 __all__ = ["CompositeFilesystem"]
 
@@ -223,7 +224,7 @@ class CompositeFilesystem(CompositeHistory, CompositeSnapshots, BaseFilesystem):
             with self._changing(source):
                 source.fs.move(source.inner(src), source.inner(dst), overwrite=True)
             return
-        super()._move_over_tree(src, dst)
+        self._over_tree_across(target, dst, lambda: super(CompositeFilesystem, self)._move_over_tree(src, dst))
 
     def _copy_over_tree(self, src: str, dst: str) -> None:
         """Within one mount (none mounted below ``src``), that mount's own copy over the tree."""
@@ -233,7 +234,22 @@ class CompositeFilesystem(CompositeHistory, CompositeSnapshots, BaseFilesystem):
             with self._changing(source):
                 source.fs.copy(source.inner(src), source.inner(dst), overwrite=True)
             return
-        super()._copy_over_tree(src, dst)
+        self._over_tree_across(target, dst, lambda: super(CompositeFilesystem, self)._copy_over_tree(src, dst))
+
+    def _over_tree_across(self, target: Mounted, dst: str, replace: Callable[[], None]) -> None:
+        """Replace the tree at ``dst`` with one from another mount (removal, then a copy file by file): the old
+        tree is recorded first (an :class:`~workspacefs.undo.UndoLog` on the target mount, costing its size) and
+        put back if the copy fails part way (the target's quota, a read-only file), so a refused move or copy
+        never leaves ``dst`` gone or half replaced."""
+        with UndoLog(target.fs) as undo:
+            with target.speaking_outside():
+                undo.will_change(target.inner(dst))
+            try:
+                replace()
+            except BaseException as exc:
+                with target.speaking_outside():
+                    undo.rollback_after(exc)
+                raise
 
     def _copy_file(self, src: str, dst: str) -> None:
         source = self._file_target(src)
