@@ -219,11 +219,11 @@ INSERT_JOURNAL_FLAGGED = "".join(
 """SQLite: :data:`INSERT_JOURNAL` with the read-only flags, run once per row (each numbered after the one before)."""
 
 JOURNAL_SPAN = (
-    "SELECT (SELECT max(seq) FROM wsfs_journal WHERE session_id = ?)"
-    " - (SELECT min(seq) FROM wsfs_journal WHERE session_id = ?)"
+    "SELECT (SELECT max(seq) FROM wsfs_journal WHERE session_id = ?),"
+    " (SELECT min(seq) FROM wsfs_journal WHERE session_id = ?)"
 )
-"""How far a session's entry numbers spread: below the entries retention keeps, it has nothing to drop. Two seeks
-(``max`` and ``min`` in one ``SELECT`` would walk the session's rows)."""
+"""A session's newest and oldest entry numbers: when they spread over fewer than the rows retention keeps, it has
+nothing to drop. Two seeks (``max`` and ``min`` in one ``SELECT`` would walk the session's rows)."""
 
 DELETE_CHUNKS = (
     "DELETE FROM wsfs_chunks WHERE hash IN ({marks})"

@@ -397,12 +397,17 @@ class SqlJournal(Journal):
         with self._store.driver.statement() as tx:
             cursor = tx.run(self._store.sql.journal_span, (self._session, self._session))
             tx.sync()
-            (span,) = cursor.fetchone()
-        if (span or 0) < rows:
+            newest, oldest = cursor.fetchone()
+        if newest is None or newest - oldest < rows:
             return 0
-        newest = sa.select(J.c.seq).where(J.c.session_id == self._session).order_by(J.c.seq.desc())
+        if self._store.dialect == "sqlite":
+            # a session's rows are numbered one after another and pruning drops the oldest: the newest ``rows`` rows
+            # are the numbers above ``newest - rows`` (no walk of 10,000 index entries per pass). A gap (a prune by
+            # age after the clock went back) would only keep fewer
+            return self._drop([J.c.seq <= newest - rows])
+        newest_first = sa.select(J.c.seq).where(J.c.session_id == self._session).order_by(J.c.seq.desc())
         with self._store.read() as connection:
-            cut = connection.execute(newest.offset(rows).limit(1)).scalar()
+            cut = connection.execute(newest_first.offset(rows).limit(1)).scalar()
         return 0 if cut is None else self._drop([J.c.seq <= cut])
 
     def prune(self, *, before: datetime | None = None, keep: int | None = None) -> int:
