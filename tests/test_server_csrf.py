@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest import api_routes
 from fastapi.testclient import TestClient
 
-from tests.conftest import api_routes
 from workspacefs.server import create_app
 
 BROWSER = {"X-Workspacefs": "1"}

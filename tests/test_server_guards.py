@@ -297,7 +297,7 @@ def test_a_raw_body_is_unbounded_only_where_it_streams(store: SqlStore) -> None:
     """The JSON limit let any ``application/octet-stream`` body through, to every route, and every route but the
     two upload routes reads its body whole: 256 MiB to ``POST /v1/signin``, which needs no token, held 512 MiB
     of the server's memory. A raw body over the limit is 413 on every other changing route (the test walks them)."""
-    from tests.conftest import api_routes
+    from conftest import api_routes
 
     app = create_app(store, auth=False, max_json_bytes=1024)
     big = b"x" * 4096
