@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import itertools
 import os
 import shutil
 import subprocess
@@ -39,6 +40,25 @@ def fast_tmp() -> Iterator[Path]:
     directory = Path(tempfile.mkdtemp(prefix="wsfs-tests-", dir=base))
     yield directory
     shutil.rmtree(directory, ignore_errors=True)
+
+
+_workspaces = itertools.count()
+
+
+@pytest.fixture(params=["memory", "host", "sqlite"])
+def three_backends(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[Any]:
+    """A fresh workspace on memory, a host directory and SQLite: the backends the tool-level tests run on."""
+    from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem
+
+    n = next(_workspaces)
+    if request.param == "memory":
+        yield InMemoryFilesystem()
+    elif request.param == "host":
+        root = fast_tmp / f"workspace-{n}"
+        root.mkdir()
+        yield HostFilesystem(root, snapshot_dir=fast_tmp / f"snapshots-{n}")
+    else:
+        yield SqlFilesystem(f"sqlite:///{fast_tmp / 'workspaces.db'}", f"s{n}")
 
 
 @pytest.fixture(scope="session")

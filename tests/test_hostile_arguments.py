@@ -5,7 +5,6 @@ a model can act on, the same on Python's ``dispatch``, the providers' native too
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import select
@@ -22,7 +21,7 @@ from fastapi.testclient import TestClient
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem, SqlStore
+from workspacefs import InMemoryFilesystem, SqlStore
 from workspacefs.cli import main
 from workspacefs.mcp import build_server
 from workspacefs.protocol import Filesystem
@@ -30,7 +29,6 @@ from workspacefs.server import create_app
 from workspacefs.tools import ToolContext, dispatch
 from workspacefs.tools.openai import handle_apply_patch_calls
 
-_ids = itertools.count()
 LONE = "\ud800"
 
 # (tool, arguments): every one holds a lone surrogate somewhere a model can put text
@@ -49,16 +47,10 @@ SURROGATE_CALLS: list[tuple[str, Any]] = [
 ]
 
 
-@pytest.fixture(params=["memory", "host", "sqlite"])
-def fs(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[Filesystem]:
-    if request.param == "memory":
-        yield InMemoryFilesystem()
-    elif request.param == "host":
-        root = fast_tmp / f"root-{next(_ids)}"
-        root.mkdir()
-        yield HostFilesystem(root, snapshot_dir=fast_tmp / f"snaps-{next(_ids)}")
-    else:
-        yield SqlFilesystem(f"sqlite:///{fast_tmp / 'hostile.db'}", f"s{next(_ids)}")
+@pytest.fixture
+def fs(three_backends: Filesystem) -> Filesystem:
+    """Memory, host and SQLite (``conftest.three_backends``)."""
+    return three_backends
 
 
 @pytest.mark.parametrize(

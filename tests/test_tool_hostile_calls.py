@@ -7,15 +7,12 @@ tree to roll back. Each must be refused (or bounded), changing nothing, on every
 
 from __future__ import annotations
 
-import itertools
 import tracemalloc
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from workspacefs import HostFilesystem, InMemoryFilesystem, SqlFilesystem
+from workspacefs import InMemoryFilesystem
 from workspacefs.policy import ApprovalRequest, Policy, PolicyRule
 from workspacefs.protocol import Filesystem
 from workspacefs.tools import NATIVE_TOOLS, ToolContext, dispatch, tools_for
@@ -23,19 +20,11 @@ from workspacefs.tools.anthropic import handle_tool_use
 from workspacefs.tools.openai import handle_apply_patch_calls
 from workspacefs.undo import UndoLog
 
-_ids = itertools.count()
 
-
-@pytest.fixture(params=["memory", "host", "sqlite"])
-def fs(request: pytest.FixtureRequest, fast_tmp: Path) -> Iterator[Filesystem]:
-    if request.param == "memory":
-        yield InMemoryFilesystem()
-    elif request.param == "host":
-        root = fast_tmp / f"hostile-calls-{next(_ids)}"
-        root.mkdir()
-        yield HostFilesystem(root)
-    else:
-        yield SqlFilesystem(f"sqlite:///{fast_tmp / 'hostile-calls.db'}", f"s{next(_ids)}")
+@pytest.fixture
+def fs(three_backends: Filesystem) -> Filesystem:
+    """Memory, host and SQLite (``conftest.three_backends``)."""
+    return three_backends
 
 
 def _context(fs: Filesystem) -> ToolContext:
